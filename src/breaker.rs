@@ -1,0 +1,654 @@
+//! [`Breaker`]: admission, recording, lazy recovery and the manual modes.
+//!
+//! The breaker composes the pieces below it: the state word ([`state`]), the
+//! window ([`window`]) and the pure policy ([`policy`]). Every decision that
+//! changes the state is a strong CAS on the state word from an exact snapshot
+//! (invariant 1); everything else is a load.
+//!
+//! [`state`]: crate::state
+//! [`window`]: crate::window
+//! [`policy`]: crate::policy
+
+use core::fmt;
+use core::time::Duration;
+
+use crate::builder::Builder;
+use crate::clock::{Clock, Nanos, QuantaClock};
+use crate::counters::CallCounters;
+use crate::error::{RejectReason, Rejected};
+use crate::fleet::Fleet;
+use crate::observe::{BreakerSnapshot, Observer, Reason, Transition};
+use crate::outcome::Outcome;
+use crate::permit::{OwnedPermit, Permit};
+use crate::policy::{Config, WindowCounts};
+use crate::state::{Snapshot, State, StateCell};
+use crate::sync::Arc;
+use crate::window::Window;
+
+/// What every breaker of one configuration shares: the validated config, the
+/// clock, the observer and (in a registry) the fleet counters.
+pub(crate) struct Shared<C> {
+    pub(crate) config: Config,
+    pub(crate) clock: C,
+    observer: Option<Box<dyn Observer>>,
+    pub(crate) fleet: Option<Arc<Fleet>>,
+}
+
+impl<C> Shared<C> {
+    pub(crate) fn new(config: Config, clock: C, observer: Option<Box<dyn Observer>>) -> Shared<C> {
+        Shared {
+            config,
+            clock,
+            observer,
+            fleet: None,
+        }
+    }
+
+    /// Attaches fleet counters (the registry does this once, before any breaker exists).
+    pub(crate) fn with_fleet(mut self, fleet: Arc<Fleet>) -> Shared<C> {
+        self.fleet = Some(fleet);
+        self
+    }
+}
+
+impl<C> fmt::Debug for Shared<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Shared")
+            .field("config", &self.config)
+            .field("observer", &self.observer.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A circuit breaker: a few atomics, no lock, no timer, no allocation per call.
+///
+/// ```
+/// use failfast::{Breaker, ManualClock, Nanos, State};
+/// use std::time::Duration;
+///
+/// let clock = ManualClock::new();
+/// let breaker = Breaker::builder()
+///     .consecutive_failures(3)
+///     .open_duration(Duration::from_secs(60))
+///     .build_with_clock(clock.clone())?;
+///
+/// for _ in 0..3 {
+///     let permit = breaker.try_acquire().expect("closed: admitted");
+///     permit.failure(); // e.g. a 503
+/// }
+/// assert_eq!(breaker.state(), State::Open);
+/// assert!(breaker.try_acquire().is_err()); // fails fast, nothing runs
+///
+/// clock.advance(Duration::from_secs(61));
+/// let probe = breaker.try_acquire().expect("the first caller after the open time probes");
+/// assert!(probe.is_probe());
+/// probe.success();
+/// assert_eq!(breaker.state(), State::Closed);
+/// # Ok::<(), failfast::ConfigError>(())
+/// ```
+pub struct Breaker<C: Clock = QuantaClock> {
+    cell: StateCell,
+    window: Window,
+    counters: Option<Box<CallCounters>>,
+    id: u64,
+    shared: Arc<Shared<C>>,
+}
+
+impl Breaker {
+    /// A builder for a breaker on the default [`QuantaClock`] (or any clock,
+    /// with [`Builder::build_with_clock`]).
+    pub fn builder() -> Builder {
+        Builder::new()
+    }
+}
+
+/// The probe flag and generation a permit carries back to its verdict.
+#[derive(Copy, Clone, Debug)]
+pub(crate) struct Ticket {
+    pub(crate) generation: u32,
+    pub(crate) probe: bool,
+    pub(crate) start: Nanos,
+}
+
+impl<C: Clock> Breaker<C> {
+    pub(crate) fn from_shared(shared: Arc<Shared<C>>, id: u64) -> Breaker<C> {
+        let counters = shared.config.count_calls.then(Box::default);
+        Breaker {
+            cell: StateCell::new(),
+            window: Window::new(shared.config.window),
+            counters,
+            id,
+            shared,
+        }
+    }
+
+    /// The validated configuration.
+    pub fn config(&self) -> &Config {
+        &self.shared.config
+    }
+
+    /// The breaker's id (its jitter seed).
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The current time on the breaker's clock.
+    #[inline]
+    pub fn now(&self) -> Nanos {
+        self.shared.clock.now()
+    }
+
+    /// The current state (one atomic load).
+    pub fn state(&self) -> State {
+        self.cell.load().state()
+    }
+
+    /// Bytes this breaker occupies: the struct plus its window and counters on
+    /// the heap (the shared config is not counted: one per registry).
+    pub fn memory_bytes(&self) -> usize {
+        core::mem::size_of::<Self>()
+            + self.window.heap_bytes()
+            + self
+                .counters
+                .as_ref()
+                .map_or(0, |_| core::mem::size_of::<CallCounters>())
+    }
+
+    /// Asks to make a call now; see [`try_acquire_at`](Self::try_acquire_at).
+    ///
+    /// In CLOSED this is one atomic load, plus one clock read only when a
+    /// slow-call threshold is set.
+    ///
+    /// # Errors
+    ///
+    /// [`Rejected`] when the breaker is open, forced open, or half-open with
+    /// every probe slot taken.
+    #[inline]
+    pub fn try_acquire(&self) -> Result<Permit<'_, C>, Rejected> {
+        self.ticket_now().map(|t| Permit::new(self, t))
+    }
+
+    /// Asks to make a call at `now`: a [`Permit`] to report the outcome with,
+    /// or a [`Rejected`] saying why not and when to retry.
+    ///
+    /// OPEN turns into HALF_OPEN here, lazily: the first request after the open
+    /// duration wins a CAS and becomes the first probe; at most
+    /// `half_open_probes` are admitted per round.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_acquire`](Self::try_acquire).
+    #[inline]
+    pub fn try_acquire_at(&self, now: Nanos) -> Result<Permit<'_, C>, Rejected> {
+        self.ticket_at(now).map(|t| Permit::new(self, t))
+    }
+
+    /// [`try_acquire`](Self::try_acquire) for a breaker held in an `Arc`: the
+    /// permit owns a clone of the `Arc` and can move into a `'static` future.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_acquire`](Self::try_acquire).
+    #[inline]
+    pub fn try_acquire_owned(self: &std::sync::Arc<Self>) -> Result<OwnedPermit<C>, Rejected> {
+        self.ticket_now().map(|t| OwnedPermit::new(self.clone(), t))
+    }
+
+    /// [`try_acquire_at`](Self::try_acquire_at) with an owned permit.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_acquire`](Self::try_acquire).
+    #[inline]
+    pub fn try_acquire_owned_at(
+        self: &std::sync::Arc<Self>,
+        now: Nanos,
+    ) -> Result<OwnedPermit<C>, Rejected> {
+        self.ticket_at(now)
+            .map(|t| OwnedPermit::new(self.clone(), t))
+    }
+
+    /// Admission reading the clock only where needed (invariant 8: CLOSED
+    /// without slow-call timing is one load and no clock read).
+    #[inline]
+    fn ticket_now(&self) -> Result<Ticket, Rejected> {
+        let s = self.cell.load();
+        if s.is_closed() {
+            let start = if self.shared.config.measures_time() {
+                self.now()
+            } else {
+                Nanos::ZERO
+            };
+            return Ok(self.admit(s.generation(), false, start));
+        }
+        self.acquire_slow(s, self.now())
+    }
+
+    #[inline]
+    fn ticket_at(&self, now: Nanos) -> Result<Ticket, Rejected> {
+        let s = self.cell.load();
+        if s.is_closed() {
+            return Ok(self.admit(s.generation(), false, now));
+        }
+        self.acquire_slow(s, now)
+    }
+
+    #[inline]
+    fn admit(&self, generation: u32, probe: bool, start: Nanos) -> Ticket {
+        if let Some(c) = &self.counters {
+            c.admitted();
+        }
+        Ticket {
+            generation,
+            probe,
+            start,
+        }
+    }
+
+    fn reject(&self, reason: RejectReason, retry_after: Option<Duration>) -> Rejected {
+        if let Some(c) = &self.counters {
+            c.rejected();
+        }
+        Rejected::new(reason, retry_after)
+    }
+
+    /// The jittered open duration of the OPEN state `s`.
+    fn open_duration(&self, s: Snapshot) -> Duration {
+        self.shared
+            .config
+            .backoff
+            .open_duration(s.trips(), self.id, s.generation())
+    }
+
+    /// Admission outside CLOSED. Loops only while the word changes under it
+    /// (someone else made progress); never retries a lost election.
+    #[cold]
+    fn acquire_slow(&self, mut s: Snapshot, now: Nanos) -> Result<Ticket, Rejected> {
+        let config = &self.shared.config;
+        loop {
+            match s.state() {
+                State::Closed | State::Disabled | State::MetricsOnly => {
+                    return Ok(self.admit(s.generation(), false, now));
+                }
+                State::ForcedOpen => return Err(self.reject(RejectReason::ForcedOpen, None)),
+                State::Open => {
+                    // Invariant 2 (no early probe): `tripped_at` is at least this
+                    // trip's stamp (invariant 3), so nothing passes before it.
+                    let ready_at = self.cell.tripped_at() + self.open_duration(s);
+                    if now < ready_at {
+                        let wait = ready_at.saturating_duration_since(now);
+                        return Err(self.reject(RejectReason::Open, Some(wait)));
+                    }
+                    let next = s.enter(State::HalfOpen).with_count(1);
+                    match self.cell.transition(s, next, now) {
+                        Ok(()) => {
+                            self.report(s, next, Reason::OpenElapsed, now, WindowCounts::default());
+                            return Ok(self.admit(next.generation(), true, now));
+                        }
+                        // Lost the election: look at what the winner made of it.
+                        Err(actual) => s = actual,
+                    }
+                }
+                State::HalfOpen => {
+                    let lease_end = self.cell.tripped_at() + config.probe_lease;
+                    if now >= lease_end {
+                        // Invariant 5 (no wedge): an unresolved round is superseded
+                        // lazily; the old round's verdicts become stale.
+                        let next = s.enter(State::HalfOpen).with_count(1);
+                        match self.cell.transition(s, next, now) {
+                            Ok(()) => {
+                                self.report(
+                                    s,
+                                    next,
+                                    Reason::ProbeLeaseExpired,
+                                    now,
+                                    WindowCounts::default(),
+                                );
+                                return Ok(self.admit(next.generation(), true, now));
+                            }
+                            Err(actual) => {
+                                s = actual;
+                                continue;
+                            }
+                        }
+                    }
+                    if s.count() >= config.probes {
+                        let wait = lease_end.saturating_duration_since(now);
+                        return Err(self.reject(RejectReason::HalfOpenFull, Some(wait)));
+                    }
+                    match self.cell.compare_exchange(s, s.with_count(s.count() + 1)) {
+                        Ok(()) => return Ok(self.admit(s.generation(), true, now)),
+                        Err(actual) => s = actual,
+                    }
+                }
+            }
+        }
+    }
+
+    /// A permit's verdict. Invariant 4: a verdict from another generation than
+    /// the current one changes nothing.
+    pub(crate) fn on_verdict(
+        &self,
+        ticket: Ticket,
+        outcome: Outcome,
+        now: Nanos,
+    ) -> Option<Transition> {
+        let slow = outcome != Outcome::Ignored
+            && self
+                .shared
+                .config
+                .is_slow(now.saturating_duration_since(ticket.start));
+        if let Some(c) = &self.counters {
+            c.verdict(outcome, slow);
+        }
+        let s = self.cell.load();
+        if s.generation() != ticket.generation {
+            return None;
+        }
+        match s.state() {
+            State::Closed | State::MetricsOnly => self.record_closed(s, outcome, slow, now),
+            State::HalfOpen if ticket.probe => self.record_probe(s, outcome, slow, now),
+            _ => None,
+        }
+    }
+
+    /// A permit dropped without a verdict: ignored, with no clock read.
+    pub(crate) fn on_drop(&self, ticket: Ticket) {
+        let _ = self.on_verdict(ticket, Outcome::Ignored, ticket.start);
+    }
+
+    fn record_closed(
+        &self,
+        s: Snapshot,
+        outcome: Outcome,
+        slow: bool,
+        now: Nanos,
+    ) -> Option<Transition> {
+        let config = &self.shared.config;
+        let generation = s.generation();
+        let consecutive = match outcome {
+            Outcome::Failure if config.consecutive_failures.is_some() => {
+                self.update_run(s, |run| run.saturating_add(1))?
+            }
+            // Invariant 8: no write unless there is a run to end.
+            _ if s.count() > 0 => self.update_run(s, |_| 0)?,
+            _ => 0,
+        };
+        if outcome == Outcome::Ignored {
+            return None;
+        }
+        let failure = outcome == Outcome::Failure;
+        self.window.record(config.window, now, failure, slow);
+        if !failure && !slow {
+            return None; // a fast success never trips
+        }
+        let counts = self.window.counts(config.window, now);
+        let reason = config.trip_reason(consecutive, counts)?;
+        self.trip(generation, reason, now, counts)
+    }
+
+    /// Sets the run of consecutive failures with a CAS loop on the count field;
+    /// returns the new run, or `None` if the generation moved on.
+    fn update_run(&self, mut s: Snapshot, f: impl Fn(u32) -> u32) -> Option<u32> {
+        let generation = s.generation();
+        loop {
+            let run = f(s.count());
+            if run == s.count() {
+                return Some(run);
+            }
+            match self.cell.compare_exchange(s, s.with_count(run)) {
+                Ok(()) => return Some(run),
+                Err(actual) if actual.generation() == generation => s = actual,
+                Err(_) => return None,
+            }
+        }
+    }
+
+    /// Closed → Open (or a shadow trip in MetricsOnly), for generation `generation`.
+    fn trip(
+        &self,
+        generation: u32,
+        reason: Reason,
+        now: Nanos,
+        counts: WindowCounts,
+    ) -> Option<Transition> {
+        let mut s = self.cell.load();
+        loop {
+            if s.generation() != generation {
+                return None;
+            }
+            let next = match s.state() {
+                State::Closed => s.enter(State::Open).with_trips(1),
+                State::MetricsOnly => s.enter(State::MetricsOnly),
+                _ => return None,
+            };
+            let fleet = self.shared.fleet.as_deref().filter(|_| next.is_open());
+            if let Some(fleet) = fleet {
+                if !fleet.try_reserve_trip() {
+                    return None; // over the fleet-wide cap: stay Closed, refusal counted
+                }
+            }
+            match self.cell.transition(s, next, now) {
+                Ok(()) => {
+                    if next.state() == State::MetricsOnly {
+                        self.window.reset(self.shared.config.window, now);
+                    }
+                    return Some(self.report(s, next, reason, now, counts));
+                }
+                Err(actual) => {
+                    if let Some(fleet) = fleet {
+                        fleet.cancel_trip();
+                    }
+                    s = actual;
+                }
+            }
+        }
+    }
+
+    fn record_probe(
+        &self,
+        mut s: Snapshot,
+        outcome: Outcome,
+        slow: bool,
+        now: Nanos,
+    ) -> Option<Transition> {
+        let generation = s.generation();
+        let config = &self.shared.config;
+        loop {
+            if s.generation() != generation || !s.is_half_open() {
+                return None;
+            }
+            let (next, reason) = match outcome {
+                // Frees the slot for another probe of this round.
+                Outcome::Ignored => (s.with_count(s.count().saturating_sub(1)), None),
+                Outcome::Failure => (
+                    s.enter(State::Open).with_trips(s.trips() + 1),
+                    Some(Reason::ProbeFailed),
+                ),
+                // Invariant 6: a slow probe fails the round.
+                Outcome::Success if slow => (
+                    s.enter(State::Open).with_trips(s.trips() + 1),
+                    Some(Reason::ProbeSlow),
+                ),
+                Outcome::Success if s.successes() + 1 >= config.probes => (
+                    s.enter(State::Closed).with_trips(0),
+                    Some(Reason::ProbesSucceeded),
+                ),
+                Outcome::Success => (s.with_successes(s.successes() + 1), None),
+            };
+            let Some(reason) = reason else {
+                match self.cell.compare_exchange(s, next) {
+                    Ok(()) => return None,
+                    Err(actual) => {
+                        s = actual;
+                        continue;
+                    }
+                }
+            };
+            match self.cell.transition(s, next, now) {
+                Ok(()) => {
+                    if next.is_closed() {
+                        self.window.reset(config.window, now);
+                    }
+                    return Some(self.report(s, next, reason, now, WindowCounts::default()));
+                }
+                Err(actual) => s = actual,
+            }
+        }
+    }
+
+    /// Publishes a won transition: fleet counters, observer, and the value returned.
+    fn report(
+        &self,
+        from: Snapshot,
+        to: Snapshot,
+        reason: Reason,
+        now: Nanos,
+        window: WindowCounts,
+    ) -> Transition {
+        if let Some(fleet) = &self.shared.fleet {
+            fleet.on_transition(from.state(), to.state());
+        }
+        let transition = Transition {
+            from: from.state(),
+            to: to.state(),
+            reason,
+            generation: to.generation(),
+            at: now,
+            breaker_id: self.id,
+            window,
+            consecutive_failures: if from.is_half_open() { 0 } else { from.count() },
+            probe_successes: if from.is_half_open() {
+                from.successes()
+            } else {
+                0
+            },
+            trips_in_a_row: to.trips(),
+            open_for: to.is_open().then(|| self.open_duration(to)),
+        };
+        if let Some(observer) = &self.shared.observer {
+            observer.on_transition(&transition);
+        }
+        transition
+    }
+
+    /// Moves to a manual mode (or back to Closed) from any state.
+    fn set_mode(&self, target: State, reason: Reason, now: Nanos) -> Option<Transition> {
+        let mut s = self.cell.load();
+        loop {
+            if s.state() == target && target != State::Closed {
+                return None; // already there
+            }
+            let trips = if target == State::ForcedOpen {
+                s.trips()
+            } else {
+                0
+            };
+            let next = s.enter(target).with_trips(trips);
+            match self.cell.transition(s, next, now) {
+                Ok(()) => {
+                    if matches!(target, State::Closed | State::MetricsOnly) {
+                        self.window.reset(self.shared.config.window, now);
+                    }
+                    return Some(self.report(s, next, reason, now, WindowCounts::default()));
+                }
+                Err(actual) => s = actual,
+            }
+        }
+    }
+
+    /// Rejects every call until [`reset`](Self::reset). Returns the transition,
+    /// or `None` if already forced open.
+    pub fn force_open(&self) -> Option<Transition> {
+        self.force_open_at(self.now())
+    }
+
+    /// [`force_open`](Self::force_open) at `now`.
+    pub fn force_open_at(&self, now: Nanos) -> Option<Transition> {
+        self.set_mode(State::ForcedOpen, Reason::ForceOpen, now)
+    }
+
+    /// Admits every call and records nothing until [`reset`](Self::reset).
+    pub fn disable(&self) -> Option<Transition> {
+        self.disable_at(self.now())
+    }
+
+    /// [`disable`](Self::disable) at `now`.
+    pub fn disable_at(&self, now: Nanos) -> Option<Transition> {
+        self.set_mode(State::Disabled, Reason::Disable, now)
+    }
+
+    /// Records and evaluates, never rejects (a shadow roll-out): a trip
+    /// condition produces a MetricsOnly → MetricsOnly transition instead of
+    /// opening. Starts from an empty window.
+    pub fn metrics_only(&self) -> Option<Transition> {
+        self.metrics_only_at(self.now())
+    }
+
+    /// [`metrics_only`](Self::metrics_only) at `now`.
+    pub fn metrics_only_at(&self, now: Nanos) -> Option<Transition> {
+        self.set_mode(State::MetricsOnly, Reason::MetricsOnly, now)
+    }
+
+    /// Back to a fresh CLOSED breaker: window and runs cleared, backoff
+    /// restarted. Always a transition, even from Closed, so it is always
+    /// observed: the result is always `Some`.
+    pub fn reset(&self) -> Option<Transition> {
+        self.reset_at(self.now())
+    }
+
+    /// [`reset`](Self::reset) at `now`.
+    pub fn reset_at(&self, now: Nanos) -> Option<Transition> {
+        self.set_mode(State::Closed, Reason::Reset, now)
+    }
+
+    /// A read-only view of the breaker; see [`snapshot_at`](Self::snapshot_at).
+    pub fn snapshot(&self) -> BreakerSnapshot {
+        self.snapshot_at(self.now())
+    }
+
+    /// State, time in state, window counts and rates, and call counters at
+    /// `now`. Loads only: reading it never disturbs the hot path.
+    pub fn snapshot_at(&self, now: Nanos) -> BreakerSnapshot {
+        let s = self.cell.load();
+        let since = self.cell.tripped_at();
+        let window = self.window.counts(self.shared.config.window, now);
+        let retry_after = s
+            .is_open()
+            .then(|| (since + self.open_duration(s)).saturating_duration_since(now));
+        BreakerSnapshot {
+            state: s.state(),
+            generation: s.generation(),
+            time_in_state: now.saturating_duration_since(since),
+            retry_after,
+            failure_rate: window.failure_rate(),
+            slow_call_rate: window.slow_call_rate(),
+            window,
+            consecutive_failures: if s.is_half_open() { 0 } else { s.count() },
+            trips_in_a_row: s.trips(),
+            calls: self.counters.as_ref().map(|c| c.read()),
+        }
+    }
+
+    /// Whether this breaker is indistinguishable from a fresh one at `now`:
+    /// Closed, no failure run, and no failure or slow call in its window.
+    /// The registry evicts only such breakers.
+    pub fn is_pristine_at(&self, now: Nanos) -> bool {
+        let s = self.cell.load();
+        if !s.is_closed() || s.count() != 0 || s.trips() != 0 {
+            return false;
+        }
+        let w = self.window.counts(self.shared.config.window, now);
+        w.failures == 0 && w.slow == 0
+    }
+}
+
+impl<C: Clock> fmt::Debug for Breaker<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Breaker")
+            .field("id", &self.id)
+            .field("state", &self.cell)
+            .field("window", &self.window)
+            .finish_non_exhaustive()
+    }
+}

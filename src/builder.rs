@@ -1,0 +1,372 @@
+//! The consuming, validating [`Builder`] for breakers (and the shared config
+//! a [`Registry`](crate::Registry) stamps its breakers from).
+
+use core::fmt;
+use core::time::Duration;
+
+use crate::breaker::{Breaker, Shared};
+use crate::clock::{Clock, QuantaClock};
+use crate::error::ConfigError;
+use crate::observe::Observer;
+use crate::policy::{Backoff, Config, Rate, WindowKind};
+use crate::state::{COUNT_MAX, SUCCESS_MAX};
+use crate::sync::Arc;
+
+/// Largest count window.
+pub const MAX_COUNT_WINDOW: u32 = 4096;
+/// Most buckets in a time window.
+pub const MAX_TIME_BUCKETS: u32 = 1024;
+
+/// Builds a [`Breaker`]: set the trip conditions, then `build()`.
+///
+/// Every value is checked in `build`, which names the field and the allowed
+/// range of the first bad one. Defaults: no trip condition (at least one is
+/// required), a count window of 100 calls when a rate is set without a
+/// window, `min_calls` 10 (or the count window's size if smaller), 1 half-open
+/// probe, an open duration of 30 s doubling per trip in a row up to 5 min with
+/// no jitter, a probe lease equal to the base open duration, no slow-call
+/// threshold, no call counters.
+///
+/// ```
+/// use failfast::Breaker;
+/// use std::time::Duration;
+///
+/// let breaker = Breaker::builder()
+///     .consecutive_failures(5)                       // K failures in a row, or
+///     .failure_rate(0.5)                             // half the window failing, or
+///     .slow_call_rate(0.5)                           // half the window slow,
+///     .slow_call_threshold(Duration::from_millis(500))
+///     .count_window(20)                              // over the last 20 calls,
+///     .min_calls(10)                                 // once 10 were seen.
+///     .half_open_probes(3)
+///     .open_duration(Duration::from_secs(10))
+///     .backoff(2.0, Duration::from_secs(300))
+///     .jitter(0.2)
+///     .build()?;
+/// # let _ = breaker;
+/// # Ok::<(), failfast::ConfigError>(())
+/// ```
+#[must_use = "a builder does nothing until `build`"]
+pub struct Builder {
+    consecutive_failures: Option<u32>,
+    failure_rate: Option<f64>,
+    slow_call_rate: Option<f64>,
+    slow_call_threshold: Option<Duration>,
+    window: Option<WindowKind>,
+    min_calls: Option<u32>,
+    probes: u32,
+    probe_lease: Option<Duration>,
+    open_base: Duration,
+    multiplier: f64,
+    cap: Option<Duration>,
+    jitter: f64,
+    count_calls: bool,
+    observer: Option<Box<dyn Observer>>,
+    id: u64,
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Builder {
+            consecutive_failures: None,
+            failure_rate: None,
+            slow_call_rate: None,
+            slow_call_threshold: None,
+            window: None,
+            min_calls: None,
+            probes: 1,
+            probe_lease: None,
+            open_base: Duration::from_secs(30),
+            multiplier: 2.0,
+            cap: None,
+            jitter: 0.0,
+            count_calls: false,
+            observer: None,
+            id: 0,
+        }
+    }
+}
+
+impl fmt::Debug for Builder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Builder")
+            .field("consecutive_failures", &self.consecutive_failures)
+            .field("failure_rate", &self.failure_rate)
+            .field("slow_call_rate", &self.slow_call_rate)
+            .field("slow_call_threshold", &self.slow_call_threshold)
+            .field("window", &self.window)
+            .field("min_calls", &self.min_calls)
+            .field("probes", &self.probes)
+            .field("probe_lease", &self.probe_lease)
+            .field("open_base", &self.open_base)
+            .field("multiplier", &self.multiplier)
+            .field("cap", &self.cap)
+            .field("jitter", &self.jitter)
+            .field("count_calls", &self.count_calls)
+            .field("observer", &self.observer.is_some())
+            .field("id", &self.id)
+            .finish()
+    }
+}
+
+impl Builder {
+    /// A builder with the defaults listed above.
+    pub fn new() -> Builder {
+        Builder::default()
+    }
+
+    /// Trip after `k` failures in a row (1..=32767). Ignored calls and
+    /// successes end a run.
+    pub fn consecutive_failures(mut self, k: u32) -> Self {
+        self.consecutive_failures = Some(k);
+        self
+    }
+
+    /// Trip when the window's failure rate reaches `rate`, in (0, 1].
+    pub fn failure_rate(mut self, rate: f64) -> Self {
+        self.failure_rate = Some(rate);
+        self
+    }
+
+    /// Trip when the window's slow-call rate reaches `rate`, in (0, 1].
+    /// Needs [`slow_call_threshold`](Self::slow_call_threshold).
+    pub fn slow_call_rate(mut self, rate: f64) -> Self {
+        self.slow_call_rate = Some(rate);
+        self
+    }
+
+    /// A call that takes at least `threshold` is slow. Setting it turns on
+    /// call timing (one clock read at admission, one at the verdict), and a
+    /// slow probe reopens the breaker even without a slow-call rate.
+    pub fn slow_call_threshold(mut self, threshold: Duration) -> Self {
+        self.slow_call_threshold = Some(threshold);
+        self
+    }
+
+    /// Measure rates over the last `size` calls (1..=4096).
+    pub fn count_window(mut self, size: u32) -> Self {
+        self.window = Some(WindowKind::Count { size });
+        self
+    }
+
+    /// Measure rates over the last `length`, in `buckets` slices (1..=1024;
+    /// each slice at least 1 µs). The window slides by `length / buckets`.
+    pub fn time_window(mut self, length: Duration, buckets: u32) -> Self {
+        self.window = Some(WindowKind::Time { length, buckets });
+        self
+    }
+
+    /// Judge rates only once the window holds `n` calls (1..=window size).
+    pub fn min_calls(mut self, n: u32) -> Self {
+        self.min_calls = Some(n);
+        self
+    }
+
+    /// Probes admitted per half-open round (1..=255); all must succeed fast to close.
+    pub fn half_open_probes(mut self, p: u32) -> Self {
+        self.probes = p;
+        self
+    }
+
+    /// How long a half-open round may stay unresolved (a probe hung or was
+    /// forgotten) before the next request starts a new round. Default: the base
+    /// open duration. Set it to your call timeout.
+    pub fn probe_lease(mut self, lease: Duration) -> Self {
+        self.probe_lease = Some(lease);
+        self
+    }
+
+    /// The first open period (> 0).
+    pub fn open_duration(mut self, base: Duration) -> Self {
+        self.open_base = base;
+        self
+    }
+
+    /// Each trip in a row multiplies the open period by `multiplier` (1..=1000)
+    /// up to `cap` (≥ the base). `backoff(1.0, base)` keeps it constant.
+    pub fn backoff(mut self, multiplier: f64, cap: Duration) -> Self {
+        self.multiplier = multiplier;
+        self.cap = Some(cap);
+        self
+    }
+
+    /// Shorten each open period by up to this fraction, in [0, 1), chosen by a
+    /// hash of the breaker's id and generation: deterministic, no RNG, and
+    /// different for each breaker, so hosts and replicas do not probe at once.
+    pub fn jitter(mut self, fraction: f64) -> Self {
+        self.jitter = fraction;
+        self
+    }
+
+    /// Keep lifetime counters (admitted, rejected, outcomes, slow) per breaker,
+    /// at the cost of one read-modify-write per admission and per verdict.
+    pub fn count_calls(mut self, on: bool) -> Self {
+        self.count_calls = on;
+        self
+    }
+
+    /// Notify `observer` of every transition.
+    pub fn observer(mut self, observer: impl Observer) -> Self {
+        self.observer = Some(Box::new(observer));
+        self
+    }
+
+    /// The breaker's id: the seed of its jitter, reported in each
+    /// [`Transition`](crate::Transition). Give replicas or hosts distinct ids.
+    pub fn id(mut self, id: u64) -> Self {
+        self.id = id;
+        self
+    }
+
+    /// Validates and builds a breaker on the default [`QuantaClock`].
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] naming the first invalid field and its allowed range.
+    pub fn build(self) -> Result<Breaker<QuantaClock>, ConfigError> {
+        self.build_with_clock(QuantaClock::new())
+    }
+
+    /// Validates and builds a breaker on `clock`.
+    ///
+    /// # Errors
+    ///
+    /// As [`build`](Self::build).
+    pub fn build_with_clock<C: Clock>(self, clock: C) -> Result<Breaker<C>, ConfigError> {
+        let id = self.id;
+        Ok(Breaker::from_shared(self.build_shared(clock)?, id))
+    }
+
+    /// Validates the configuration alone.
+    ///
+    /// # Errors
+    ///
+    /// As [`build`](Self::build).
+    pub fn build_config(&self) -> Result<Config, ConfigError> {
+        self.validate()
+    }
+
+    pub(crate) fn build_shared<C: Clock>(self, clock: C) -> Result<Arc<Shared<C>>, ConfigError> {
+        let config = self.validate()?;
+        Ok(Arc::new(Shared::new(config, clock, self.observer)))
+    }
+
+    fn validate(&self) -> Result<Config, ConfigError> {
+        fn rate(field: &'static str, r: Option<f64>) -> Result<Option<Rate>, ConfigError> {
+            match r {
+                Some(r) if !(r > 0.0 && r <= 1.0) => Err(ConfigError::new(field, "(0, 1]", r)),
+                Some(r) => Ok(Some(Rate::new(r))),
+                None => Ok(None),
+            }
+        }
+        if let Some(k) = self.consecutive_failures {
+            if k == 0 || k > COUNT_MAX {
+                return Err(ConfigError::new("consecutive_failures", "1..=32767", k));
+            }
+        }
+        let failure_rate = rate("failure_rate", self.failure_rate)?;
+        let slow_call_rate = rate("slow_call_rate", self.slow_call_rate)?;
+        if let Some(t) = self.slow_call_threshold {
+            if t.is_zero() {
+                return Err(ConfigError::new("slow_call_threshold", "> 0", t));
+            }
+        }
+        if slow_call_rate.is_some() && self.slow_call_threshold.is_none() {
+            return Err(ConfigError::new(
+                "slow_call_threshold",
+                "a duration > 0 whenever slow_call_rate is set",
+                self.slow_call_threshold,
+            ));
+        }
+        if self.consecutive_failures.is_none() && failure_rate.is_none() && slow_call_rate.is_none()
+        {
+            return Err(ConfigError::new(
+                "trip condition",
+                "at least one of consecutive_failures, failure_rate, slow_call_rate",
+                "none",
+            ));
+        }
+        let uses_rates = failure_rate.is_some() || slow_call_rate.is_some();
+        let window = match self.window {
+            Some(WindowKind::Count { size }) if size == 0 || size > MAX_COUNT_WINDOW => {
+                return Err(ConfigError::new("count_window", "1..=4096 calls", size));
+            }
+            Some(WindowKind::Time { buckets, .. })
+                if buckets == 0 || buckets > MAX_TIME_BUCKETS =>
+            {
+                return Err(ConfigError::new("time_window.buckets", "1..=1024", buckets));
+            }
+            Some(WindowKind::Time { length, buckets })
+                if length.as_nanos() / u128::from(buckets) < 1_000 =>
+            {
+                return Err(ConfigError::new(
+                    "time_window.length",
+                    "at least 1 µs per bucket",
+                    length,
+                ));
+            }
+            Some(WindowKind::None) | None if uses_rates => WindowKind::Count { size: 100 },
+            Some(w) => w,
+            None => WindowKind::None,
+        };
+        let min_calls = match (window, self.min_calls) {
+            (WindowKind::Count { size }, Some(n)) if n == 0 || n > size => {
+                return Err(ConfigError::new(
+                    "min_calls",
+                    "1..=the count window's size",
+                    n,
+                ));
+            }
+            (WindowKind::Time { .. }, Some(n))
+                if n == 0 || u64::from(n) > crate::window::time::BUCKET_LIMIT =>
+            {
+                return Err(ConfigError::new("min_calls", "1..=1048576", n));
+            }
+            (_, Some(n)) => n,
+            (WindowKind::Count { size }, None) => size.min(10),
+            (_, None) => 10,
+        };
+        if self.probes == 0 || self.probes > SUCCESS_MAX {
+            return Err(ConfigError::new("half_open_probes", "1..=255", self.probes));
+        }
+        if self.open_base.is_zero() {
+            return Err(ConfigError::new("open_duration", "> 0", self.open_base));
+        }
+        if !(self.multiplier >= 1.0 && self.multiplier <= 1000.0) {
+            return Err(ConfigError::new(
+                "backoff.multiplier",
+                "1.0..=1000.0",
+                self.multiplier,
+            ));
+        }
+        let cap = self
+            .cap
+            .unwrap_or_else(|| self.open_base.max(Duration::from_secs(300)));
+        if cap < self.open_base {
+            return Err(ConfigError::new(
+                "backoff.cap",
+                "at least open_duration",
+                cap,
+            ));
+        }
+        if !(self.jitter >= 0.0 && self.jitter < 1.0) {
+            return Err(ConfigError::new("jitter", "[0, 1)", self.jitter));
+        }
+        let probe_lease = self.probe_lease.unwrap_or(self.open_base);
+        if probe_lease.is_zero() {
+            return Err(ConfigError::new("probe_lease", "> 0", probe_lease));
+        }
+        Ok(Config {
+            consecutive_failures: self.consecutive_failures,
+            failure_rate,
+            slow_call_rate,
+            slow_call_threshold: self.slow_call_threshold,
+            window,
+            min_calls,
+            probes: self.probes,
+            probe_lease,
+            backoff: Backoff::new(self.open_base, self.multiplier, cap, self.jitter),
+            count_calls: self.count_calls,
+        })
+    }
+}

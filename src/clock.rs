@@ -1,0 +1,271 @@
+//! Time as a number: [`Nanos`], the [`Clock`] trait and three clocks.
+//!
+//! Every time-taking method of the crate has an `_at(now)` twin, so a proxy can
+//! read its clock once per event-loop tick and a test can drive time by hand
+//! with [`ManualClock`]. No clock here starts a thread: [`QuantaClock`] reads the
+//! TSC with `quanta::Clock::raw` and scales the difference to its origin, and
+//! never uses `quanta`'s `recent()`, which needs an upkeep thread.
+
+use core::fmt;
+use core::time::Duration;
+
+use crate::sync::{Arc, AtomicU64, Ordering};
+
+/// Nanoseconds since a clock's origin, with saturating arithmetic.
+///
+/// [`Nanos::NEVER`] is the sentinel for "no such instant".
+///
+/// ```
+/// use failfast::Nanos;
+/// use std::time::Duration;
+///
+/// let t = Nanos::from_secs(2);
+/// assert_eq!(t + Duration::from_millis(500), Nanos::from_millis(2_500));
+/// assert_eq!(Nanos::ZERO - Duration::from_secs(1), Nanos::ZERO); // saturates
+/// assert_eq!(t.saturating_duration_since(Nanos::from_secs(5)), Duration::ZERO);
+/// ```
+#[derive(Copy, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Nanos(u64);
+
+impl Nanos {
+    /// The clock's origin.
+    pub const ZERO: Nanos = Nanos(0);
+    /// The sentinel for "never": later than every real instant.
+    pub const NEVER: Nanos = Nanos(u64::MAX);
+
+    /// `n` nanoseconds after the origin.
+    pub const fn from_nanos(n: u64) -> Nanos {
+        Nanos(n)
+    }
+
+    /// `ms` milliseconds after the origin (saturating).
+    pub const fn from_millis(ms: u64) -> Nanos {
+        Nanos(ms.saturating_mul(1_000_000))
+    }
+
+    /// `s` seconds after the origin (saturating).
+    pub const fn from_secs(s: u64) -> Nanos {
+        Nanos(s.saturating_mul(1_000_000_000))
+    }
+
+    /// The instant `d` after the origin (saturating at [`Nanos::NEVER`]).
+    pub const fn from_duration(d: Duration) -> Nanos {
+        let n = d.as_nanos();
+        if n > u64::MAX as u128 {
+            Nanos::NEVER
+        } else {
+            Nanos(n as u64)
+        }
+    }
+
+    /// The raw number of nanoseconds.
+    pub const fn as_nanos(self) -> u64 {
+        self.0
+    }
+
+    /// The time since the origin as a `Duration`.
+    pub const fn as_duration(self) -> Duration {
+        Duration::from_nanos(self.0)
+    }
+
+    /// `self - earlier`, or zero if `earlier` is later.
+    pub const fn saturating_duration_since(self, earlier: Nanos) -> Duration {
+        Duration::from_nanos(self.0.saturating_sub(earlier.0))
+    }
+
+    /// `self + d`, saturating at [`Nanos::NEVER`].
+    pub const fn saturating_add(self, d: Duration) -> Nanos {
+        Nanos(self.0.saturating_add(Nanos::from_duration(d).0))
+    }
+}
+
+impl core::ops::Add<Duration> for Nanos {
+    type Output = Nanos;
+    fn add(self, d: Duration) -> Nanos {
+        self.saturating_add(d)
+    }
+}
+
+impl core::ops::AddAssign<Duration> for Nanos {
+    fn add_assign(&mut self, d: Duration) {
+        *self = *self + d;
+    }
+}
+
+impl core::ops::Sub<Duration> for Nanos {
+    type Output = Nanos;
+    fn sub(self, d: Duration) -> Nanos {
+        Nanos(self.0.saturating_sub(Nanos::from_duration(d).0))
+    }
+}
+
+impl fmt::Debug for Nanos {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if *self == Nanos::NEVER {
+            f.write_str("Nanos::NEVER")
+        } else {
+            write!(f, "Nanos({:?})", self.as_duration())
+        }
+    }
+}
+
+/// A monotonic source of [`Nanos`].
+///
+/// Implementations must be cheap, must never go backwards, and must not start
+/// threads or timers. `now` is called on the request path only where the
+/// breaker needs the time (OPEN admission, slow-call measurement, time windows).
+pub trait Clock: Send + Sync + 'static {
+    /// The current instant.
+    fn now(&self) -> Nanos;
+}
+
+/// The default clock: `quanta::Clock::raw` (one TSC read) scaled against an origin.
+///
+/// ```
+/// use failfast::{Clock, QuantaClock};
+/// let clock = QuantaClock::new();
+/// let a = clock.now();
+/// assert!(clock.now() >= a);
+/// ```
+#[derive(Clone)]
+pub struct QuantaClock {
+    clock: quanta::Clock,
+    origin: u64,
+}
+
+impl QuantaClock {
+    /// A clock whose origin is now. Calibrates `quanta` once per process.
+    pub fn new() -> QuantaClock {
+        let clock = quanta::Clock::new();
+        let origin = clock.raw();
+        QuantaClock { clock, origin }
+    }
+}
+
+impl Default for QuantaClock {
+    fn default() -> Self {
+        QuantaClock::new()
+    }
+}
+
+impl fmt::Debug for QuantaClock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("QuantaClock")
+            .field("now", &self.now())
+            .finish()
+    }
+}
+
+impl Clock for QuantaClock {
+    #[inline]
+    fn now(&self) -> Nanos {
+        Nanos(self.clock.delta_as_nanos(self.origin, self.clock.raw()))
+    }
+}
+
+/// A clock on `std::time::Instant`: one feature flip away if a platform's TSC
+/// misbehaves (moka moved back to `Instant` after quanta drift reports, moka#472).
+///
+/// ```
+/// use failfast::{Clock, StdClock};
+/// let clock = StdClock::new();
+/// assert!(clock.now() <= clock.now());
+/// ```
+#[derive(Clone, Debug)]
+pub struct StdClock {
+    origin: std::time::Instant,
+}
+
+impl StdClock {
+    /// A clock whose origin is now.
+    pub fn new() -> StdClock {
+        StdClock {
+            origin: std::time::Instant::now(),
+        }
+    }
+}
+
+impl Default for StdClock {
+    fn default() -> Self {
+        StdClock::new()
+    }
+}
+
+impl Clock for StdClock {
+    #[inline]
+    fn now(&self) -> Nanos {
+        Nanos::from_duration(self.origin.elapsed())
+    }
+}
+
+/// A clock moved by hand, for tests and simulations. Clones share one time.
+///
+/// ```
+/// use failfast::{Clock, ManualClock, Nanos};
+/// use std::time::Duration;
+///
+/// let clock = ManualClock::new();
+/// let view = clock.clone();
+/// clock.advance(Duration::from_secs(120));
+/// assert_eq!(view.now(), Nanos::from_secs(120));
+/// ```
+#[derive(Clone, Default)]
+pub struct ManualClock {
+    now: Arc<AtomicU64>,
+}
+
+impl ManualClock {
+    /// A clock standing at [`Nanos::ZERO`].
+    pub fn new() -> ManualClock {
+        ManualClock {
+            now: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// A clock standing at `at`.
+    pub fn starting_at(at: Nanos) -> ManualClock {
+        ManualClock {
+            now: Arc::new(AtomicU64::new(at.as_nanos())),
+        }
+    }
+
+    /// Moves the clock forward by `by` (saturating).
+    pub fn advance(&self, by: Duration) {
+        let by = Nanos::from_duration(by).as_nanos();
+        // Relaxed: the time is a value, not a guard for other memory.
+        let _ = self
+            .now
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |t| {
+                Some(t.saturating_add(by))
+            });
+    }
+
+    /// Moves the clock to `to`, never backwards (a monotonic clock cannot).
+    pub fn set(&self, to: Nanos) {
+        // Relaxed: as in `advance`; fetch_max keeps the clock monotonic.
+        self.now.fetch_max(to.as_nanos(), Ordering::Relaxed);
+    }
+}
+
+impl fmt::Debug for ManualClock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ManualClock")
+            .field("now", &self.now())
+            .finish()
+    }
+}
+
+impl Clock for ManualClock {
+    #[inline]
+    fn now(&self) -> Nanos {
+        // Relaxed: see `advance`.
+        Nanos(self.now.load(Ordering::Relaxed))
+    }
+}
+
+impl<C: Clock> Clock for std::sync::Arc<C> {
+    #[inline]
+    fn now(&self) -> Nanos {
+        (**self).now()
+    }
+}

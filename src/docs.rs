@@ -1,0 +1,121 @@
+//! The design, for readers and reviewers. This module holds no code.
+//!
+//! # The machine
+//!
+//! ```text
+//!            failure rate ≥ F  or  slow-call rate ≥ S   (over a window, with ≥ min calls)
+//!            or  K consecutive failures
+//!   CLOSED ───────────────────────────────────────────────▶ OPEN ◀──────────────┐
+//!      ▲                                                      │                  │
+//!      │ all P probes of the round fast and successful        │ first request    │ a probe fails
+//!      │                                                      │ after the open   │ or is slow
+//!      │                                                      ▼ duration (CAS)   │
+//!      └──────────────────────────────────────────────── HALF_OPEN ─────────────┘
+//!                                  at most P probes admitted; others fail fast;
+//!                                  an unresolved round is superseded after the probe lease
+//! ```
+//!
+//! Beside the machine: **ForcedOpen** (reject all), **Disabled** (admit all,
+//! record nothing), **MetricsOnly** (record and evaluate, never reject: a trip
+//! condition produces a MetricsOnly → MetricsOnly "shadow trip"), and
+//! **reset** (back to a fresh Closed).
+//!
+//! # Modules
+//!
+//! | module | holds | may use |
+//! |---|---|---|
+//! | `sync` | the loom shim: the only place atomics and `Arc` are named | — |
+//! | `clock` | [`Nanos`](crate::Nanos), [`Clock`](crate::Clock), the three clocks | sync |
+//! | `state` | the packed state word, [`State`](crate::State), the one CAS helper | sync |
+//! | `window` | count- and time-based windows in packed atomics | sync, clock |
+//! | `policy` | [`Config`](crate::Config) and pure decisions: trip? how long open? slow? | clock |
+//! | `builder` | the validating [`Builder`](crate::Builder) | policy, breaker |
+//! | `breaker`, `permit`, `call` | admission, verdicts, manual modes, wrappers | all above |
+//! | `fleet` | per-registry counters and the open cap | sync |
+//! | `bulkhead` | calls in flight, one counter | sync |
+//! | `observe` | [`Transition`](crate::Transition), [`Reason`](crate::Reason), [`Observer`](crate::Observer), snapshots | state, policy |
+//! | `error` | [`Rejected`](crate::Rejected), [`ConfigError`](crate::ConfigError) | — |
+//!
+//! # The state word
+//!
+//! One `AtomicU64` per breaker; the layout table is in `src/state.rs`:
+//! mode (3 bits), generation (32), count (15: consecutive failures while
+//! Closed, probe slots taken while HalfOpen), probe successes (8), trips in a
+//! row (6). A second `AtomicU64`, `tripped_at`, holds the instant the current
+//! state began (the trip while Open, the round start while HalfOpen).
+//!
+//! # The eight invariants
+//!
+//! Each is named where the code upholds it, and checked by a loom model in
+//! `loom-tests/` and/or a property test in `tests/`.
+//!
+//! 1. **One winner per transition.** Every transition is a strong
+//!    `compare_exchange` of the state word from an exact snapshot, bumping the
+//!    generation; exactly one racer wins and only the winner reports it, so the
+//!    observer fires once per generation change.
+//! 2. **No early probe.** In Open nothing is admitted before
+//!    `tripped_at + open_duration`; after it, the CAS winner is the first probe
+//!    and at most P probes are admitted per round.
+//! 3. **Fresh `tripped_at`.** A transition stamps `tripped_at` with
+//!    `fetch_max(now)` *before* its Release CAS; readers load the word with
+//!    Acquire, then `tripped_at`. A reader that sees generation g therefore
+//!    never sees an older stamp. A losing racer's stamp can only move the time
+//!    forward by the length of the race, never back.
+//! 4. **Stale verdicts are ignored.** A permit carries its generation; a
+//!    verdict whose generation is not the current one changes nothing: it
+//!    cannot open, close, count, or extend an open period.
+//! 5. **No wedge.** A permit dropped without a verdict counts as ignored and
+//!    frees its probe slot at once. A probe that never reports is superseded:
+//!    once the probe lease has passed since the round began, the next request
+//!    starts a new round (a HalfOpen → HalfOpen transition), lazily.
+//! 6. **Slow probes fail.** A probe that succeeds slower than the slow-call
+//!    threshold reopens the breaker.
+//! 7. **Nothing in the background.** No thread, task, timer or allocation per
+//!    breaker or per call. Time is read on the request path only where needed,
+//!    and every time-taking method has an `_at(now)` twin.
+//! 8. **Closed success is cheap.** Admission in Closed is one atomic load.
+//!    Recording a success is at most one read-modify-write (the window's), and
+//!    none with the consecutive-failures policy alone when no run is pending.
+//!    CAS loops happen only on transitions and on counts that change (a run of
+//!    failures, a probe slot).
+//!
+//! # Memory ordering
+//!
+//! * The word is loaded with `Acquire` and changed only by `compare_exchange`
+//!   with `AcqRel` (failure: `Acquire`). The Release half publishes the
+//!   `tripped_at` stamp written just before it (invariant 3); the Acquire half
+//!   orders each winner after the previous one.
+//! * `tripped_at` is written with `fetch_max(Relaxed)` before the CAS and read
+//!   `Relaxed` after an `Acquire` load of the word: happens-before through the
+//!   word makes the read see at least the stamp of the observed transition.
+//! * Windows, call counters, fleet counters and the bulkhead are `Relaxed`:
+//!   they are statistics or budgets and publish no other memory. The trip
+//!   decision re-reads the window and is itself a CAS on the word.
+//!
+//! # Windows under concurrency
+//!
+//! Sequential use is exact. Concurrent writers racing on the same slot (two
+//! calls N apart in the count ring, a write racing a bucket rotation or a
+//! reset, a verdict racing the transition that makes it stale) may skew a
+//! window by at most the number of writers in that race; counts are clamped
+//! to the window, and at quiescence they are exact again.
+//!
+//! # Departures from the design document
+//!
+//! * **Call counters are opt-in** ([`Builder::count_calls`](crate::Builder::count_calls)).
+//!   Counting every admission and rejection is a read-modify-write per call,
+//!   which invariant 8 forbids on the healthy path; the generation already
+//!   counts transitions for free.
+//! * **Jitter only shortens** an open period: it lasts `(d·(1 − jitter), d]`,
+//!   so the backoff cap stays a cap.
+//! * **Transitions are also returned** from the call that caused them, so a
+//!   layer that knows the upstream's name can report it without a per-breaker
+//!   observer.
+//! * **The count window's healthy path** is one `fetch_add` on its cursor and
+//!   one load of the ring entry it overwrites; a second RMW happens only when
+//!   that entry held a failure or slow call.
+//!
+//! # Dependencies
+//!
+//! The core depends on `quanta` (the default clock) and `crossbeam-utils`
+//! (`CachePadded` for registry shards), nothing else.

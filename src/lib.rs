@@ -1,0 +1,81 @@
+//! # failfast
+//!
+//! A lock-free, timer-free circuit-breaker core for services and proxies that
+//! keep one breaker per upstream host — tens of thousands to millions of them —
+//! with no lock, no timer, no background task and no allocation on any request
+//! path.
+//!
+//! It protects callers from a dependency that is **down** (errors come fast)
+//! and from one that is **slow** (200 OK after 8 s: no error ever arrives, the
+//! connection pool just drains). It opens on the failure rate, the slow-call
+//! rate or a run of consecutive failures; recovers lazily on the request path
+//! with exactly one probe winner; and never wedges.
+//!
+//! ```
+//! use failfast::{Breaker, ManualClock, Nanos, Outcome, State};
+//! use std::time::Duration;
+//!
+//! let clock = ManualClock::new();
+//! let breaker = Breaker::builder()
+//!     .slow_call_rate(0.5)                              // open when half the calls
+//!     .slow_call_threshold(Duration::from_millis(500))  // take 500 ms or more,
+//!     .count_window(20)                                 // over the last 20 calls,
+//!     .min_calls(10)                                    // once 10 were seen.
+//!     .open_duration(Duration::from_secs(10))
+//!     .build_with_clock(clock.clone())?;
+//!
+//! // The dependency answers 200 OK — after 800 ms, ten times in a row.
+//! for _ in 0..10 {
+//!     let permit = breaker.try_acquire().unwrap();
+//!     clock.advance(Duration::from_millis(800));
+//!     permit.record(Outcome::Success);
+//! }
+//! assert_eq!(breaker.state(), State::Open);
+//! // The 11th call is rejected without running.
+//! assert!(breaker.try_acquire().is_err());
+//! # Ok::<(), failfast::ConfigError>(())
+//! ```
+//!
+//! Start with [`Breaker`] and its [`Builder`]; wrap calls with
+//! [`Breaker::call`] / [`Breaker::call_async`] or use the [`Permit`] API; put a
+//! [`Bulkhead`] in front to cap calls in flight. The [`docs`] module holds the
+//! design: the state diagram, the state word, the invariants and the memory
+//! ordering argument.
+
+#![forbid(unsafe_code)]
+#![warn(
+    missing_docs,
+    missing_debug_implementations,
+    unreachable_pub,
+    rust_2018_idioms
+)]
+
+mod breaker;
+mod builder;
+mod bulkhead;
+mod call;
+mod clock;
+mod counters;
+pub mod docs;
+mod error;
+mod fleet;
+mod observe;
+mod outcome;
+mod permit;
+mod policy;
+mod state;
+mod sync;
+mod window;
+
+pub use breaker::Breaker;
+pub use builder::{Builder, MAX_COUNT_WINDOW, MAX_TIME_BUCKETS};
+pub use bulkhead::{Bulkhead, BulkheadPermit};
+pub use call::CallError;
+pub use clock::{Clock, ManualClock, Nanos, QuantaClock, StdClock};
+pub use error::{ConfigError, RejectReason, Rejected};
+pub use fleet::MaxOpen;
+pub use observe::{BreakerSnapshot, CallCounts, Observer, Reason, Transition};
+pub use outcome::Outcome;
+pub use permit::{OwnedPermit, Permit};
+pub use policy::{Config, WindowCounts, WindowKind};
+pub use state::State;

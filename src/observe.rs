@@ -1,0 +1,191 @@
+//! Observation: [`Transition`], [`Reason`], the [`Observer`] trait, and the
+//! read-only [`BreakerSnapshot`].
+//!
+//! Observers run only on transitions — never per call — on the thread whose
+//! CAS won the transition, exactly once per generation change (invariant 1).
+//! Every transitioning method also returns the [`Transition`] it caused, so a
+//! caller that knows more (the upstream's name, say) can report it itself.
+
+use core::fmt;
+use core::time::Duration;
+
+use crate::clock::Nanos;
+use crate::policy::WindowCounts;
+use crate::state::State;
+
+/// Why a transition happened.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Reason {
+    /// Closed → Open: `consecutive_failures` failures in a row.
+    ConsecutiveFailures,
+    /// Closed → Open: the window's failure rate reached the threshold.
+    FailureRate,
+    /// Closed → Open: the window's slow-call rate reached the threshold.
+    SlowCallRate,
+    /// Open → HalfOpen: the open duration passed; the request that won the CAS is the first probe.
+    OpenElapsed,
+    /// HalfOpen → HalfOpen: the probe lease ran out before the round finished; a new round starts.
+    ProbeLeaseExpired,
+    /// HalfOpen → Open: a probe failed.
+    ProbeFailed,
+    /// HalfOpen → Open: a probe succeeded, but slower than the slow-call threshold.
+    ProbeSlow,
+    /// HalfOpen → Closed: every probe of the round succeeded fast.
+    ProbesSucceeded,
+    /// Manual: [`force_open`](crate::Breaker::force_open).
+    ForceOpen,
+    /// Manual: [`disable`](crate::Breaker::disable).
+    Disable,
+    /// Manual: [`metrics_only`](crate::Breaker::metrics_only).
+    MetricsOnly,
+    /// Manual: [`reset`](crate::Breaker::reset).
+    Reset,
+}
+
+impl Reason {
+    /// A short snake_case name for logs and metrics labels.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Reason::ConsecutiveFailures => "consecutive_failures",
+            Reason::FailureRate => "failure_rate",
+            Reason::SlowCallRate => "slow_call_rate",
+            Reason::OpenElapsed => "open_elapsed",
+            Reason::ProbeLeaseExpired => "probe_lease_expired",
+            Reason::ProbeFailed => "probe_failed",
+            Reason::ProbeSlow => "probe_slow",
+            Reason::ProbesSucceeded => "probes_succeeded",
+            Reason::ForceOpen => "force_open",
+            Reason::Disable => "disable",
+            Reason::MetricsOnly => "metrics_only",
+            Reason::Reset => "reset",
+        }
+    }
+
+    /// Whether this reason is a trip (a move toward rejecting calls).
+    pub const fn is_trip(self) -> bool {
+        matches!(
+            self,
+            Reason::ConsecutiveFailures
+                | Reason::FailureRate
+                | Reason::SlowCallRate
+                | Reason::ProbeFailed
+                | Reason::ProbeSlow
+        )
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One state change, with the counts that caused it.
+///
+/// In `MetricsOnly` mode a trip condition produces a transition from
+/// `MetricsOnly` to `MetricsOnly` (a shadow trip) with the trip's reason.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Transition {
+    /// The state before.
+    pub from: State,
+    /// The state after.
+    pub to: State,
+    /// Why.
+    pub reason: Reason,
+    /// The generation entered (every transition bumps it by one, wrapping).
+    pub generation: u32,
+    /// When, on the breaker's clock.
+    pub at: Nanos,
+    /// The breaker's id (its jitter seed; the registry derives it from the key).
+    pub breaker_id: u64,
+    /// The window's counts when it happened (zero without a window).
+    pub window: WindowCounts,
+    /// Consecutive failures when it happened (Closed only).
+    pub consecutive_failures: u32,
+    /// Probe successes of the round when it happened (HalfOpen only).
+    pub probe_successes: u32,
+    /// Trips in a row after the transition (the backoff exponent).
+    pub trips_in_a_row: u32,
+    /// When `to` is Open: how long it stays open (jitter included).
+    pub open_for: Option<Duration>,
+}
+
+/// Notified exactly once per transition. Must not block: it runs on the
+/// request path of the call that caused the transition.
+///
+/// Any `Fn(&Transition) + Send + Sync + 'static` is an observer:
+///
+/// ```
+/// use failfast::{Breaker, ManualClock, Nanos, State, Transition};
+/// use std::sync::{Arc, Mutex};
+///
+/// let seen: Arc<Mutex<Vec<(State, State)>>> = Arc::default();
+/// let log = seen.clone();
+/// let breaker = Breaker::builder()
+///     .consecutive_failures(1)
+///     .observer(move |t: &Transition| log.lock().unwrap().push((t.from, t.to)))
+///     .build_with_clock(ManualClock::new())
+///     .unwrap();
+/// breaker.try_acquire_at(Nanos::ZERO).unwrap().failure_at(Nanos::ZERO);
+/// assert_eq!(*seen.lock().unwrap(), [(State::Closed, State::Open)]);
+/// ```
+pub trait Observer: Send + Sync + 'static {
+    /// Called once for each transition, after it is published.
+    fn on_transition(&self, transition: &Transition);
+}
+
+impl<F> Observer for F
+where
+    F: Fn(&Transition) + Send + Sync + 'static,
+{
+    fn on_transition(&self, transition: &Transition) {
+        self(transition)
+    }
+}
+
+/// A read-only view of one breaker, for scrapes and dashboards (S12).
+///
+/// Reading it never writes to the breaker.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct BreakerSnapshot {
+    /// The current state.
+    pub state: State,
+    /// The current generation; equal to the number of transitions so far
+    /// (modulo 2³²).
+    pub generation: u32,
+    /// How long the breaker has been in `state` (since the last transition,
+    /// or since the current probe round began while HalfOpen).
+    pub time_in_state: Duration,
+    /// While Open: how long until the next call may probe.
+    pub retry_after: Option<Duration>,
+    /// The window's calls, failures and slow calls.
+    pub window: WindowCounts,
+    /// The window's failure rate (0 with no calls).
+    pub failure_rate: f64,
+    /// The window's slow-call rate (0 with no calls).
+    pub slow_call_rate: f64,
+    /// Consecutive failures (Closed and MetricsOnly).
+    pub consecutive_failures: u32,
+    /// Trips in a row (the backoff exponent).
+    pub trips_in_a_row: u32,
+    /// Lifetime call counters, if the breaker keeps them
+    /// ([`Builder::count_calls`](crate::Builder::count_calls)).
+    pub calls: Option<CallCounts>,
+}
+
+/// Lifetime call counters of one breaker.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct CallCounts {
+    /// Calls admitted.
+    pub admitted: u64,
+    /// Calls rejected by this breaker.
+    pub rejected: u64,
+    /// Verdicts: successes.
+    pub successes: u64,
+    /// Verdicts: failures.
+    pub failures: u64,
+    /// Verdicts: ignored (business errors and permits dropped without a verdict).
+    pub ignored: u64,
+    /// Slow calls among the successes and failures.
+    pub slow: u64,
+}

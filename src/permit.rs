@@ -1,0 +1,201 @@
+//! [`Permit`]: the right to make one call, and the duty to report it.
+
+use core::fmt;
+
+use crate::breaker::{Breaker, Ticket};
+use crate::clock::{Clock, Nanos};
+use crate::observe::Transition;
+use crate::outcome::Outcome;
+
+/// The verdict methods, shared by [`Permit`] and [`OwnedPermit`] (both hold
+/// `breaker`, `ticket` and `done`).
+macro_rules! verdict_methods {
+    () => {
+        /// Whether this call is a half-open probe.
+        pub fn is_probe(&self) -> bool {
+            self.ticket.probe
+        }
+
+        /// The generation the call was admitted in.
+        pub fn generation(&self) -> u32 {
+            self.ticket.generation
+        }
+
+        /// When the call was admitted (`Nanos::ZERO` when the breaker does not
+        /// time calls and the permit came from a clock-free admission).
+        pub fn started_at(&self) -> Nanos {
+            self.ticket.start
+        }
+
+        /// Reports `outcome`, reading the clock only if the call must be timed.
+        pub fn record(self, outcome: Outcome) -> Option<Transition> {
+            let now = if self.breaker.config().records_need_time() {
+                self.breaker.now()
+            } else {
+                self.ticket.start
+            };
+            self.record_at(outcome, now)
+        }
+
+        /// Reports `outcome` for a call that ended at `now`.
+        pub fn record_at(mut self, outcome: Outcome, now: Nanos) -> Option<Transition> {
+            self.done = true;
+            self.breaker.on_verdict(self.ticket, outcome, now)
+        }
+
+        /// Reports a success.
+        pub fn success(self) -> Option<Transition> {
+            self.record(Outcome::Success)
+        }
+
+        /// Reports a success that ended at `now`.
+        pub fn success_at(self, now: Nanos) -> Option<Transition> {
+            self.record_at(Outcome::Success, now)
+        }
+
+        /// Reports a failure.
+        pub fn failure(self) -> Option<Transition> {
+            self.record(Outcome::Failure)
+        }
+
+        /// Reports a failure that ended at `now` (a timeout: pass the instant it fired).
+        pub fn failure_at(self, now: Nanos) -> Option<Transition> {
+            self.record_at(Outcome::Failure, now)
+        }
+
+        /// Reports a business error: counts neither for nor against the dependency.
+        pub fn ignore(self) -> Option<Transition> {
+            let start = self.ticket.start;
+            self.record_at(Outcome::Ignored, start)
+        }
+
+        /// [`ignore`](Self::ignore) at `now` (the time is not used; kept for symmetry).
+        pub fn ignore_at(self, now: Nanos) -> Option<Transition> {
+            self.record_at(Outcome::Ignored, now)
+        }
+    };
+}
+
+/// An admitted call. Report its outcome with [`success`](Self::success),
+/// [`failure`](Self::failure), [`ignore`](Self::ignore) or
+/// [`record`](Self::record) (each with an `_at(now)` twin).
+///
+/// The permit remembers the generation it was admitted in: a verdict that
+/// arrives after the breaker moved on (it opened, or a probe round was
+/// superseded) changes nothing (invariant 4). Dropping a permit without a
+/// verdict — a cancelled future, an early return — counts as
+/// [`Outcome::Ignored`] and frees its probe slot at once (invariant 5).
+///
+/// Each verdict returns the [`Transition`] it caused, if any.
+///
+/// ```
+/// use failfast::{Breaker, ManualClock, Nanos, Outcome, State};
+/// use std::time::Duration;
+///
+/// let breaker = Breaker::builder()
+///     .consecutive_failures(2)
+///     .slow_call_threshold(Duration::from_millis(500))
+///     .build_with_clock(ManualClock::new())?;
+///
+/// let permit = breaker.try_acquire_at(Nanos::ZERO).unwrap();
+/// assert!(!permit.is_probe());
+/// // A success that took 800 ms: a success *and* a slow call.
+/// assert!(permit.record_at(Outcome::Success, Nanos::from_millis(800)).is_none());
+///
+/// let permit = breaker.try_acquire_at(Nanos::from_secs(1)).unwrap();
+/// drop(permit); // no verdict: ignored
+/// assert_eq!(breaker.state(), State::Closed);
+/// # Ok::<(), failfast::ConfigError>(())
+/// ```
+
+#[must_use = "a permit reports its call's outcome; dropping it counts as ignored"]
+pub struct Permit<'a, C: Clock> {
+    breaker: &'a Breaker<C>,
+    ticket: Ticket,
+    done: bool,
+}
+
+impl<'a, C: Clock> Permit<'a, C> {
+    pub(crate) fn new(breaker: &'a Breaker<C>, ticket: Ticket) -> Permit<'a, C> {
+        Permit {
+            breaker,
+            ticket,
+            done: false,
+        }
+    }
+
+    verdict_methods!();
+}
+
+impl<C: Clock> Drop for Permit<'_, C> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.breaker.on_drop(self.ticket);
+        }
+    }
+}
+
+impl<C: Clock> fmt::Debug for Permit<'_, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Permit")
+            .field("generation", &self.ticket.generation)
+            .field("probe", &self.ticket.probe)
+            .field("start", &self.ticket.start)
+            .finish()
+    }
+}
+
+/// A [`Permit`] that owns an `Arc` of its breaker, so it can travel into a
+/// `'static` future (a tower response future, a spawned task). Same verdicts,
+/// same drop rule.
+///
+/// ```
+/// use failfast::{Breaker, ManualClock, Nanos};
+/// use std::sync::Arc;
+///
+/// let breaker = Arc::new(Breaker::builder().consecutive_failures(1).build_with_clock(ManualClock::new())?);
+/// let permit = breaker.try_acquire_owned_at(Nanos::ZERO).unwrap();
+/// std::thread::spawn(move || { permit.success_at(Nanos::ZERO); }).join().unwrap();
+/// # Ok::<(), failfast::ConfigError>(())
+/// ```
+#[must_use = "a permit reports its call's outcome; dropping it counts as ignored"]
+pub struct OwnedPermit<C: Clock> {
+    breaker: std::sync::Arc<Breaker<C>>,
+    ticket: Ticket,
+    done: bool,
+}
+
+impl<C: Clock> OwnedPermit<C> {
+    pub(crate) fn new(breaker: std::sync::Arc<Breaker<C>>, ticket: Ticket) -> OwnedPermit<C> {
+        OwnedPermit {
+            breaker,
+            ticket,
+            done: false,
+        }
+    }
+
+    /// The breaker this permit belongs to.
+    pub fn breaker(&self) -> &std::sync::Arc<Breaker<C>> {
+        &self.breaker
+    }
+
+    verdict_methods!();
+}
+
+impl<C: Clock> Drop for OwnedPermit<C> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.breaker.on_drop(self.ticket);
+        }
+    }
+}
+
+impl<C: Clock> fmt::Debug for OwnedPermit<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OwnedPermit")
+            .field("generation", &self.ticket.generation)
+            .field("probe", &self.ticket.probe)
+            .field("start", &self.ticket.start)
+            .finish()
+    }
+}

@@ -1,0 +1,335 @@
+//! Validated configuration values and the pure functions that decide.
+//!
+//! Nothing here touches an atomic: "should this window trip?", "how long is
+//! this open period?", "is this call slow?" take plain values and return plain
+//! values, so property tests drive them with no threads (governor's `gcra.rs`
+//! split). [`Config`] is built by [`Builder`](crate::Builder).
+
+use core::time::Duration;
+
+use crate::observe::Reason;
+
+/// Where window-based rates are measured.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum WindowKind {
+    /// No window: only consecutive failures can trip the breaker.
+    None,
+    /// The last `size` calls.
+    Count {
+        /// Number of calls in the window.
+        size: u32,
+    },
+    /// The calls of the last `length`, in `buckets` slices rotated lazily.
+    Time {
+        /// Length of the whole window.
+        length: Duration,
+        /// Number of slices; the window slides by `length / buckets`.
+        buckets: u32,
+    },
+}
+
+/// What a window holds: calls, failures and slow calls (exact when sequential).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct WindowCounts {
+    /// Calls recorded (successes and failures; ignored calls are not counted).
+    pub calls: u32,
+    /// Failures among them.
+    pub failures: u32,
+    /// Slow calls among them, successes or failures.
+    pub slow: u32,
+}
+
+impl WindowCounts {
+    /// failures / calls, or 0 with no calls.
+    pub fn failure_rate(&self) -> f64 {
+        ratio(self.failures, self.calls)
+    }
+
+    /// slow / calls, or 0 with no calls.
+    pub fn slow_call_rate(&self) -> f64 {
+        ratio(self.slow, self.calls)
+    }
+}
+
+fn ratio(part: u32, whole: u32) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        f64::from(part) / f64::from(whole)
+    }
+}
+
+/// A rate threshold in (0, 1], kept as parts per million so comparisons are exact.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Rate {
+    ppm: u64,
+}
+
+impl Rate {
+    pub(crate) const PPM: u64 = 1_000_000;
+
+    /// Rounds `rate` (already validated in (0, 1]) to parts per million, at least 1.
+    pub(crate) fn new(rate: f64) -> Rate {
+        let ppm = (rate * Self::PPM as f64).round() as u64;
+        Rate {
+            ppm: ppm.clamp(1, Self::PPM),
+        }
+    }
+
+    pub(crate) fn as_f64(self) -> f64 {
+        self.ppm as f64 / Self::PPM as f64
+    }
+
+    /// `part / whole >= self`, in integers.
+    pub(crate) fn reached(self, part: u32, whole: u32) -> bool {
+        whole > 0 && u64::from(part) * Self::PPM >= self.ppm * u64::from(whole)
+    }
+}
+
+/// The open-duration schedule: base, × multiplier per trip in a row, capped,
+/// minus a deterministic jitter.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Backoff {
+    pub(crate) base: Duration,
+    pub(crate) multiplier: f64,
+    pub(crate) cap: Duration,
+    pub(crate) jitter: f64,
+    /// `jitter` in units of 2⁻³².
+    jitter_scaled: u64,
+    /// Un-jittered duration in ns for trips 1..=63 (index 0 unused): the request
+    /// path does a lookup, never floating point.
+    table: [u64; 64],
+}
+
+impl Backoff {
+    /// `base`, `multiplier`, `cap` and `jitter` must already be validated.
+    pub(crate) fn new(base: Duration, multiplier: f64, cap: Duration, jitter: f64) -> Backoff {
+        let cap_ns = cap.as_nanos().min(u128::from(u64::MAX)) as u64;
+        let mut table = [0u64; 64];
+        let mut d = base.as_nanos().min(u128::from(u64::MAX)) as f64;
+        for slot in table.iter_mut().skip(1) {
+            *slot = if d >= cap_ns as f64 { cap_ns } else { d as u64 };
+            d *= multiplier;
+        }
+        Backoff {
+            base,
+            multiplier,
+            cap,
+            jitter,
+            jitter_scaled: (jitter * 4_294_967_296.0) as u64,
+            table,
+        }
+    }
+
+    /// The un-jittered open duration after `trips` trips in a row (1 = first trip).
+    pub(crate) fn step(&self, trips: u32) -> Duration {
+        Duration::from_nanos(self.table[trips.clamp(1, 63) as usize])
+    }
+
+    /// The open duration after `trips` trips in a row for the breaker `seed` in
+    /// generation `generation`: in `(step·(1 − jitter), step]`, a pure function
+    /// of its arguments, so replicas and hosts spread without shared state.
+    pub(crate) fn open_duration(&self, trips: u32, seed: u64, generation: u32) -> Duration {
+        let step = self.table[trips.clamp(1, 63) as usize];
+        let u = jitter_unit(seed, generation); // in [0, 2^32)
+        let cut = (u128::from(step) * u128::from(self.jitter_scaled) * u128::from(u)) >> 64;
+        Duration::from_nanos(step - cut as u64)
+    }
+}
+
+/// A 32-bit uniform number derived from `(seed, generation)` (splitmix64).
+pub(crate) fn jitter_unit(seed: u64, generation: u32) -> u64 {
+    let mut z = seed ^ u64::from(generation).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    (z ^ (z >> 31)) >> 32
+}
+
+/// A validated breaker configuration. Built by [`Builder`](crate::Builder);
+/// read through its getters.
+///
+/// ```
+/// use failfast::Breaker;
+/// use std::time::Duration;
+///
+/// let breaker = Breaker::builder()
+///     .failure_rate(0.5)
+///     .count_window(20)
+///     .min_calls(10)
+///     .build()
+///     .unwrap();
+/// let config = breaker.config();
+/// assert_eq!(config.failure_rate(), Some(0.5));
+/// assert_eq!(config.min_calls(), 10);
+/// assert_eq!(config.open_duration(1), Duration::from_secs(30)); // the default base
+/// ```
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub(crate) consecutive_failures: Option<u32>,
+    pub(crate) failure_rate: Option<Rate>,
+    pub(crate) slow_call_rate: Option<Rate>,
+    pub(crate) slow_call_threshold: Option<Duration>,
+    pub(crate) window: WindowKind,
+    pub(crate) min_calls: u32,
+    pub(crate) probes: u32,
+    pub(crate) probe_lease: Duration,
+    pub(crate) backoff: Backoff,
+    pub(crate) count_calls: bool,
+}
+
+impl Config {
+    /// Trip after this many failures in a row, if set.
+    pub fn consecutive_failures(&self) -> Option<u32> {
+        self.consecutive_failures
+    }
+
+    /// Trip when the window's failure rate reaches this, if set.
+    pub fn failure_rate(&self) -> Option<f64> {
+        self.failure_rate.map(Rate::as_f64)
+    }
+
+    /// Trip when the window's slow-call rate reaches this, if set.
+    pub fn slow_call_rate(&self) -> Option<f64> {
+        self.slow_call_rate.map(Rate::as_f64)
+    }
+
+    /// A call at least this long is slow, if set.
+    pub fn slow_call_threshold(&self) -> Option<Duration> {
+        self.slow_call_threshold
+    }
+
+    /// The window the rates are measured over.
+    pub fn window(&self) -> WindowKind {
+        self.window
+    }
+
+    /// Rates are judged only once the window holds this many calls.
+    pub fn min_calls(&self) -> u32 {
+        self.min_calls
+    }
+
+    /// Probes per half-open round; all must succeed fast to close.
+    pub fn half_open_probes(&self) -> u32 {
+        self.probes
+    }
+
+    /// How long a probe round may stay unresolved before the next request starts a new one.
+    pub fn probe_lease(&self) -> Duration {
+        self.probe_lease
+    }
+
+    /// The un-jittered open duration after `trips` trips in a row (1 = first).
+    pub fn open_duration(&self, trips: u32) -> Duration {
+        self.backoff.step(trips)
+    }
+
+    /// The base open duration.
+    pub fn open_duration_base(&self) -> Duration {
+        self.backoff.base
+    }
+
+    /// The factor applied per trip in a row.
+    pub fn backoff_multiplier(&self) -> f64 {
+        self.backoff.multiplier
+    }
+
+    /// The longest un-jittered open duration.
+    pub fn open_duration_cap(&self) -> Duration {
+        self.backoff.cap
+    }
+
+    /// The jitter fraction: an open period lasts `(d·(1 − jitter), d]`.
+    pub fn jitter(&self) -> f64 {
+        self.backoff.jitter
+    }
+
+    /// Whether per-breaker call counters (admitted, rejected, outcomes) are kept.
+    pub fn counts_calls(&self) -> bool {
+        self.count_calls
+    }
+
+    /// Whether calls must be timed (a slow-call threshold is set).
+    #[inline]
+    pub(crate) fn measures_time(&self) -> bool {
+        self.slow_call_threshold.is_some()
+    }
+
+    /// Whether recording needs the time (a time window, or slow-call detection).
+    #[inline]
+    pub(crate) fn records_need_time(&self) -> bool {
+        self.measures_time() || matches!(self.window, WindowKind::Time { .. })
+    }
+
+    /// Pure: is a call that took `elapsed` slow?
+    #[inline]
+    pub(crate) fn is_slow(&self, elapsed: Duration) -> bool {
+        matches!(self.slow_call_threshold, Some(t) if elapsed >= t)
+    }
+
+    /// Pure: should a CLOSED breaker with these counts trip, and why?
+    ///
+    /// Consecutive failures are checked first, then the failure rate, then the
+    /// slow-call rate; the rates only once the window holds `min_calls` calls.
+    pub(crate) fn trip_reason(&self, consecutive: u32, window: WindowCounts) -> Option<Reason> {
+        if matches!(self.consecutive_failures, Some(k) if consecutive >= k) {
+            return Some(Reason::ConsecutiveFailures);
+        }
+        if window.calls < self.min_calls {
+            return None;
+        }
+        if matches!(self.failure_rate, Some(r) if r.reached(window.failures, window.calls)) {
+            return Some(Reason::FailureRate);
+        }
+        if matches!(self.slow_call_rate, Some(r) if r.reached(window.slow, window.calls)) {
+            return Some(Reason::SlowCallRate);
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates_compare_exactly_in_integers() {
+        let r = Rate::new(0.1);
+        assert!(r.reached(3, 30), "0.1 × 30 must not round past 3");
+        assert!(!r.reached(2, 30));
+        assert!(Rate::new(0.5).reached(5, 10));
+        assert!(!Rate::new(0.5).reached(4, 10));
+        assert!(!Rate::new(0.5).reached(0, 0));
+        assert!(Rate::new(1.0).reached(7, 7));
+    }
+
+    #[test]
+    fn backoff_grows_by_the_multiplier_and_stops_at_the_cap() {
+        let b = Backoff::new(Duration::from_secs(1), 2.0, Duration::from_secs(10), 0.0);
+        let steps: Vec<u64> = (1..=6).map(|t| b.step(t).as_secs()).collect();
+        assert_eq!(steps, [1, 2, 4, 8, 10, 10]);
+        assert_eq!(b.step(0), b.step(1));
+        assert_eq!(b.step(1000), Duration::from_secs(10));
+        assert_eq!(
+            b.open_duration(3, 42, 7),
+            Duration::from_secs(4),
+            "no jitter, no cut"
+        );
+    }
+
+    #[test]
+    fn jitter_stays_in_range_and_is_deterministic() {
+        let b = Backoff::new(Duration::from_secs(10), 1.0, Duration::from_secs(10), 0.5);
+        let mut seen = std::collections::HashSet::new();
+        for seed in 0..200u64 {
+            let d = b.open_duration(1, seed, 1);
+            assert!(
+                d > Duration::from_secs(5) && d <= Duration::from_secs(10),
+                "{d:?}"
+            );
+            assert_eq!(d, b.open_duration(1, seed, 1));
+            seen.insert(d);
+        }
+        assert!(seen.len() > 190, "jitter must spread seeds: {}", seen.len());
+    }
+}
