@@ -79,3 +79,8 @@ pub use outcome::Outcome;
 pub use permit::{OwnedPermit, Permit};
 pub use policy::{Config, WindowCounts, WindowKind};
 pub use state::State;
+
+/// The README's examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
