@@ -157,6 +157,7 @@ impl Builder {
     }
 
     /// Judge rates only once the window holds `n` calls (1..=window size).
+    /// Rates are judged when a failure or a slow call is recorded.
     pub fn min_calls(mut self, n: u32) -> Self {
         self.min_calls = Some(n);
         self

@@ -111,6 +111,13 @@
 //! * **Transitions are also returned** from the call that caused them, so a
 //!   layer that knows the upstream's name can report it without a per-breaker
 //!   observer.
+//! * **Only a failure or a slow call can trip the breaker.** The trip
+//!   conditions are evaluated when such a call is recorded, never after a fast
+//!   success: a fast success is evidence of health, and evaluating after it
+//!   would cost a window read on the hot path. So a window that reaches
+//!   `min_calls` on a fast success while already over a rate trips at the next
+//!   failure or slow call, not at that success (Resilience4j would trip at the
+//!   success).
 //! * **The count window's healthy path** is one `fetch_add` on its cursor and
 //!   one load of the ring entry it overwrites; a second RMW happens only when
 //!   that entry held a failure or slow call.

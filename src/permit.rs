@@ -27,9 +27,15 @@ macro_rules! verdict_methods {
             self.ticket.start
         }
 
-        /// Reports `outcome`, reading the clock only if the call must be timed.
+        /// Reports `outcome`, reading the clock only when the verdict needs the
+        /// time: the call is timed or lands in a time window, or the verdict can
+        /// cause a transition (a failure, or any probe verdict), whose
+        /// `tripped_at` stamp must be the real time.
         pub fn record(self, outcome: Outcome) -> Option<Transition> {
-            let now = if self.breaker.config().records_need_time() {
+            let needs_time = outcome == Outcome::Failure
+                || self.ticket.probe
+                || self.breaker.config().records_need_time();
+            let now = if needs_time {
                 self.breaker.now()
             } else {
                 self.ticket.start
