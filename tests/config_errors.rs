@@ -1,0 +1,370 @@
+//! Every invalid builder value is refused at `build` with a `ConfigError`
+//! naming the field and the allowed range; valid edge values are accepted.
+
+use failfast::{Breaker, Builder, ConfigError, ManualClock, WindowKind, MAX_COUNT_WINDOW};
+use std::time::Duration;
+
+/// A builder that is valid on its own: every case below breaks one value.
+fn valid() -> Builder {
+    Breaker::builder().consecutive_failures(5)
+}
+
+#[track_caller]
+fn refused(builder: Builder, field: &str, allowed_fragment: &str) -> ConfigError {
+    let err = builder
+        .build_with_clock(ManualClock::new())
+        .expect_err("an invalid value must be refused");
+    assert_eq!(err.field(), field, "{err}");
+    assert!(
+        err.allowed().contains(allowed_fragment),
+        "allowed range {:?} should mention {allowed_fragment:?}",
+        err.allowed()
+    );
+    let message = err.to_string();
+    assert!(
+        message.contains(field),
+        "message names the field: {message}"
+    );
+    assert!(
+        message.contains(err.allowed()),
+        "message gives the allowed range: {message}"
+    );
+    assert!(
+        message.contains(err.found()),
+        "message shows the value: {message}"
+    );
+    err
+}
+
+#[track_caller]
+fn accepted(builder: Builder) -> failfast::Config {
+    match builder.build_with_clock(ManualClock::new()) {
+        Ok(b) => b.config().clone(),
+        Err(e) => panic!("a valid value was refused: {e}"),
+    }
+}
+
+#[test]
+fn rates_outside_zero_one_are_refused() {
+    for bad in [
+        0.0,
+        -0.0,
+        -0.5,
+        1.000_001,
+        2.0,
+        f64::NAN,
+        f64::INFINITY,
+        -f64::INFINITY,
+    ] {
+        let e = refused(valid().failure_rate(bad), "failure_rate", "(0, 1]");
+        assert_eq!(e.found(), format!("{bad:?}"));
+        refused(
+            valid()
+                .slow_call_rate(bad)
+                .slow_call_threshold(Duration::from_millis(500)),
+            "slow_call_rate",
+            "(0, 1]",
+        );
+    }
+    // The exact text users see.
+    let e = refused(valid().failure_rate(f64::NAN), "failure_rate", "(0, 1]");
+    assert_eq!(
+        e.to_string(),
+        "invalid failfast config: failure_rate = NaN; allowed: (0, 1]"
+    );
+}
+
+#[test]
+fn count_window_zero_or_oversized_is_refused() {
+    for bad in [0, MAX_COUNT_WINDOW + 1, u32::MAX] {
+        let e = refused(
+            valid().failure_rate(0.5).count_window(bad),
+            "count_window",
+            "1..=4096",
+        );
+        assert_eq!(e.found(), bad.to_string());
+    }
+}
+
+#[test]
+fn min_calls_zero_or_above_the_window_is_refused() {
+    refused(
+        valid().failure_rate(0.5).count_window(20).min_calls(21),
+        "min_calls",
+        "window",
+    );
+    refused(
+        valid().failure_rate(0.5).count_window(20).min_calls(0),
+        "min_calls",
+        "1..=",
+    );
+    refused(
+        valid()
+            .failure_rate(0.5)
+            .time_window(Duration::from_secs(10), 10)
+            .min_calls(0),
+        "min_calls",
+        "1..=",
+    );
+    refused(
+        valid()
+            .failure_rate(0.5)
+            .time_window(Duration::from_secs(10), 10)
+            .min_calls(1_048_577),
+        "min_calls",
+        "1048576",
+    );
+    // With the default window of 100 calls, 101 is too many.
+    refused(
+        valid().failure_rate(0.5).min_calls(101),
+        "min_calls",
+        "window",
+    );
+}
+
+#[test]
+fn probes_zero_or_too_many_are_refused() {
+    refused(valid().half_open_probes(0), "half_open_probes", "1..=255");
+    refused(valid().half_open_probes(256), "half_open_probes", "1..=255");
+}
+
+#[test]
+fn zero_open_duration_is_refused() {
+    refused(
+        valid().open_duration(Duration::ZERO),
+        "open_duration",
+        "> 0",
+    );
+}
+
+#[test]
+fn backoff_cap_below_base_is_refused() {
+    refused(
+        valid()
+            .open_duration(Duration::from_secs(10))
+            .backoff(2.0, Duration::from_secs(9)),
+        "backoff.cap",
+        "open_duration",
+    );
+}
+
+#[test]
+fn multiplier_below_one_or_nan_is_refused() {
+    for bad in [0.999, 0.0, -2.0, f64::NAN, 1000.5, f64::INFINITY] {
+        refused(
+            valid().backoff(bad, Duration::from_secs(600)),
+            "backoff.multiplier",
+            "1.0..=1000.0",
+        );
+    }
+}
+
+#[test]
+fn jitter_outside_zero_one_is_refused() {
+    for bad in [-0.01, 1.0, 1.5, f64::NAN, f64::INFINITY] {
+        refused(valid().jitter(bad), "jitter", "[0, 1)");
+    }
+}
+
+#[test]
+fn zero_probe_lease_is_refused() {
+    refused(valid().probe_lease(Duration::ZERO), "probe_lease", "> 0");
+}
+
+#[test]
+fn slow_rate_without_threshold_is_refused() {
+    refused(
+        Breaker::builder().slow_call_rate(0.5),
+        "slow_call_threshold",
+        "slow_call_rate",
+    );
+    refused(
+        valid().slow_call_threshold(Duration::ZERO),
+        "slow_call_threshold",
+        "> 0",
+    );
+}
+
+#[test]
+fn no_trip_condition_is_refused() {
+    refused(Breaker::builder(), "trip condition", "consecutive_failures");
+    // A threshold alone is not a trip condition either.
+    refused(
+        Breaker::builder().slow_call_threshold(Duration::from_millis(100)),
+        "trip condition",
+        "slow_call_rate",
+    );
+}
+
+#[test]
+fn time_window_bucket_count_and_width_are_checked() {
+    refused(
+        valid()
+            .failure_rate(0.5)
+            .time_window(Duration::from_secs(10), 0),
+        "time_window.buckets",
+        "1..=1024",
+    );
+    refused(
+        valid()
+            .failure_rate(0.5)
+            .time_window(Duration::from_secs(10), 1025),
+        "time_window.buckets",
+        "1..=1024",
+    );
+    // Each bucket must be at least 1 µs wide.
+    refused(
+        valid()
+            .failure_rate(0.5)
+            .time_window(Duration::from_nanos(9_999), 10),
+        "time_window.length",
+        "1 µs",
+    );
+    refused(
+        valid().failure_rate(0.5).time_window(Duration::ZERO, 1),
+        "time_window.length",
+        "1 µs",
+    );
+}
+
+#[test]
+fn consecutive_failures_zero_or_too_many_is_refused() {
+    refused(
+        Breaker::builder().consecutive_failures(0),
+        "consecutive_failures",
+        "1..=32767",
+    );
+    refused(
+        Breaker::builder().consecutive_failures(32_768),
+        "consecutive_failures",
+        "1..=32767",
+    );
+}
+
+#[test]
+fn build_config_validates_like_build() {
+    let e = valid().jitter(1.0).build_config().unwrap_err();
+    assert_eq!(e.field(), "jitter");
+    assert!(valid().build_config().is_ok());
+}
+
+#[test]
+fn errors_are_send_sync_static_std_errors() {
+    fn check<T: std::error::Error + Send + Sync + 'static>() {}
+    check::<ConfigError>();
+    let boxed: Box<dyn std::error::Error + Send + Sync> =
+        Box::new(valid().half_open_probes(0).build().unwrap_err());
+    assert_eq!(
+        boxed.downcast_ref::<ConfigError>().unwrap().field(),
+        "half_open_probes"
+    );
+}
+
+#[test]
+fn valid_edge_values_are_accepted() {
+    let c = accepted(Breaker::builder().consecutive_failures(1));
+    assert_eq!(c.consecutive_failures(), Some(1));
+    let c = accepted(Breaker::builder().consecutive_failures(32_767));
+    assert_eq!(c.consecutive_failures(), Some(32_767));
+
+    let c = accepted(Breaker::builder().failure_rate(1.0));
+    assert_eq!(c.failure_rate(), Some(1.0));
+    // A default window of 100 calls and min_calls 10 when a rate has no window.
+    assert_eq!(c.window(), WindowKind::Count { size: 100 });
+    assert_eq!(c.min_calls(), 10);
+    let c = accepted(Breaker::builder().failure_rate(0.000_001));
+    assert_eq!(c.failure_rate(), Some(0.000_001));
+
+    let c = accepted(
+        Breaker::builder()
+            .failure_rate(0.5)
+            .count_window(1)
+            .min_calls(1),
+    );
+    assert_eq!(c.window(), WindowKind::Count { size: 1 });
+    assert_eq!(c.min_calls(), 1);
+    let c = accepted(
+        Breaker::builder()
+            .failure_rate(0.5)
+            .count_window(MAX_COUNT_WINDOW)
+            .min_calls(MAX_COUNT_WINDOW),
+    );
+    assert_eq!(c.min_calls(), MAX_COUNT_WINDOW);
+    // min_calls defaults to the window size when the window is smaller than 10.
+    let c = accepted(Breaker::builder().failure_rate(0.5).count_window(4));
+    assert_eq!(c.min_calls(), 4);
+
+    // 1024 buckets of exactly 1 µs; the largest time-window min_calls.
+    let c = accepted(
+        Breaker::builder()
+            .failure_rate(0.5)
+            .time_window(Duration::from_micros(1024), 1024)
+            .min_calls(1_048_576),
+    );
+    assert_eq!(
+        c.window(),
+        WindowKind::Time {
+            length: Duration::from_micros(1024),
+            buckets: 1024
+        }
+    );
+    accepted(
+        Breaker::builder()
+            .failure_rate(0.5)
+            .time_window(Duration::from_micros(1), 1),
+    );
+
+    let c = accepted(valid().half_open_probes(1));
+    assert_eq!(c.half_open_probes(), 1);
+    let c = accepted(valid().half_open_probes(255));
+    assert_eq!(c.half_open_probes(), 255);
+
+    let c = accepted(valid().open_duration(Duration::from_nanos(1)));
+    assert_eq!(c.open_duration_base(), Duration::from_nanos(1));
+    assert_eq!(
+        c.probe_lease(),
+        Duration::from_nanos(1),
+        "lease defaults to the base"
+    );
+    let c = accepted(valid().probe_lease(Duration::from_nanos(1)));
+    assert_eq!(c.probe_lease(), Duration::from_nanos(1));
+
+    // cap == base, multiplier at both ends of its range.
+    let c = accepted(
+        valid()
+            .open_duration(Duration::from_secs(10))
+            .backoff(1.0, Duration::from_secs(10)),
+    );
+    assert_eq!(c.open_duration(5), Duration::from_secs(10));
+    let c = accepted(valid().backoff(1000.0, Duration::from_secs(3600)));
+    assert_eq!(c.backoff_multiplier(), 1000.0);
+    assert_eq!(c.open_duration(63), Duration::from_secs(3600));
+
+    let c = accepted(valid().jitter(0.0));
+    assert_eq!(c.jitter(), 0.0);
+    let c = accepted(valid().jitter(0.999_999));
+    assert_eq!(c.jitter(), 0.999_999);
+
+    let c = accepted(
+        Breaker::builder()
+            .slow_call_rate(1.0)
+            .slow_call_threshold(Duration::from_nanos(1)),
+    );
+    assert_eq!(c.slow_call_threshold(), Some(Duration::from_nanos(1)));
+    assert_eq!(c.slow_call_rate(), Some(1.0));
+}
+
+#[test]
+fn defaults_are_the_documented_ones() {
+    let c = accepted(valid());
+    assert_eq!(c.half_open_probes(), 1);
+    assert_eq!(c.open_duration_base(), Duration::from_secs(30));
+    assert_eq!(c.open_duration(2), Duration::from_secs(60));
+    assert_eq!(c.open_duration_cap(), Duration::from_secs(300));
+    assert_eq!(c.open_duration(10), Duration::from_secs(300));
+    assert_eq!(c.probe_lease(), Duration::from_secs(30));
+    assert_eq!(c.jitter(), 0.0);
+    assert!(!c.counts_calls());
+    assert_eq!(c.window(), WindowKind::None);
+    assert_eq!(c.slow_call_threshold(), None);
+}
