@@ -490,7 +490,14 @@ impl<C: Clock> Breaker<C> {
                     if next.is_closed() {
                         self.window.reset(config.window, now);
                     }
-                    return Some(self.report(s, next, reason, now, WindowCounts::default()));
+                    // The closing success is one of the counts that caused the
+                    // transition: report it (as the failure that trips is).
+                    let from = if next.is_closed() {
+                        s.with_successes(s.successes() + 1)
+                    } else {
+                        s
+                    };
+                    return Some(self.report(from, next, reason, now, WindowCounts::default()));
                 }
                 Err(actual) => s = actual,
             }
