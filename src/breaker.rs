@@ -276,6 +276,15 @@ impl<C: Clock> Breaker<C> {
                     // trip's stamp (invariant 3), so nothing passes before it.
                     let ready_at = self.cell.tripped_at() + self.open_duration(s);
                     if now < ready_at {
+                        // The stamp may be newer than `s`: a racer that won the
+                        // move to HalfOpen stamped its round start. Re-decide
+                        // on the current word rather than report a wait that
+                        // belongs to a state the breaker has left.
+                        let current = self.cell.load();
+                        if current != s {
+                            s = current;
+                            continue;
+                        }
                         let wait = ready_at.saturating_duration_since(now);
                         return Err(self.reject(RejectReason::Open, Some(wait)));
                     }
@@ -313,6 +322,12 @@ impl<C: Clock> Breaker<C> {
                         }
                     }
                     if s.count() >= config.probes {
+                        // As for Open: the stamp may belong to a newer state.
+                        let current = self.cell.load();
+                        if current != s {
+                            s = current;
+                            continue;
+                        }
                         let wait = lease_end.saturating_duration_since(now);
                         return Err(self.reject(RejectReason::HalfOpenFull, Some(wait)));
                     }
