@@ -1,0 +1,385 @@
+//! Windows and policies through the public API: count and time windows
+//! (sequentially exact), min_calls, expiry with the clock, combined trip
+//! conditions, backoff growth and cap across trips in a row, the probe lease
+//! default.
+
+use failfast::{Breaker, Clock, ManualClock, Nanos, Reason, State, WindowCounts};
+use std::time::Duration;
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+fn counts(calls: u32, failures: u32, slow: u32) -> WindowCounts {
+    WindowCounts {
+        calls,
+        failures,
+        slow,
+    }
+}
+
+#[test]
+fn count_window_keeps_exactly_the_last_n_calls() {
+    let b = Breaker::builder()
+        .failure_rate(1.0) // never reached below: we only watch the counts
+        .slow_call_rate(1.0)
+        .slow_call_threshold(ms(100))
+        .count_window(8)
+        .min_calls(8)
+        .build_with_clock(ManualClock::new())
+        .unwrap();
+    let now = Nanos::from_secs(1);
+    // Pattern over 40 calls: failure when i % 3 == 0, slow when i % 4 == 0,
+    // never all-failing nor all-slow over 8 calls.
+    let mut history = Vec::new();
+    for i in 0..40u32 {
+        let failure = i % 3 == 0;
+        let slow = i % 4 == 0;
+        history.push((failure, slow));
+        let p = b.try_acquire_at(now).unwrap();
+        let end = now + if slow { ms(150) } else { ms(5) };
+        let t = if failure {
+            p.failure_at(end)
+        } else {
+            p.success_at(end)
+        };
+        assert!(t.is_none());
+        let tail = &history[history.len().saturating_sub(8)..];
+        let expected = counts(
+            tail.len() as u32,
+            tail.iter().filter(|c| c.0).count() as u32,
+            tail.iter().filter(|c| c.1).count() as u32,
+        );
+        let s = b.snapshot_at(now);
+        assert_eq!(s.window, expected, "after call {i}");
+        assert_eq!(s.failure_rate, expected.failure_rate());
+        assert_eq!(s.slow_call_rate, expected.slow_call_rate());
+    }
+}
+
+#[test]
+fn ignored_calls_do_not_enter_a_window() {
+    let b = Breaker::builder()
+        .failure_rate(0.5)
+        .count_window(4)
+        .build_with_clock(ManualClock::new())
+        .unwrap();
+    let _ = b
+        .try_acquire_at(Nanos::ZERO)
+        .unwrap()
+        .failure_at(Nanos::ZERO);
+    for _ in 0..10 {
+        let _ = b.try_acquire_at(Nanos::ZERO).unwrap().ignore();
+        drop(b.try_acquire_at(Nanos::ZERO).unwrap());
+    }
+    assert_eq!(b.snapshot_at(Nanos::ZERO).window, counts(1, 1, 0));
+}
+
+#[test]
+fn min_calls_is_respected() {
+    let b = Breaker::builder()
+        .failure_rate(0.5)
+        .count_window(20)
+        .min_calls(10)
+        .build_with_clock(ManualClock::new())
+        .unwrap();
+    let now = Nanos::from_secs(1);
+    for i in 0..9 {
+        assert!(
+            b.try_acquire_at(now).unwrap().failure_at(now).is_none(),
+            "{i}"
+        );
+    }
+    assert_eq!(b.snapshot_at(now).failure_rate, 1.0);
+    assert_eq!(
+        b.state(),
+        State::Closed,
+        "9 of 9 failing, but below min_calls"
+    );
+    let t = b.try_acquire_at(now).unwrap().failure_at(now).unwrap();
+    assert_eq!(
+        (t.reason, t.window),
+        (Reason::FailureRate, counts(10, 10, 0))
+    );
+}
+
+#[test]
+fn the_rate_is_judged_at_a_failure_not_at_a_fast_success() {
+    // Documented departure: 5 failures then 5 fast successes is 50 % at
+    // min_calls, but only a failure or slow call evaluates the trip.
+    let b = Breaker::builder()
+        .failure_rate(0.5)
+        .count_window(10)
+        .min_calls(10)
+        .build_with_clock(ManualClock::new())
+        .unwrap();
+    let now = Nanos::ZERO;
+    for _ in 0..5 {
+        let _ = b.try_acquire_at(now).unwrap().failure_at(now);
+    }
+    for _ in 0..5 {
+        assert!(b.try_acquire_at(now).unwrap().success_at(now).is_none());
+    }
+    assert_eq!(b.snapshot_at(now).failure_rate, 0.5);
+    assert_eq!(b.state(), State::Closed);
+    // The next failure pushes out the oldest failure: still 5 of 10 → trips.
+    let t = b.try_acquire_at(now).unwrap().failure_at(now).unwrap();
+    assert_eq!(t.window, counts(10, 5, 0));
+}
+
+#[test]
+fn rate_thresholds_are_exact() {
+    // 0.3 over 10 calls trips at exactly 3 failures, not 2.
+    let b = Breaker::builder()
+        .failure_rate(0.3)
+        .count_window(10)
+        .min_calls(10)
+        .build_with_clock(ManualClock::new())
+        .unwrap();
+    let now = Nanos::ZERO;
+    for _ in 0..8 {
+        let _ = b.try_acquire_at(now).unwrap().success_at(now);
+    }
+    assert!(
+        b.try_acquire_at(now).unwrap().failure_at(now).is_none(),
+        "1/9"
+    );
+    assert!(
+        b.try_acquire_at(now).unwrap().failure_at(now).is_none(),
+        "2/10"
+    );
+    // Oldest success slides out: 3/10.
+    let t = b.try_acquire_at(now).unwrap().failure_at(now).unwrap();
+    assert_eq!(t.window, counts(10, 3, 0));
+}
+
+#[test]
+fn time_window_counts_the_last_length_and_expires_with_the_clock() {
+    let clock = ManualClock::starting_at(Nanos::from_secs(100));
+    let b = Breaker::builder()
+        .failure_rate(0.9)
+        .slow_call_rate(0.9)
+        .slow_call_threshold(ms(500))
+        .time_window(Duration::from_secs(10), 10)
+        .min_calls(100)
+        .build_with_clock(clock.clone())
+        .unwrap();
+    // One failure, one slow success and one fast success per second, for 5 s.
+    for _ in 0..5 {
+        let _ = b.try_acquire().unwrap().failure();
+        let p = b.try_acquire().unwrap();
+        clock.advance(ms(600));
+        let _ = p.success();
+        let _ = b.try_acquire().unwrap().success();
+        clock.advance(ms(400));
+    }
+    let now = clock.now(); // t = 105 s
+    assert_eq!(b.snapshot().window, counts(15, 5, 5));
+    // The first second's calls (at 100 s–100.6 s) fall out once the window
+    // no longer covers their 1 s bucket, at 110 s.
+    assert_eq!(
+        b.snapshot_at(now + Duration::from_secs(5) - Duration::from_nanos(1))
+            .window,
+        counts(15, 5, 5)
+    );
+    assert_eq!(
+        b.snapshot_at(now + Duration::from_secs(5)).window,
+        counts(12, 4, 4)
+    );
+    assert_eq!(
+        b.snapshot_at(now + Duration::from_secs(8)).window,
+        counts(3, 1, 1)
+    );
+    assert_eq!(
+        b.snapshot_at(now + Duration::from_secs(9)).window,
+        counts(0, 0, 0)
+    );
+    // A write long after rotates lazily: the old buckets are gone.
+    clock.advance(Duration::from_secs(60));
+    let _ = b.try_acquire().unwrap().failure();
+    assert_eq!(b.snapshot().window, counts(1, 1, 0));
+    assert_eq!(b.state(), State::Closed);
+}
+
+#[test]
+fn time_window_trips_on_its_rate_and_min_calls() {
+    let clock = ManualClock::new();
+    let b = Breaker::builder()
+        .failure_rate(0.5)
+        .time_window(Duration::from_secs(1), 4)
+        .min_calls(6)
+        .build_with_clock(clock.clone())
+        .unwrap();
+    // Old failures expire: 5 failures, then 1 s later 5 more calls alone.
+    for _ in 0..5 {
+        let _ = b.try_acquire().unwrap().failure();
+    }
+    assert_eq!(b.state(), State::Closed, "5 < min_calls 6");
+    clock.advance(Duration::from_secs(1));
+    for _ in 0..4 {
+        let _ = b.try_acquire().unwrap().success();
+    }
+    let t = b.try_acquire().unwrap().failure();
+    assert!(
+        t.is_none(),
+        "the old failures expired: 1 failure of 5 calls"
+    );
+    assert_eq!(b.snapshot().window, counts(5, 1, 0));
+    // Three more failures within the same second: 4 of 8.
+    let _ = b.try_acquire().unwrap().failure();
+    let _ = b.try_acquire().unwrap().failure();
+    let t = b.try_acquire().unwrap().failure().expect("4 of 8 = 50 %");
+    assert_eq!((t.reason, t.window), (Reason::FailureRate, counts(8, 4, 0)));
+}
+
+#[test]
+fn combined_policies_report_which_condition_tripped() {
+    let build = || {
+        Breaker::builder()
+            .consecutive_failures(3)
+            .failure_rate(0.5)
+            .slow_call_rate(0.5)
+            .slow_call_threshold(ms(100))
+            .count_window(10)
+            .min_calls(6)
+            .build_with_clock(ManualClock::new())
+            .unwrap()
+    };
+    let t0 = Nanos::from_secs(1);
+    let fast = t0 + ms(1);
+    let slow = t0 + ms(200);
+
+    // Three failures in a row, below min_calls: consecutive.
+    let b = build();
+    let _ = b.try_acquire_at(t0).unwrap().failure_at(fast);
+    let _ = b.try_acquire_at(t0).unwrap().failure_at(fast);
+    let t = b.try_acquire_at(t0).unwrap().failure_at(fast).unwrap();
+    assert_eq!(t.reason, Reason::ConsecutiveFailures);
+    assert_eq!(t.consecutive_failures, 3);
+
+    // Failures spread out by successes: failure rate.
+    let b = build();
+    for _ in 0..3 {
+        let _ = b.try_acquire_at(t0).unwrap().failure_at(fast);
+        let _ = b.try_acquire_at(t0).unwrap().success_at(fast);
+    }
+    assert_eq!(b.state(), State::Closed, "3 of 6, last a success");
+    let t = b.try_acquire_at(t0).unwrap().failure_at(fast).unwrap();
+    assert_eq!((t.reason, t.window), (Reason::FailureRate, counts(7, 4, 0)));
+
+    // Slow successes: slow-call rate.
+    let b = build();
+    for _ in 0..3 {
+        let _ = b.try_acquire_at(t0).unwrap().success_at(fast);
+    }
+    for _ in 0..2 {
+        assert!(b.try_acquire_at(t0).unwrap().success_at(slow).is_none());
+    }
+    let t = b.try_acquire_at(t0).unwrap().success_at(slow).unwrap();
+    assert_eq!(
+        (t.reason, t.window),
+        (Reason::SlowCallRate, counts(6, 0, 3))
+    );
+
+    // Both rates reached at once: the failure rate is reported first.
+    let b = build();
+    for _ in 0..2 {
+        let _ = b.try_acquire_at(t0).unwrap().failure_at(slow);
+        let _ = b.try_acquire_at(t0).unwrap().success_at(fast);
+    }
+    let _ = b.try_acquire_at(t0).unwrap().failure_at(slow);
+    assert_eq!(b.state(), State::Closed, "5 calls: below min_calls");
+    let t = b.try_acquire_at(t0).unwrap().failure_at(fast).unwrap();
+    assert_eq!((t.reason, t.window), (Reason::FailureRate, counts(6, 4, 3)));
+    assert_eq!(t.consecutive_failures, 2);
+    assert!(t.window.slow_call_rate() >= 0.5);
+}
+
+#[test]
+fn backoff_grows_per_trip_in_a_row_up_to_the_cap_and_resets_on_close() {
+    let b = Breaker::builder()
+        .consecutive_failures(1)
+        .open_duration(Duration::from_secs(1))
+        .backoff(2.0, Duration::from_secs(10))
+        .build_with_clock(ManualClock::new())
+        .unwrap();
+    let mut now = Nanos::from_secs(1);
+    let first = b.try_acquire_at(now).unwrap().failure_at(now).unwrap();
+    let mut periods = vec![first.open_for.unwrap()];
+    let mut trips = vec![first.trips_in_a_row];
+    for _ in 0..6 {
+        let open_for = *periods.last().unwrap();
+        // Not a nanosecond early.
+        let early = b.try_acquire_at(now + open_for - Duration::from_nanos(1));
+        assert_eq!(
+            early.unwrap_err().retry_after(),
+            Some(Duration::from_nanos(1))
+        );
+        now += open_for;
+        let probe = b.try_acquire_at(now).expect("probe when the period ends");
+        let t = probe.failure_at(now).expect("probe failure reopens");
+        assert_eq!(t.reason, Reason::ProbeFailed);
+        periods.push(t.open_for.unwrap());
+        trips.push(t.trips_in_a_row);
+    }
+    let secs: Vec<u64> = periods.iter().map(Duration::as_secs).collect();
+    assert_eq!(secs, [1, 2, 4, 8, 10, 10, 10]);
+    assert_eq!(trips, [1, 2, 3, 4, 5, 6, 7]);
+    assert_eq!(b.snapshot_at(now).trips_in_a_row, 7);
+
+    // Closing resets the backoff: the next trip is back to the base.
+    now += Duration::from_secs(10);
+    let probe = b.try_acquire_at(now).unwrap();
+    assert_eq!(probe.success_at(now).unwrap().trips_in_a_row, 0);
+    let t = b.try_acquire_at(now).unwrap().failure_at(now).unwrap();
+    assert_eq!(t.open_for, Some(Duration::from_secs(1)));
+    assert_eq!(t.trips_in_a_row, 1);
+}
+
+#[test]
+fn lease_expiry_keeps_the_backoff_step() {
+    let b = Breaker::builder()
+        .consecutive_failures(1)
+        .open_duration(Duration::from_secs(1))
+        .backoff(3.0, Duration::from_secs(100))
+        .probe_lease(Duration::from_secs(5))
+        .build_with_clock(ManualClock::new())
+        .unwrap();
+    let t0 = Nanos::from_secs(1);
+    let _ = b.try_acquire_at(t0).unwrap().failure_at(t0);
+    let hung = b.try_acquire_at(t0 + Duration::from_secs(1)).unwrap();
+    let fresh = b.try_acquire_at(t0 + Duration::from_secs(6)).unwrap();
+    drop(hung);
+    let t = fresh.failure_at(t0 + Duration::from_secs(6)).unwrap();
+    assert_eq!(t.trips_in_a_row, 2, "a superseded round is not a trip");
+    assert_eq!(t.open_for, Some(Duration::from_secs(3)));
+}
+
+#[test]
+fn probe_lease_defaults_to_the_base_open_duration() {
+    let b = Breaker::builder()
+        .consecutive_failures(1)
+        .open_duration(Duration::from_secs(7))
+        .backoff(4.0, Duration::from_secs(1_000))
+        .build_with_clock(ManualClock::new())
+        .unwrap();
+    assert_eq!(b.config().probe_lease(), Duration::from_secs(7));
+    let t0 = Nanos::from_secs(1);
+    let _ = b.try_acquire_at(t0).unwrap().failure_at(t0);
+    let round = t0 + Duration::from_secs(7);
+    let hung = b.try_acquire_at(round).unwrap();
+    let r = b.try_acquire_at(round).unwrap_err();
+    assert_eq!(r.retry_after(), Some(Duration::from_secs(7)));
+    assert!(b
+        .try_acquire_at(round + Duration::from_secs(7) - Duration::from_nanos(1))
+        .is_err());
+    let fresh = b.try_acquire_at(round + Duration::from_secs(7)).unwrap();
+    assert_eq!(fresh.generation(), hung.generation() + 1);
+    // Even after backoff has grown, the lease stays the base duration.
+    let t = fresh.failure_at(round + Duration::from_secs(7)).unwrap();
+    assert_eq!(t.open_for, Some(Duration::from_secs(28)));
+    let next_round = round + Duration::from_secs(7 + 28);
+    let _hung = b.try_acquire_at(next_round).unwrap();
+    let r = b.try_acquire_at(next_round).unwrap_err();
+    assert_eq!(r.retry_after(), Some(Duration::from_secs(7)));
+}
