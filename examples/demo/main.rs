@@ -1,0 +1,87 @@
+//! The README's first command: the incidents of SCENARIOS.md, side by side,
+//! in simulated time.
+//!
+//! ```sh
+//! cargo run --release --example demo                 # S1, S3, S6 (simulated, a second or two)
+//! cargo run --release --example demo -- --load 600   # S1 at another offered load (calls/s)
+//! cargo run --release --example demo -- --real       # against the real proxy (see `real.rs`)
+//! ```
+//!
+//! Everything runs on a `ManualClock` driven by a small discrete-event
+//! simulation (`sim.rs`): no sleep, no thread, deterministic output. Each
+//! scenario lives in its own module with its model described at the top.
+
+mod real;
+mod s1;
+mod s3;
+mod s6;
+mod sim;
+mod table;
+
+use std::process::ExitCode;
+
+const USAGE: &str = "\
+usage: demo [--real] [--load CALLS_PER_S] [--bulkhead N] [--hosts N]
+
+  --real          run against a real proxy and upstreams instead of simulated time
+  --load N        S1: calls per second offered to the price catalog (default 200)
+  --bulkhead N    S1: in-flight cap of the bulkhead in front of failfast (default 20)
+  --hosts N       S6: also create N breakers (default 1000000; 0 to skip)";
+
+struct Args {
+    real: bool,
+    load: u64,
+    bulkhead: usize,
+    hosts: usize,
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut args = Args {
+        real: false,
+        load: 200,
+        bulkhead: 20,
+        hosts: 1_000_000,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        let mut value = |name: &str| -> Result<u64, String> {
+            let v = it.next().ok_or(format!("{name} needs a value"))?;
+            v.parse().map_err(|_| format!("{name}: not a number: {v}"))
+        };
+        match arg.as_str() {
+            "--real" => args.real = true,
+            "--load" => args.load = value("--load")?.max(1),
+            "--bulkhead" => args.bulkhead = value("--bulkhead")? as usize,
+            "--hosts" => args.hosts = value("--hosts")? as usize,
+            "-h" | "--help" => return Err(String::new()),
+            other => return Err(format!("unknown argument: {other}")),
+        }
+    }
+    Ok(args)
+}
+
+fn main() -> ExitCode {
+    let args = match parse_args() {
+        Ok(args) => args,
+        Err(e) => {
+            if !e.is_empty() {
+                eprintln!("{e}");
+            }
+            eprintln!("{USAGE}");
+            return if e.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(2)
+            };
+        }
+    };
+    if args.real {
+        return real::run();
+    }
+    println!("failfast demo: three incidents in simulated time (a ManualClock; nothing sleeps).");
+    s1::show(&s1::Params::new(args.load, args.bulkhead));
+    s3::show();
+    s6::show(args.hosts);
+    println!();
+    ExitCode::SUCCESS
+}
