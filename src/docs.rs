@@ -126,3 +126,15 @@
 //!
 //! The core depends on `quanta` (the default clock) and `crossbeam-utils`
 //! (`CachePadded` for registry shards), nothing else.
+//!
+//! Optional, each behind its own feature, none used by the core:
+//!
+//! * `tower`: `tower` 0.5 (the `Service`/`Layer` traits, no default
+//!   features), `http` 1 (the HTTP classifier, the authority key, 503 +
+//!   `Retry-After`), `pin-project-lite` (the response future, no unsafe
+//!   code of ours), and `tokio` with only `time` — a per-call
+//!   `tokio::time::Sleep` for the layers' optional timeout and one reusable
+//!   `Sleep` per ejected endpoint so a balancer is woken at the probe time.
+//!   No task or thread is spawned.
+//! * `tracing`: `tracing` 0.1, one event per transition.
+//! * `metrics`: `metrics` 0.24 (the facade), written at scrape time.

@@ -58,6 +58,8 @@ mod clock;
 mod counters;
 pub mod docs;
 mod error;
+#[cfg(any(feature = "tracing", feature = "metrics"))]
+pub mod export;
 mod fleet;
 mod observe;
 mod outcome;
@@ -65,6 +67,8 @@ mod permit;
 mod policy;
 mod state;
 mod sync;
+#[cfg(feature = "tower")]
+pub mod tower;
 mod window;
 
 pub use breaker::Breaker;

@@ -1,0 +1,223 @@
+//! Scrape-time export through the [`metrics`] facade (feature `metrics`).
+//!
+//! Nothing here runs per call. Gauges and counters are read from the
+//! breakers' own atomics when you call [`MetricsExporter::export_breaker`] or
+//! [`MetricsExporter::export_registry`] — typically right before your
+//! exporter renders a scrape — so the hot path pays no label hashing and no
+//! extra atomic. Transitions are counted as they happen (they are rare) by
+//! [`record_transition`] or [`MetricsObserver`].
+//!
+//! | series | kind | labels | from |
+//! |---|---|---|---|
+//! | `circuit_breaker_state` | gauge, 1 for the current state and 0 for the others | `upstream`, `state` | [`Breaker::snapshot`] |
+//! | `circuit_breaker_calls_total` | counter (absolute) | `upstream`, `outcome` = `success`, `failure`, `ignored`, `rejected` | the breaker's call counters: needs [`Builder::count_calls(true)`](crate::Builder::count_calls) |
+//! | `circuit_breaker_failure_ratio` | gauge, 0..1 | `upstream` | the window |
+//! | `circuit_breaker_slow_call_ratio` | gauge, 0..1 | `upstream` | the window |
+//! | `circuit_breaker_transitions_total` | counter | `from`, `to`, `reason` | [`record_transition`] / [`MetricsObserver`] |
+//! | `circuit_breaker_open` | gauge | — | registry counters |
+//! | `circuit_breaker_half_open` | gauge | — | registry counters |
+//! | `circuit_breaker_tracked` | gauge | — | registry counters |
+//!
+//! A registry may hold millions of hosts: its per-host series (the first
+//! four rows) are **opt-in** ([`MetricsExporter::per_host`]); by default a
+//! registry exports only the aggregates. A single breaker exported with
+//! [`export_breaker`](MetricsExporter::export_breaker) always gets its
+//! per-host series.
+
+use core::fmt;
+
+use crate::breaker::Breaker;
+use crate::clock::Clock;
+use crate::observe::{BreakerSnapshot, CallCounts, Observer, Transition};
+use crate::registry::Registry;
+use crate::state::State;
+
+/// `circuit_breaker_state`
+pub const STATE: &str = "circuit_breaker_state";
+/// `circuit_breaker_calls_total`
+pub const CALLS_TOTAL: &str = "circuit_breaker_calls_total";
+/// `circuit_breaker_transitions_total`
+pub const TRANSITIONS_TOTAL: &str = "circuit_breaker_transitions_total";
+/// `circuit_breaker_failure_ratio`
+pub const FAILURE_RATIO: &str = "circuit_breaker_failure_ratio";
+/// `circuit_breaker_slow_call_ratio`
+pub const SLOW_CALL_RATIO: &str = "circuit_breaker_slow_call_ratio";
+/// `circuit_breaker_open`
+pub const OPEN: &str = "circuit_breaker_open";
+/// `circuit_breaker_half_open`
+pub const HALF_OPEN: &str = "circuit_breaker_half_open";
+/// `circuit_breaker_tracked`
+pub const TRACKED: &str = "circuit_breaker_tracked";
+
+/// Registers a description and unit for every series (call once, after
+/// installing the recorder).
+pub fn describe() {
+    use metrics::{describe_counter, describe_gauge, Unit};
+    describe_gauge!(STATE, "1 for the breaker's current state, 0 for the others");
+    describe_counter!(
+        CALLS_TOTAL,
+        Unit::Count,
+        "Calls by outcome, rejections included"
+    );
+    describe_counter!(
+        TRANSITIONS_TOTAL,
+        Unit::Count,
+        "State transitions by from, to and reason"
+    );
+    describe_gauge!(
+        FAILURE_RATIO,
+        Unit::Count,
+        "Failures / calls in the window (0..1)"
+    );
+    describe_gauge!(
+        SLOW_CALL_RATIO,
+        Unit::Count,
+        "Slow calls / calls in the window (0..1)"
+    );
+    describe_gauge!(OPEN, Unit::Count, "Breakers open now");
+    describe_gauge!(HALF_OPEN, Unit::Count, "Breakers half-open now");
+    describe_gauge!(TRACKED, Unit::Count, "Breakers held by the registry");
+}
+
+/// Counts one transition in `circuit_breaker_transitions_total{from,to,reason}`.
+/// Usable as a tower layer's hook:
+/// `.on_transition(failfast::export::metrics::record_transition)` (the
+/// upstream is not a label of this series).
+pub fn record_transition(_upstream: &str, transition: &Transition) {
+    metrics::counter!(
+        TRANSITIONS_TOTAL,
+        "from" => transition.from.as_str(),
+        "to" => transition.to.as_str(),
+        "reason" => transition.reason.as_str()
+    )
+    .increment(1);
+}
+
+/// An [`Observer`] that counts every transition (see [`record_transition`]).
+///
+/// ```
+/// use failfast::export::metrics::MetricsObserver;
+/// use failfast::Breaker;
+///
+/// let breaker = Breaker::builder().consecutive_failures(3).observer(MetricsObserver).build()?;
+/// # let _ = breaker;
+/// # Ok::<(), failfast::ConfigError>(())
+/// ```
+#[derive(Copy, Clone, Debug, Default)]
+pub struct MetricsObserver;
+
+impl Observer for MetricsObserver {
+    fn on_transition(&self, transition: &Transition) {
+        record_transition("", transition);
+    }
+}
+
+/// Publishes breaker and registry state at scrape time.
+///
+/// ```
+/// use failfast::export::metrics::MetricsExporter;
+/// use failfast::Breaker;
+///
+/// let breaker = Breaker::builder().consecutive_failures(3).count_calls(true).build()?;
+/// // In the scrape handler, before rendering:
+/// MetricsExporter::new().export_breaker("payments", &breaker);
+/// # Ok::<(), failfast::ConfigError>(())
+/// ```
+#[derive(Copy, Clone, Debug, Default)]
+pub struct MetricsExporter {
+    per_host: bool,
+}
+
+impl MetricsExporter {
+    /// An exporter of registry aggregates only.
+    pub fn new() -> MetricsExporter {
+        MetricsExporter::default()
+    }
+
+    /// Also export each registry entry's per-host series (one label set per
+    /// host: mind the cardinality).
+    pub fn per_host(mut self, on: bool) -> MetricsExporter {
+        self.per_host = on;
+        self
+    }
+
+    /// Whether registries export per-host series.
+    pub fn is_per_host(&self) -> bool {
+        self.per_host
+    }
+
+    /// Publishes one breaker's per-host series, read from
+    /// [`Breaker::snapshot`].
+    pub fn export_breaker<C: Clock>(&self, upstream: &str, breaker: &Breaker<C>) {
+        export_snapshot(upstream, &breaker.snapshot());
+    }
+
+    /// Publishes a registry's aggregates (`circuit_breaker_open`,
+    /// `circuit_breaker_half_open`, `circuit_breaker_tracked`: O(1), from its
+    /// counters) and `circuit_breaker_calls_total{outcome}` summed over its
+    /// breakers (one pass over the snapshots, only when they count calls);
+    /// with [`per_host`](Self::per_host), every key's per-host series
+    /// instead of the sum, the key formatted by `Display` as `upstream`.
+    ///
+    /// ```
+    /// use failfast::export::metrics::MetricsExporter;
+    /// use failfast::{Breaker, Registry};
+    ///
+    /// let registry = Registry::<String>::builder(Breaker::builder().consecutive_failures(3)).build()?;
+    /// let _a = registry.handle("a.example:443");
+    /// MetricsExporter::new().export_registry(&registry); // aggregates only
+    /// MetricsExporter::new().per_host(true).export_registry(&registry);
+    /// # Ok::<(), failfast::ConfigError>(())
+    /// ```
+    pub fn export_registry<K: fmt::Display, H, C: Clock>(&self, registry: &Registry<K, H, C>) {
+        metrics::gauge!(OPEN).set(registry.open_count() as f64);
+        metrics::gauge!(HALF_OPEN).set(registry.half_open_count() as f64);
+        metrics::gauge!(TRACKED).set(registry.len() as f64);
+        if self.per_host {
+            registry.for_each_snapshot(|key, snapshot| export_snapshot(&key.to_string(), snapshot));
+            return;
+        }
+        let mut sum: Option<CallCounts> = None;
+        registry.for_each_snapshot(|_, snapshot| {
+            if let Some(c) = snapshot.calls {
+                let s = sum.get_or_insert_with(CallCounts::default);
+                s.successes += c.successes;
+                s.failures += c.failures;
+                s.ignored += c.ignored;
+                s.rejected += c.rejected;
+            }
+        });
+        if let Some(calls) = sum {
+            for (outcome, n) in outcomes(&calls) {
+                metrics::counter!(CALLS_TOTAL, "outcome" => outcome).absolute(n);
+            }
+        }
+    }
+}
+
+fn outcomes(calls: &CallCounts) -> [(&'static str, u64); 4] {
+    [
+        ("success", calls.successes),
+        ("failure", calls.failures),
+        ("ignored", calls.ignored),
+        ("rejected", calls.rejected),
+    ]
+}
+
+/// Publishes the per-host series of one snapshot under `upstream`.
+pub fn export_snapshot(upstream: &str, snapshot: &BreakerSnapshot) {
+    for state in State::all() {
+        let value = if state == snapshot.state { 1.0 } else { 0.0 };
+        metrics::gauge!(STATE, "upstream" => upstream.to_owned(), "state" => state.as_str())
+            .set(value);
+    }
+    metrics::gauge!(FAILURE_RATIO, "upstream" => upstream.to_owned()).set(snapshot.failure_rate);
+    metrics::gauge!(SLOW_CALL_RATIO, "upstream" => upstream.to_owned())
+        .set(snapshot.slow_call_rate);
+    if let Some(calls) = snapshot.calls {
+        for (outcome, n) in outcomes(&calls) {
+            metrics::counter!(CALLS_TOTAL, "upstream" => upstream.to_owned(), "outcome" => outcome)
+                .absolute(n);
+        }
+    }
+}

@@ -1,0 +1,295 @@
+//! [`EjectLayer`] / [`Eject`]: a breaker per endpoint under `tower::balance`.
+
+use core::fmt;
+use core::pin::Pin;
+use core::task::{Context, Poll};
+use core::time::Duration;
+use std::future::Future;
+use std::sync::Arc;
+
+use tokio::time::{Instant, Sleep};
+use tower::{BoxError, Layer, Service};
+
+use super::classify::{Classify, DefaultClassifier};
+use super::future::{admit, LayerPermit, Reporter, ResponseFuture};
+use super::{Hook, OnTransition};
+use crate::breaker::Breaker;
+use crate::clock::{Clock, QuantaClock};
+use crate::state::State;
+
+/// The longest an ejected endpoint sleeps before it looks at its breaker
+/// again (see [`EjectLayer::recheck`]).
+pub const DEFAULT_RECHECK: Duration = Duration::from_secs(1);
+
+/// Wraps an endpoint in an [`Eject`] on `breaker`. Use one breaker per
+/// endpoint, e.g. from a [`Registry`](crate::Registry) keyed by address.
+///
+/// ```
+/// use failfast::tower::EjectLayer;
+/// use failfast::Breaker;
+/// use std::sync::Arc;
+/// use tower::Layer;
+///
+/// let endpoint = tower::service_fn(|req: u32| async move { Ok::<_, std::io::Error>(req) });
+/// let breaker = Arc::new(Breaker::builder().consecutive_failures(5).build()?);
+/// let endpoint = EjectLayer::new(breaker).layer(endpoint);
+/// // Hand `endpoint` (wrapped in a `tower::load` measure) to `tower::balance::p2c::Balance`.
+/// # let _ = endpoint;
+/// # Ok::<(), failfast::ConfigError>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct EjectLayer<Cl = DefaultClassifier, C: Clock = QuantaClock> {
+    breaker: Arc<Breaker<C>>,
+    classify: Cl,
+    timeout: Option<Duration>,
+    recheck: Duration,
+    reporter: Option<Reporter<()>>,
+    upstream: Arc<str>,
+}
+
+impl<C: Clock> EjectLayer<DefaultClassifier, C> {
+    /// A layer on `breaker`, classifying `Ok` as success and `Err` as failure.
+    pub fn new(breaker: Arc<Breaker<C>>) -> Self {
+        EjectLayer {
+            breaker,
+            classify: DefaultClassifier,
+            timeout: None,
+            recheck: DEFAULT_RECHECK,
+            reporter: None,
+            upstream: Arc::from(""),
+        }
+    }
+}
+
+impl<Cl, C: Clock> EjectLayer<Cl, C> {
+    /// Classifies results with `classify` instead.
+    pub fn classify<Cl2>(self, classify: Cl2) -> EjectLayer<Cl2, C> {
+        EjectLayer {
+            breaker: self.breaker,
+            classify,
+            timeout: self.timeout,
+            recheck: self.recheck,
+            reporter: self.reporter,
+            upstream: self.upstream,
+        }
+    }
+
+    /// Cuts each admitted call after `timeout` (see [`TimedOut`](super::TimedOut)).
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// The longest `poll_ready` stays `Pending` before it asks the breaker
+    /// again, even when the breaker names a later retry time (default
+    /// [`DEFAULT_RECHECK`]). It bounds how long a manual
+    /// [`reset`](crate::Breaker::reset), a closed probe round or a forced-open
+    /// breaker (which names no retry time) goes unnoticed. At least 1 ms.
+    pub fn recheck(mut self, recheck: Duration) -> Self {
+        self.recheck = recheck.max(Duration::from_millis(1));
+        self
+    }
+
+    /// The upstream's name, passed to the [`on_transition`](Self::on_transition) hook.
+    pub fn upstream(mut self, name: impl Into<Arc<str>>) -> Self {
+        self.upstream = name.into();
+        if let Some(r) = &mut self.reporter {
+            r.upstream = self.upstream.clone();
+        }
+        self
+    }
+
+    /// Reports each transition caused by a verdict this layer records.
+    pub fn on_transition(mut self, hook: impl OnTransition) -> Self {
+        self.reporter = Some(Reporter::new(Hook(Arc::new(hook)), self.upstream.clone()));
+        self
+    }
+}
+
+impl<S, Cl: Clone, C: Clock> Layer<S> for EjectLayer<Cl, C> {
+    type Service = Eject<S, Cl, C>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        Eject {
+            inner,
+            breaker: self.breaker.clone(),
+            classify: self.classify.clone(),
+            timeout: self.timeout,
+            recheck: self.recheck,
+            reporter: self.reporter.clone(),
+            permit: None,
+            sleep: None,
+        }
+    }
+}
+
+/// An endpoint that a balancer skips while its breaker is open (linkerd's
+/// gate semantics, without a task per endpoint).
+///
+/// * `poll_ready` asks the breaker for a permit first. Refused (Open,
+///   ForcedOpen, HalfOpen with every probe slot taken) it returns
+///   **`Pending`**, never `Err` — `tower::ready_cache::ReadyCache`, under
+///   `p2c::Balance`, drops an endpoint for good on `Err` — and arms a
+///   `tokio::time::Sleep` for the breaker's `retry_after` (capped by
+///   [`recheck`](EjectLayer::recheck)): the task is woken when the probe time
+///   comes, the next `poll_ready` wins the Open → HalfOpen CAS and the
+///   endpoint becomes ready as the probe. Admitted, it forwards the inner
+///   service's readiness (an inner `Err` passes through unchanged).
+/// * The permit is held between `poll_ready` and `call` (and timed from the
+///   admission). A repeated `poll_ready` keeps a probe permit and a permit
+///   admitted in a state that still admits; otherwise it drops it (counted as
+///   ignored) and asks again, so an unused readiness check never leaks a
+///   probe slot for longer than the next poll.
+/// * `call` uses the held permit; called without a ready `poll_ready` it
+///   asks the breaker itself and may return [`Rejected`](crate::Rejected)
+///   like [`FailFast`](super::FailFast).
+///
+/// Put a failfast or queue timeout in front of the balancer: when every
+/// endpoint is open, the balancer is `Pending` until the first probe time.
+pub struct Eject<S, Cl = DefaultClassifier, C: Clock = QuantaClock> {
+    inner: S,
+    breaker: Arc<Breaker<C>>,
+    classify: Cl,
+    timeout: Option<Duration>,
+    recheck: Duration,
+    reporter: Option<Reporter<()>>,
+    permit: Option<LayerPermit<(), C>>,
+    sleep: Option<Pin<Box<Sleep>>>,
+}
+
+impl<S, C: Clock> Eject<S, DefaultClassifier, C> {
+    /// `inner` behind `breaker`, with the default classifier.
+    pub fn new(inner: S, breaker: Arc<Breaker<C>>) -> Self {
+        EjectLayer::new(breaker).layer(inner)
+    }
+}
+
+impl<S, Cl, C: Clock> Eject<S, Cl, C> {
+    /// The breaker.
+    pub fn breaker(&self) -> &Arc<Breaker<C>> {
+        &self.breaker
+    }
+
+    /// The inner service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// Whether a permit is held for the next `call`.
+    pub fn holds_permit(&self) -> bool {
+        self.permit.is_some()
+    }
+
+    /// Keeps a held permit only while it can still be used as admitted.
+    fn drop_stale_permit(&mut self) {
+        let keep = match &self.permit {
+            None => return,
+            Some(p) if p.is_probe() => true,
+            Some(_) => matches!(
+                self.breaker.state(),
+                State::Closed | State::Disabled | State::MetricsOnly
+            ),
+        };
+        if !keep {
+            self.permit = None; // ignored
+        }
+    }
+
+    /// Arms the wake-up `wait` from now; `Ready` if it already passed.
+    fn sleep(&mut self, wait: Duration, cx: &mut Context<'_>) -> Poll<()> {
+        let deadline = Instant::now() + wait;
+        let sleep = match &mut self.sleep {
+            Some(sleep) => {
+                sleep.as_mut().reset(deadline);
+                sleep
+            }
+            None => self
+                .sleep
+                .insert(Box::pin(tokio::time::sleep_until(deadline))),
+        };
+        sleep.as_mut().poll(cx)
+    }
+}
+
+impl<S: Clone, Cl: Clone, C: Clock> Clone for Eject<S, Cl, C> {
+    /// A clone holds no permit and no timer of its own yet.
+    fn clone(&self) -> Self {
+        Eject {
+            inner: self.inner.clone(),
+            breaker: self.breaker.clone(),
+            classify: self.classify.clone(),
+            timeout: self.timeout,
+            recheck: self.recheck,
+            reporter: self.reporter.clone(),
+            permit: None,
+            sleep: None,
+        }
+    }
+}
+
+impl<S: fmt::Debug, Cl, C: Clock> fmt::Debug for Eject<S, Cl, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Eject")
+            .field("inner", &self.inner)
+            .field("breaker", &self.breaker)
+            .field("permit", &self.permit)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S, Req, Cl, C> Service<Req> for Eject<S, Cl, C>
+where
+    S: Service<Req>,
+    S::Error: Into<BoxError>,
+    Cl: Classify<S::Response, S::Error> + Clone,
+    C: Clock,
+{
+    type Response = S::Response;
+    type Error = BoxError;
+    type Future = ResponseFuture<S::Future, Cl, C>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.drop_stale_permit();
+        // Bounded: a wake-up already due is retried a few times, then left
+        // to the timer (a 1 ms floor keeps this from spinning).
+        for _ in 0..4 {
+            if self.permit.is_some() {
+                break;
+            }
+            match admit(&self.breaker, self.timeout) {
+                Ok(permit) => self.permit = Some(permit),
+                Err(rejected) => {
+                    let wait = rejected
+                        .retry_after()
+                        .map_or(self.recheck, |after| after.min(self.recheck))
+                        .max(Duration::from_millis(1));
+                    if self.sleep(wait, cx).is_pending() {
+                        return Poll::Pending;
+                    }
+                }
+            }
+        }
+        if self.permit.is_none() {
+            cx.waker().wake_by_ref();
+            return Poll::Pending;
+        }
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, req: Req) -> Self::Future {
+        let admitted = match self.permit.take() {
+            Some(permit) => Ok(permit),
+            None => admit(&self.breaker, self.timeout),
+        };
+        match admitted {
+            Err(rejected) => ResponseFuture::rejected(rejected, self.classify.clone()),
+            Ok(permit) => ResponseFuture::called(
+                self.inner.call(req),
+                permit,
+                self.classify.clone(),
+                self.timeout,
+                self.reporter.clone(),
+            ),
+        }
+    }
+}

@@ -1,0 +1,251 @@
+//! [`ResponseFuture`]: carries the permit to the end of the call.
+
+use core::fmt;
+use core::future::Future;
+use core::pin::Pin;
+use core::task::{ready, Context, Poll};
+use core::time::Duration;
+use std::sync::Arc;
+
+use pin_project_lite::pin_project;
+use tokio::time::Sleep;
+use tower::BoxError;
+
+use super::classify::Classify;
+use super::keyed::KeyedPermit;
+use super::timeout::TimedOut;
+use super::Hook;
+use crate::breaker::Breaker;
+use crate::clock::{Clock, Nanos};
+use crate::error::Rejected;
+use crate::observe::Transition;
+use crate::outcome::Outcome;
+use crate::permit::OwnedPermit;
+
+/// Where a layer's verdict transitions go: the hook and how to name the upstream.
+pub(crate) struct Reporter<K> {
+    pub(crate) hook: Hook,
+    /// The name of a single-breaker layer's upstream.
+    pub(crate) upstream: Arc<str>,
+    /// How a keyed layer names a key (on transitions only: it allocates).
+    pub(crate) name_of: Option<fn(&K) -> String>,
+}
+
+impl<K> Clone for Reporter<K> {
+    fn clone(&self) -> Self {
+        Reporter {
+            hook: self.hook.clone(),
+            upstream: self.upstream.clone(),
+            name_of: self.name_of,
+        }
+    }
+}
+
+impl<K> fmt::Debug for Reporter<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Reporter")
+            .field("upstream", &self.upstream)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K> Reporter<K> {
+    pub(crate) fn new(hook: Hook, upstream: Arc<str>) -> Reporter<K> {
+        Reporter {
+            hook,
+            upstream,
+            name_of: None,
+        }
+    }
+
+    pub(crate) fn report(&self, key: Option<&K>, transition: &Transition) {
+        match (key, self.name_of) {
+            (Some(key), Some(name_of)) => self.hook.0.on_transition(&name_of(key), transition),
+            _ => self.hook.0.on_transition(&self.upstream, transition),
+        }
+    }
+}
+
+/// The permit a layer carries into its response future.
+pub(crate) enum LayerPermit<K, C: Clock> {
+    /// From an `Arc<Breaker>`.
+    Owned(OwnedPermit<C>),
+    /// From a registry handle.
+    Keyed(KeyedPermit<K, C>),
+}
+
+impl<K, C: Clock> LayerPermit<K, C> {
+    pub(crate) fn is_probe(&self) -> bool {
+        match self {
+            LayerPermit::Owned(p) => p.is_probe(),
+            LayerPermit::Keyed(p) => p.is_probe(),
+        }
+    }
+
+    fn started_at(&self) -> Nanos {
+        match self {
+            LayerPermit::Owned(p) => p.started_at(),
+            LayerPermit::Keyed(p) => p.started_at(),
+        }
+    }
+
+    /// Records `outcome` (at `at`, or now) and reports any transition.
+    fn record(self, outcome: Outcome, at: Option<Nanos>, reporter: Option<&Reporter<K>>) {
+        match self {
+            LayerPermit::Owned(p) => {
+                let t = match at {
+                    Some(at) => p.record_at(outcome, at),
+                    None => p.record(outcome),
+                };
+                if let (Some(t), Some(r)) = (t, reporter) {
+                    r.report(None, &t);
+                }
+            }
+            LayerPermit::Keyed(p) => p.record(outcome, at, reporter),
+        }
+    }
+}
+
+impl<K, C: Clock> fmt::Debug for LayerPermit<K, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LayerPermit::Owned(p) => p.fmt(f),
+            LayerPermit::Keyed(p) => p.fmt(f),
+        }
+    }
+}
+
+/// Admits a call on `breaker`, reading the clock when a deadline must be
+/// measured from the admission.
+pub(crate) fn admit<K, C: Clock>(
+    breaker: &Arc<Breaker<C>>,
+    timeout: Option<Duration>,
+) -> Result<LayerPermit<K, C>, Rejected> {
+    let permit = match timeout {
+        Some(_) => breaker.try_acquire_owned_at(breaker.now()),
+        None => breaker.try_acquire_owned(),
+    };
+    permit.map(LayerPermit::Owned)
+}
+
+pin_project! {
+    #[project = KindProj]
+    enum Kind<F> {
+        Called { #[pin] fut: F },
+        Rejected { rejected: Option<Rejected> },
+    }
+}
+
+pin_project! {
+    /// The response future of every failfast layer: a rejection ready at
+    /// once, or the inner call with its permit, recorded when it resolves
+    /// (or when its deadline fires). Dropped early, the permit counts as
+    /// ignored.
+    pub struct ResponseFuture<F, Cl, C, K = ()>
+    where
+        C: Clock,
+    {
+        #[pin]
+        kind: Kind<F>,
+        #[pin]
+        deadline: Option<Sleep>,
+        permit: Option<LayerPermit<K, C>>,
+        classify: Cl,
+        timeout: Duration,
+        reporter: Option<Reporter<K>>,
+    }
+}
+
+impl<F, Cl, C: Clock, K> ResponseFuture<F, Cl, C, K> {
+    pub(crate) fn rejected(rejected: Rejected, classify: Cl) -> Self {
+        ResponseFuture {
+            kind: Kind::Rejected {
+                rejected: Some(rejected),
+            },
+            deadline: None,
+            permit: None,
+            classify,
+            timeout: Duration::ZERO,
+            reporter: None,
+        }
+    }
+
+    /// No breaker for this request (a keyed layer found no key): the inner
+    /// call runs unguarded and nothing is recorded.
+    pub(crate) fn unguarded(fut: F, classify: Cl) -> Self {
+        ResponseFuture {
+            kind: Kind::Called { fut },
+            deadline: None,
+            permit: None,
+            classify,
+            timeout: Duration::ZERO,
+            reporter: None,
+        }
+    }
+
+    pub(crate) fn called(
+        fut: F,
+        permit: LayerPermit<K, C>,
+        classify: Cl,
+        timeout: Option<Duration>,
+        reporter: Option<Reporter<K>>,
+    ) -> Self {
+        ResponseFuture {
+            kind: Kind::Called { fut },
+            deadline: timeout.map(tokio::time::sleep),
+            permit: Some(permit),
+            classify,
+            timeout: timeout.unwrap_or_default(),
+            reporter,
+        }
+    }
+}
+
+impl<F, Cl, C, K, T, E> Future for ResponseFuture<F, Cl, C, K>
+where
+    F: Future<Output = Result<T, E>>,
+    E: Into<BoxError>,
+    Cl: Classify<T, E>,
+    C: Clock,
+{
+    type Output = Result<T, BoxError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let fut = match this.kind.project() {
+            KindProj::Rejected { rejected } => {
+                let rejected = rejected
+                    .take()
+                    .expect("ResponseFuture polled after completion");
+                return Poll::Ready(Err(Box::new(rejected)));
+            }
+            KindProj::Called { fut } => fut,
+        };
+        if let Poll::Ready(result) = fut.poll(cx) {
+            if let Some(permit) = this.permit.take() {
+                let outcome = this.classify.classify(&result);
+                permit.record(outcome, None, this.reporter.as_ref());
+            }
+            return Poll::Ready(result.map_err(Into::into));
+        }
+        if let Some(deadline) = this.deadline.as_pin_mut() {
+            ready!(deadline.poll(cx));
+            if let Some(permit) = this.permit.take() {
+                // The instant the deadline fired, not the instant we noticed.
+                let fired = permit.started_at().saturating_add(*this.timeout);
+                permit.record(Outcome::Failure, Some(fired), this.reporter.as_ref());
+            }
+            return Poll::Ready(Err(Box::new(TimedOut::new(*this.timeout))));
+        }
+        Poll::Pending
+    }
+}
+
+impl<F, Cl, C: Clock, K> fmt::Debug for ResponseFuture<F, Cl, C, K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ResponseFuture")
+            .field("permit", &self.permit)
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}

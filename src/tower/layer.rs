@@ -1,0 +1,191 @@
+//! [`FailFastLayer`] / [`FailFast`]: one breaker in front of one service.
+
+use core::task::{Context, Poll};
+use core::time::Duration;
+use std::sync::Arc;
+
+use tower::{BoxError, Layer, Service};
+
+use super::classify::{Classify, DefaultClassifier};
+use super::future::{admit, Reporter, ResponseFuture};
+use super::{Hook, OnTransition};
+use crate::breaker::Breaker;
+use crate::clock::{Clock, QuantaClock};
+
+/// Wraps a service in a [`FailFast`] on one shared breaker.
+///
+/// ```
+/// use failfast::tower::{FailFastLayer, HttpClassifier};
+/// use failfast::Breaker;
+/// use std::{sync::Arc, time::Duration};
+///
+/// let breaker = Arc::new(Breaker::builder().consecutive_failures(5).build()?);
+/// let layer = FailFastLayer::new(breaker)
+///     .classify(HttpClassifier::new())
+///     .timeout(Duration::from_secs(2))
+///     .upstream("payments");
+/// let service = tower::ServiceBuilder::new()
+///     .layer(layer)
+///     .service_fn(|_req: http::Request<()>| async {
+///         Ok::<_, std::io::Error>(http::Response::new(()))
+///     });
+/// # let _ = service;
+/// # Ok::<(), failfast::ConfigError>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct FailFastLayer<Cl = DefaultClassifier, C: Clock = QuantaClock> {
+    breaker: Arc<Breaker<C>>,
+    classify: Cl,
+    timeout: Option<Duration>,
+    reporter: Option<Reporter<()>>,
+    upstream: Arc<str>,
+}
+
+impl<C: Clock> FailFastLayer<DefaultClassifier, C> {
+    /// A layer on `breaker`, classifying `Ok` as success and `Err` as failure.
+    pub fn new(breaker: Arc<Breaker<C>>) -> Self {
+        FailFastLayer {
+            breaker,
+            classify: DefaultClassifier,
+            timeout: None,
+            reporter: None,
+            upstream: Arc::from(""),
+        }
+    }
+}
+
+impl<Cl, C: Clock> FailFastLayer<Cl, C> {
+    /// Classifies results with `classify` instead.
+    pub fn classify<Cl2>(self, classify: Cl2) -> FailFastLayer<Cl2, C> {
+        FailFastLayer {
+            breaker: self.breaker,
+            classify,
+            timeout: self.timeout,
+            reporter: self.reporter,
+            upstream: self.upstream,
+        }
+    }
+
+    /// Cuts each admitted call after `timeout`: see [`TimedOut`](super::TimedOut).
+    /// Needs a tokio runtime with the time driver.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// The upstream's name, passed to the [`on_transition`](Self::on_transition) hook.
+    pub fn upstream(mut self, name: impl Into<Arc<str>>) -> Self {
+        self.upstream = name.into();
+        if let Some(r) = &mut self.reporter {
+            r.upstream = self.upstream.clone();
+        }
+        self
+    }
+
+    /// Reports each transition caused by a verdict this layer records, with
+    /// the upstream's name. Costs one reference-count increment per call.
+    pub fn on_transition(mut self, hook: impl OnTransition) -> Self {
+        self.reporter = Some(Reporter::new(Hook(Arc::new(hook)), self.upstream.clone()));
+        self
+    }
+
+    /// The breaker.
+    pub fn breaker(&self) -> &Arc<Breaker<C>> {
+        &self.breaker
+    }
+}
+
+impl<S, Cl: Clone, C: Clock> Layer<S> for FailFastLayer<Cl, C> {
+    type Service = FailFast<S, Cl, C>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        FailFast {
+            inner,
+            breaker: self.breaker.clone(),
+            classify: self.classify.clone(),
+            timeout: self.timeout,
+            reporter: self.reporter.clone(),
+        }
+    }
+}
+
+/// A service behind a breaker, failing fast while it is open.
+///
+/// * `poll_ready` forwards the inner service's readiness and nothing else: an
+///   open breaker never makes it `Pending` or `Err` (tower's `LoadShed`
+///   precedent), so callers learn of the rejection at once.
+/// * `call` asks the breaker for an [`OwnedPermit`](crate::OwnedPermit). When
+///   refused it returns a future that is ready with
+///   [`Rejected`](crate::Rejected) boxed in [`BoxError`] (downcast it back; it
+///   carries `retry_after`) and **does not call the inner service**; the
+///   readiness reserved by `poll_ready` stays with the inner service for the
+///   next call.
+/// * Admitted, the permit moves into the [`ResponseFuture`], which records
+///   the classified result when the inner future resolves, or a failure at
+///   the deadline, or nothing (ignored) if it is dropped first.
+#[derive(Clone, Debug)]
+pub struct FailFast<S, Cl = DefaultClassifier, C: Clock = QuantaClock> {
+    inner: S,
+    breaker: Arc<Breaker<C>>,
+    classify: Cl,
+    timeout: Option<Duration>,
+    reporter: Option<Reporter<()>>,
+}
+
+impl<S, C: Clock> FailFast<S, DefaultClassifier, C> {
+    /// `inner` behind `breaker`, with the default classifier.
+    pub fn new(inner: S, breaker: Arc<Breaker<C>>) -> Self {
+        FailFastLayer::new(breaker).layer(inner)
+    }
+}
+
+impl<S, Cl, C: Clock> FailFast<S, Cl, C> {
+    /// The breaker.
+    pub fn breaker(&self) -> &Arc<Breaker<C>> {
+        &self.breaker
+    }
+
+    /// The inner service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// The inner service, mutably.
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
+    /// The inner service, unwrapped.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+}
+
+impl<S, Req, Cl, C> Service<Req> for FailFast<S, Cl, C>
+where
+    S: Service<Req>,
+    S::Error: Into<BoxError>,
+    Cl: Classify<S::Response, S::Error> + Clone,
+    C: Clock,
+{
+    type Response = S::Response;
+    type Error = BoxError;
+    type Future = ResponseFuture<S::Future, Cl, C>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, req: Req) -> Self::Future {
+        match admit(&self.breaker, self.timeout) {
+            Err(rejected) => ResponseFuture::rejected(rejected, self.classify.clone()),
+            Ok(permit) => ResponseFuture::called(
+                self.inner.call(req),
+                permit,
+                self.classify.clone(),
+                self.timeout,
+                self.reporter.clone(),
+            ),
+        }
+    }
+}

@@ -1,0 +1,383 @@
+//! The tower layers in front of tower services: `poll_ready` semantics,
+//! rejections, permits carried into response futures, timeouts, the HTTP
+//! classifier, the keyed per-host layer and the balancer-aware layer.
+#![cfg(feature = "tower")]
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use failfast::tower::{EjectLayer, FailFastLayer, HttpClassifier, KeyedLayer, TimedOut};
+use failfast::{Breaker, Registry, RejectReason, Rejected, State, Transition};
+use tower::{BoxError, Layer, Service, ServiceExt};
+
+fn counting_service(
+    calls: Arc<AtomicUsize>,
+    status: u16,
+) -> impl Service<
+    http::Request<()>,
+    Response = http::Response<()>,
+    Error = Infallible,
+    Future = impl Future<Output = Result<http::Response<()>, Infallible>> + Send,
+> + Clone {
+    tower::service_fn(move |_req: http::Request<()>| {
+        calls.fetch_add(1, Ordering::SeqCst);
+        async move { Ok::<_, Infallible>(http::Response::builder().status(status).body(()).unwrap()) }
+    })
+}
+
+fn request(uri: &str) -> http::Request<()> {
+    http::Request::get(uri).body(()).unwrap()
+}
+
+fn noop_cx() -> Context<'static> {
+    Context::from_waker(Waker::noop())
+}
+
+#[tokio::test]
+async fn open_breaker_rejects_in_call_not_in_poll_ready() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let breaker = Arc::new(
+        Breaker::builder()
+            .consecutive_failures(2)
+            .open_duration(Duration::from_secs(30))
+            .build()
+            .unwrap(),
+    );
+    let mut svc = FailFastLayer::new(breaker.clone())
+        .classify(HttpClassifier::new())
+        .layer(counting_service(calls.clone(), 503));
+
+    for _ in 0..2 {
+        let resp = svc.ready().await.unwrap().call(request("/")).await.unwrap();
+        assert_eq!(resp.status(), 503);
+    }
+    assert_eq!(breaker.state(), State::Open);
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+
+    // poll_ready only forwards the inner readiness: Ready even while open.
+    assert!(matches!(
+        svc.poll_ready(&mut noop_cx()),
+        Poll::Ready(Ok(()))
+    ));
+    let err = svc.call(request("/")).await.unwrap_err();
+    let rejected = err
+        .downcast_ref::<Rejected>()
+        .expect("a Rejected in the BoxError");
+    assert_eq!(rejected.reason(), RejectReason::Open);
+    assert!(rejected.retry_after().unwrap() > Duration::from_secs(29));
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        2,
+        "the inner service was not called"
+    );
+}
+
+#[tokio::test]
+async fn classifier_ignores_4xx_and_counts_429() {
+    let breaker = Arc::new(
+        Breaker::builder()
+            .consecutive_failures(3)
+            .count_calls(true)
+            .build()
+            .unwrap(),
+    );
+    let layer = FailFastLayer::new(breaker.clone()).classify(HttpClassifier::new());
+    let mut not_found = layer.layer(counting_service(Arc::default(), 404));
+    for _ in 0..10 {
+        not_found
+            .ready()
+            .await
+            .unwrap()
+            .call(request("/"))
+            .await
+            .unwrap();
+    }
+    assert_eq!(breaker.state(), State::Closed);
+    let mut busy = layer.layer(counting_service(Arc::default(), 429));
+    for _ in 0..3 {
+        busy.ready()
+            .await
+            .unwrap()
+            .call(request("/"))
+            .await
+            .unwrap();
+    }
+    assert_eq!(breaker.state(), State::Open);
+    let calls = breaker.snapshot().calls.unwrap();
+    assert_eq!((calls.ignored, calls.failures), (10, 3));
+}
+
+#[tokio::test]
+async fn a_dropped_response_future_counts_as_ignored_and_frees_the_probe() {
+    let breaker = Arc::new(
+        Breaker::builder()
+            .consecutive_failures(1)
+            .open_duration(Duration::from_millis(20))
+            .count_calls(true)
+            .build()
+            .unwrap(),
+    );
+    let never = tower::service_fn(|_: ()| std::future::pending::<Result<(), Infallible>>());
+    let mut svc = FailFastLayer::new(breaker.clone()).layer(never);
+    breaker.try_acquire().unwrap().failure();
+    tokio::time::sleep(Duration::from_millis(30)).await;
+
+    // The probe's future is polled once, then dropped (the client went away).
+    let mut fut = Box::pin(svc.call(()));
+    assert!(fut.as_mut().poll(&mut noop_cx()).is_pending());
+    assert_eq!(breaker.state(), State::HalfOpen);
+    drop(fut);
+    assert_eq!(breaker.snapshot().calls.unwrap().ignored, 1);
+    // Its slot is free at once: the next call probes.
+    let probe = breaker.try_acquire().expect("the probe slot was freed");
+    assert!(probe.is_probe());
+    probe.success();
+    assert_eq!(breaker.state(), State::Closed);
+}
+
+#[tokio::test]
+async fn timeout_is_a_failure_and_a_slow_call_at_the_instant_it_fired() {
+    let breaker = Arc::new(
+        Breaker::builder()
+            .failure_rate(1.0)
+            .slow_call_threshold(Duration::from_millis(40))
+            .count_window(10)
+            .min_calls(10)
+            .count_calls(true)
+            .build()
+            .unwrap(),
+    );
+    let slow = tower::service_fn(|_: ()| async {
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        Ok::<_, Infallible>(())
+    });
+    let mut svc = FailFastLayer::new(breaker.clone())
+        .timeout(Duration::from_millis(50))
+        .layer(slow);
+    let started = std::time::Instant::now();
+    let err = svc.ready().await.unwrap().call(()).await.unwrap_err();
+    assert!(started.elapsed() < Duration::from_secs(2));
+    assert_eq!(
+        err.downcast_ref::<TimedOut>().unwrap().after(),
+        Duration::from_millis(50)
+    );
+    let snap = breaker.snapshot();
+    let calls = snap.calls.unwrap();
+    assert_eq!((calls.failures, calls.slow), (1, 1));
+    assert_eq!((snap.window.failures, snap.window.slow), (1, 1));
+}
+
+#[tokio::test]
+async fn hook_gets_the_upstream_name_of_each_trip_and_recovery() {
+    let seen: Arc<Mutex<Vec<(String, State, State)>>> = Arc::default();
+    let log = seen.clone();
+    let breaker = Arc::new(
+        Breaker::builder()
+            .consecutive_failures(1)
+            .open_duration(Duration::from_millis(10))
+            .build()
+            .unwrap(),
+    );
+    let fail = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let f = fail.clone();
+    let inner = tower::service_fn(move |_: ()| {
+        let failing = f.load(Ordering::SeqCst);
+        async move {
+            if failing {
+                Err::<(), _>("down")
+            } else {
+                Ok(())
+            }
+        }
+    });
+    let mut svc = FailFastLayer::new(breaker)
+        .upstream("payments")
+        .on_transition(move |up: &str, t: &Transition| {
+            log.lock().unwrap().push((up.to_owned(), t.from, t.to))
+        })
+        .layer(inner);
+    let _ = svc.ready().await.unwrap().call(()).await;
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    fail.store(false, Ordering::SeqCst);
+    svc.ready().await.unwrap().call(()).await.unwrap();
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [
+            ("payments".to_owned(), State::Closed, State::Open),
+            ("payments".to_owned(), State::HalfOpen, State::Closed),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn keyed_layer_isolates_hosts() {
+    let registry = Arc::new(
+        Registry::<http::uri::Authority>::builder(
+            Breaker::builder()
+                .consecutive_failures(3)
+                .open_duration(Duration::from_secs(30)),
+        )
+        .build()
+        .unwrap(),
+    );
+    let calls = Arc::new(AtomicUsize::new(0));
+    let c = calls.clone();
+    let inner = tower::service_fn(move |req: http::Request<()>| {
+        c.fetch_add(1, Ordering::SeqCst);
+        let status = if req.uri().host() == Some("bad.test") {
+            503
+        } else {
+            200
+        };
+        async move { Ok::<_, Infallible>(http::Response::builder().status(status).body(()).unwrap()) }
+    });
+    let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+    let log = seen.clone();
+    let mut svc = KeyedLayer::new(registry.clone())
+        .classify(HttpClassifier::new())
+        .on_transition(move |up: &str, _: &Transition| log.lock().unwrap().push(up.to_owned()))
+        .layer(inner);
+    for _ in 0..3 {
+        let r = svc
+            .ready()
+            .await
+            .unwrap()
+            .call(request("http://bad.test:8080/"))
+            .await;
+        assert_eq!(r.unwrap().status(), 503);
+    }
+    let err = svc
+        .ready()
+        .await
+        .unwrap()
+        .call(request("http://bad.test:8080/"))
+        .await
+        .unwrap_err();
+    assert!(err.is::<Rejected>());
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
+    for _ in 0..5 {
+        let r = svc
+            .ready()
+            .await
+            .unwrap()
+            .call(request("http://good.test/"))
+            .await;
+        assert_eq!(r.unwrap().status(), 200);
+    }
+    assert_eq!((registry.len(), registry.open_count()), (2, 1));
+    assert_eq!(*seen.lock().unwrap(), ["bad.test:8080"]);
+    // No key (no authority, no Host): unguarded.
+    let r = svc.ready().await.unwrap().call(request("/relative")).await;
+    assert_eq!(r.unwrap().status(), 200);
+}
+
+#[tokio::test]
+async fn eject_is_pending_while_open_never_err_and_wakes_at_probe_time() {
+    let breaker = Arc::new(
+        Breaker::builder()
+            .consecutive_failures(1)
+            .open_duration(Duration::from_millis(150))
+            .build()
+            .unwrap(),
+    );
+    let inner = tower::service_fn(|ok: bool| async move {
+        if ok {
+            Ok(())
+        } else {
+            Err("down")
+        }
+    });
+    let mut svc = EjectLayer::new(breaker.clone()).layer(inner);
+    let _ = svc.ready().await.unwrap().call(false).await;
+    assert_eq!(breaker.state(), State::Open);
+
+    // Pending, not Err.
+    assert!(svc.poll_ready(&mut noop_cx()).is_pending());
+    // Woken by its own timer when the probe time comes: `ready()` resolves.
+    let started = std::time::Instant::now();
+    tokio::time::timeout(Duration::from_secs(3), svc.ready())
+        .await
+        .expect("woken at the probe time")
+        .unwrap();
+    assert!(started.elapsed() >= Duration::from_millis(100));
+    assert!(svc.holds_permit());
+    assert_eq!(breaker.state(), State::HalfOpen);
+    svc.call(true).await.unwrap();
+    assert_eq!(breaker.state(), State::Closed);
+}
+
+#[tokio::test]
+async fn p2c_balancer_routes_around_an_open_endpoint_and_keeps_it() {
+    use tower::balance::p2c::Balance;
+    use tower::discover::ServiceList;
+    use tower::load::Constant;
+
+    let open = Arc::new(
+        Breaker::builder()
+            .consecutive_failures(1)
+            .open_duration(Duration::from_secs(60))
+            .build()
+            .unwrap(),
+    );
+    open.try_acquire().unwrap().failure();
+    let healthy = Arc::new(Breaker::builder().consecutive_failures(1).build().unwrap());
+    let hits = [Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0))];
+    let endpoint = |i: usize, breaker: Arc<Breaker>| {
+        let hit = hits[i].clone();
+        let svc = tower::service_fn(move |_: ()| {
+            hit.fetch_add(1, Ordering::SeqCst);
+            async { Ok::<_, BoxError>(()) }
+        });
+        Constant::new(EjectLayer::new(breaker).layer(svc), 0)
+    };
+    let mut balance = Balance::new(ServiceList::new(vec![
+        endpoint(0, open.clone()),
+        endpoint(1, healthy),
+    ]));
+    for _ in 0..20 {
+        balance.ready().await.unwrap().call(()).await.unwrap();
+    }
+    assert_eq!(
+        hits[0].load(Ordering::SeqCst),
+        0,
+        "the open endpoint got nothing"
+    );
+    assert_eq!(hits[1].load(Ordering::SeqCst), 20);
+    assert_eq!(balance.len(), 2, "the open endpoint was not dropped");
+}
+
+#[test]
+fn eject_never_errs_when_forced_open() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let breaker = Arc::new(Breaker::builder().consecutive_failures(1).build().unwrap());
+        breaker.force_open();
+        let inner = tower::service_fn(|_: ()| async { Ok::<_, Infallible>(()) });
+        let mut svc = EjectLayer::new(breaker.clone())
+            .recheck(Duration::from_millis(5))
+            .layer(inner);
+        let mut ready = pin!(svc.ready());
+        for _ in 0..3 {
+            assert!(futures_poll(&mut ready).await.is_pending());
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        breaker.reset();
+        tokio::time::timeout(Duration::from_secs(1), ready)
+            .await
+            .unwrap()
+            .unwrap();
+    });
+}
+
+/// Polls `fut` once in the current task.
+async fn futures_poll<F: Future + Unpin>(fut: &mut F) -> Poll<F::Output> {
+    std::future::poll_fn(|cx| Poll::Ready(std::pin::Pin::new(&mut *fut).poll(cx))).await
+}
