@@ -25,8 +25,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use failfast::{
-    Breaker, BreakerSnapshot, Bulkhead, BulkheadPermit, ManualClock, Nanos, Outcome, Permit, State,
-    Transition,
+    Breaker, BreakerSnapshot, Bulkhead, BulkheadPermit, ManualClock, Nanos, Outcome, Permit,
+    Reason, State, Transition,
 };
 
 use crate::sim::{Gauge, Latencies, Sim};
@@ -94,7 +94,7 @@ impl Guard {
         match self {
             Guard::Nothing => "no breaker",
             Guard::ErrorOnly => "error-only breaker",
-            Guard::SlowCall => "failfast slow-call",
+            Guard::SlowCall => "failfast + bulkhead",
         }
     }
 
@@ -158,6 +158,8 @@ struct Second {
     rejected_bulkhead: u64,
     gave_up: u64,
     answered: u64,
+    /// Answers to calls admitted before the latest transition: the breaker ignores them.
+    stale: u64,
     pool_peak: u64,
 }
 
@@ -310,6 +312,10 @@ fn simulate(p: &Params, guard: Guard) -> Run {
                     Outcome::Success
                 };
                 if let Some(permit) = caller.permit.take() {
+                    let generation = breaker.as_ref().map(|b| b.snapshot_at(now).generation);
+                    if generation != Some(permit.generation()) {
+                        run.second(now).stale += 1;
+                    }
                     let _ = permit.record_at(outcome, now);
                 }
                 caller.slot = None;
@@ -344,11 +350,11 @@ pub fn show(p: &Params) {
         p.pool, p.load
     );
     println!(
-        "  Healthy: 200 OK in {}. Bad deploy at {}: 200 OK in {} until the rollback at {}.",
+        "  Healthy: 200 OK in {}. Bad deploy at t = {} s: 200 OK in {}, until the rollback at t = {} s.",
         dur(p.fast),
-        dur(p.deploy_at),
+        p.deploy_at.as_secs(),
         dur(p.slow),
-        dur(p.rollback_at)
+        p.rollback_at.as_secs()
     );
     println!(
         "  Little's law: {} connections × {} → {:.0} calls/s healthy, {:.2} calls/s while slow.",
@@ -419,7 +425,7 @@ pub fn show(p: &Params) {
         )
     });
     row("caller time spent waiting (sum)", &mut |r| {
-        format!("{:.0} s", r.latency.sum().as_secs_f64())
+        format!("{} s", int(r.latency.sum().as_secs()))
     });
     row("breaker opened", &mut |r| opened(r));
     t.print();
@@ -451,7 +457,7 @@ fn opened(r: &Run) -> String {
         .collect();
     match trips.first() {
         None => "never".into(),
-        Some(first) => format!("at {}, {} time(s)", secs(first.at), trips.len()),
+        Some(first) => format!("at t = {}, {} time(s)", secs(first.at), trips.len()),
     }
 }
 
@@ -483,61 +489,45 @@ fn secs(at: Nanos) -> String {
 }
 
 /// The failfast run, second by second: state, admitted and rejected calls.
+/// Runs of identical quiet seconds are folded into one row.
 fn timeline(p: &Params, run: &Run) {
     println!();
     println!(
-        "  Time line, failfast slow-call breaker + bulkhead of {} (█ admitted  ▒ bulkhead full  ░ breaker rejected):",
-        p.bulkhead
+        "  Time line of the failfast run, per simulated second  (█ admitted  ▒ bulkhead full  ░ breaker rejected)"
     );
     println!();
-    let width = 40.0;
-    let scale = width / p.load as f64;
+    let scale = 30.0 / p.load as f64;
     let bar = |n: u64, c: char| c.to_string().repeat((n as f64 * scale).round() as usize);
-    let mut t = Table::new(&[
-        "t",
-        "state",
-        "admitted",
-        "rejected",
-        "in use",
-        "",
-        "what happened",
-    ]);
+    let mut rows: Vec<(u64, u64, [String; 5], Vec<String>)> = Vec::new();
     let mut state = State::Closed;
-    for (s, sec) in run
-        .seconds
-        .iter()
-        .enumerate()
-        .take(p.horizon.as_secs() as usize)
-    {
-        let start = Nanos::from_secs(s as u64);
-        let end = Nanos::from_secs(s as u64 + 1);
+    let seconds = p.horizon.as_secs();
+    for (s, sec) in (0..seconds).zip(run.seconds.iter()) {
+        let (start, end) = (Nanos::from_secs(s), Nanos::from_secs(s + 1));
         let mut notes: Vec<String> = Vec::new();
-        if p.deploy_at.as_secs() == s as u64 {
-            notes.push("bad deploy: answers now take 8 s".into());
+        if p.deploy_at.as_secs() == s {
+            notes.push(format!("bad deploy: 200 OK in {}", dur(p.slow)));
         }
-        if p.rollback_at.as_secs() == s as u64 {
-            notes.push("rollback: answers take 80 ms again".into());
+        if p.rollback_at.as_secs() == s {
+            notes.push(format!("rollback: 200 OK in {}", dur(p.fast)));
         }
         for tr in run
             .transitions
             .iter()
             .filter(|t| t.at >= start && t.at < end)
         {
-            notes.push(format!(
-                "{} {} → {} ({})",
-                secs(tr.at),
-                tr.from,
-                tr.to,
-                why(tr)
-            ));
+            notes.push(format!("{} {}", secs(tr.at), why(tr)));
             state = tr.to;
         }
-        let rejected = sec.rejected_breaker + sec.rejected_bulkhead;
-        t.row(&[
-            format!("{s:>2}s"),
+        if sec.stale > 0 {
+            notes.push(format!(
+                "{} answers to calls admitted before the trip: ignored",
+                sec.stale
+            ));
+        }
+        let cells = [
             state.as_str().to_uppercase(),
             int(sec.admitted),
-            int(rejected),
+            int(sec.rejected_breaker + sec.rejected_bulkhead),
             int(sec.pool_peak),
             format!(
                 "{}{}{}",
@@ -545,20 +535,58 @@ fn timeline(p: &Params, run: &Run) {
                 bar(sec.rejected_bulkhead, '▒'),
                 bar(sec.rejected_breaker, '░')
             ),
-            notes.join("; "),
-        ]);
+        ];
+        match rows.last_mut() {
+            Some((_, last, prev, prev_notes))
+                if *prev == cells && prev_notes.is_empty() && notes.is_empty() =>
+            {
+                *last = s;
+            }
+            _ => rows.push((s, s, cells, notes)),
+        }
+    }
+    let mut t = Table::new(&[
+        "t",
+        "state",
+        "admitted",
+        "rejected",
+        "conns",
+        "",
+        "what happened",
+    ])
+    .left(&[1, 5, 6]);
+    for (first, last, cells, notes) in rows {
+        let when = if first == last {
+            format!("{first}s")
+        } else {
+            format!("{first}–{last}s")
+        };
+        let mut row = vec![when];
+        row.extend(cells);
+        row.push(notes.join("; "));
+        t.row(&row);
     }
     t.print();
+    println!(
+        "  conns: peak pool connections in use that second. A rejected call takes no connection and answers in 0 ms."
+    );
 }
 
+/// A transition in a few words.
 fn why(t: &Transition) -> String {
     let w = t.window;
-    let mut s = t.reason.as_str().replace('_', " ");
-    if t.reason == failfast::Reason::SlowCallRate {
-        s = format!("{} of {} calls slow", w.slow, w.calls);
+    let open = t.open_for.map_or(String::new(), dur);
+    match t.reason {
+        Reason::SlowCallRate => format!("trip: {} of {} calls slow, open {open}", w.slow, w.calls),
+        Reason::FailureRate => format!(
+            "trip: {} of {} calls failed, open {open}",
+            w.failures, w.calls
+        ),
+        Reason::OpenElapsed => "next request is the probe".into(),
+        Reason::ProbeSlow => format!("probe slow: reopen {open}"),
+        Reason::ProbeFailed => format!("probe failed: reopen {open}"),
+        Reason::ProbesSucceeded => "probe fast: close".into(),
+        Reason::ProbeLeaseExpired => "probe lease expired: new probe".into(),
+        other => other.as_str().replace('_', " "),
     }
-    if let Some(open) = t.open_for {
-        s += &format!(", open {}", dur(open));
-    }
-    s
 }

@@ -2,10 +2,12 @@
 
 use std::time::Duration;
 
-/// Rows of cells; the first column is left-aligned, the others right-aligned.
+/// Rows of cells; the first column is left-aligned, the others right-aligned
+/// unless [`left`](Table::left) says otherwise.
 pub struct Table {
     header: Vec<String>,
     rows: Vec<Vec<String>>,
+    left: Vec<usize>,
 }
 
 impl Table {
@@ -13,7 +15,14 @@ impl Table {
         Table {
             header: header.iter().map(ToString::to_string).collect(),
             rows: Vec::new(),
+            left: vec![0],
         }
+    }
+
+    /// Left-aligns these columns too.
+    pub fn left(mut self, columns: &[usize]) -> Table {
+        self.left.extend_from_slice(columns);
+        self
     }
 
     pub fn row<S: ToString>(&mut self, cells: &[S]) {
@@ -36,10 +45,11 @@ impl Table {
             let mut out = String::from("  ");
             for (c, w) in widths.iter().enumerate() {
                 let cell = cells.get(c).map_or("", String::as_str);
-                if c == 0 {
-                    out += &format!("{cell:<w$}");
+                let gap = if c == 0 { "" } else { "   " };
+                if self.left.contains(&c) {
+                    out += &format!("{gap}{cell:<w$}");
                 } else {
-                    out += &format!("   {cell:>w$}");
+                    out += &format!("{gap}{cell:>w$}");
                 }
             }
             println!("{}", out.trim_end());
@@ -53,11 +63,13 @@ impl Table {
     }
 }
 
-/// `0 ms`, `80 ms`, `1.00 s`, `12.8 s`.
+/// `0 ms`, `80 ms`, `8 s`, `1.10 s`, `12.8 s`.
 pub fn dur(d: Duration) -> String {
     let ms = d.as_secs_f64() * 1e3;
     if ms < 1.0 && !d.is_zero() {
         format!("{:.0} µs", d.as_secs_f64() * 1e6)
+    } else if d.subsec_nanos() == 0 && d.as_secs() > 0 {
+        format!("{} s", d.as_secs())
     } else if ms < 1000.0 {
         format!("{ms:.0} ms")
     } else if ms < 10_000.0 {
