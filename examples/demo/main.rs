@@ -4,7 +4,7 @@
 //! ```sh
 //! cargo run --release --example demo                 # S1, S3, S6 (simulated, a second or two)
 //! cargo run --release --example demo -- --load 600   # S1 at another offered load (calls/s)
-//! cargo run --release --example demo -- --real       # against the real proxy (see `real.rs`)
+//! cargo run --release --example demo -- --real       # real HTTP through examples/proxy.rs
 //! ```
 //!
 //! Everything runs on a `ManualClock` driven by a small discrete-event
@@ -21,15 +21,18 @@ mod table;
 use std::process::ExitCode;
 
 const USAGE: &str = "\
-usage: demo [--real] [--load CALLS_PER_S] [--bulkhead N] [--hosts N]
+usage: demo [--real [--seconds N]] [--load CALLS_PER_S] [--bulkhead N] [--hosts N]
 
-  --real          run against a real proxy and upstreams instead of simulated time
+  --real          real HTTP through the per-host proxy (examples/proxy.rs, built with
+                  --features tower) and real upstreams on loopback, in real time
+  --seconds N     --real: how long to drive traffic (default 15)
   --load N        S1: calls per second offered to the price catalog (default 200)
   --bulkhead N    S1: in-flight cap of the bulkhead in front of failfast (default 20)
   --hosts N       S6: also create N breakers (default 1000000; 0 to skip)";
 
 struct Args {
     real: bool,
+    seconds: u64,
     load: u64,
     bulkhead: usize,
     hosts: usize,
@@ -38,6 +41,7 @@ struct Args {
 fn parse_args() -> Result<Args, String> {
     let mut args = Args {
         real: false,
+        seconds: 15,
         load: 200,
         bulkhead: 20,
         hosts: 1_000_000,
@@ -50,6 +54,7 @@ fn parse_args() -> Result<Args, String> {
         };
         match arg.as_str() {
             "--real" => args.real = true,
+            "--seconds" => args.seconds = value("--seconds")?.max(1),
             "--load" => args.load = value("--load")?.max(1),
             "--bulkhead" => args.bulkhead = value("--bulkhead")? as usize,
             "--hosts" => args.hosts = value("--hosts")? as usize,
@@ -76,7 +81,7 @@ fn main() -> ExitCode {
         }
     };
     if args.real {
-        return real::run();
+        return real::run(args.seconds);
     }
     println!("failfast demo: three incidents in simulated time (a ManualClock; nothing sleeps).");
     s1::show(&s1::Params::new(args.load, args.bulkhead));
