@@ -429,6 +429,20 @@ pub fn show(p: &Params) {
     });
     row("breaker opened", &mut |r| opened(r));
     t.print();
+    let pct = |n: u64, r: &Run| 100.0 * n as f64 / r.offered.max(1) as f64;
+    let (plain, ff) = (&runs[1], &runs[2]);
+    println!();
+    println!(
+        "  Error-only: 0 % errors, so it never opens; {:.0} % of callers wait {} for a connection and give up.",
+        pct(plain.gave_up, plain),
+        dur(p.pool_wait)
+    );
+    println!(
+        "  failfast: {:.0} % of callers are turned away at once (0 ms); at most {} of {} connections are ever held.",
+        pct(ff.rejected_breaker + ff.rejected_bulkhead, ff),
+        ff.pool.peak(),
+        p.pool
+    );
     println!();
     for r in &runs {
         cross_check(r);
@@ -457,7 +471,7 @@ fn opened(r: &Run) -> String {
         .collect();
     match trips.first() {
         None => "never".into(),
-        Some(first) => format!("at t = {}, {} time(s)", secs(first.at), trips.len()),
+        Some(first) => format!("at t = {} ({} trips)", secs(first.at), trips.len()),
     }
 }
 
@@ -519,10 +533,7 @@ fn timeline(p: &Params, run: &Run) {
             state = tr.to;
         }
         if sec.stale > 0 {
-            notes.push(format!(
-                "{} answers to calls admitted before the trip: ignored",
-                sec.stale
-            ));
+            notes.push(format!("{} late answers ignored", sec.stale));
         }
         let cells = [
             state.as_str().to_uppercase(),
@@ -568,7 +579,8 @@ fn timeline(p: &Params, run: &Run) {
     }
     t.print();
     println!(
-        "  conns: peak pool connections in use that second. A rejected call takes no connection and answers in 0 ms."
+        "  conns: peak pool connections in use that second; a rejected call takes none and answers in 0 ms.\n  \
+         late answers: calls admitted before the trip that end after it; their verdicts change nothing."
     );
 }
 
