@@ -20,7 +20,7 @@ use crate::fleet::Fleet;
 use crate::observe::{BreakerSnapshot, Observer, Reason, Transition};
 use crate::outcome::Outcome;
 use crate::permit::{OwnedPermit, Permit};
-use crate::policy::{Config, WindowCounts};
+use crate::policy::{Config, WindowCounts, WindowKind};
 use crate::state::{Snapshot, State, StateCell};
 use crate::sync::Arc;
 use crate::window::Window;
@@ -342,6 +342,7 @@ impl<C: Clock> Breaker<C> {
 
     /// A permit's verdict. Invariant 4: a verdict from another generation than
     /// the current one changes nothing.
+    #[inline]
     pub(crate) fn on_verdict(
         &self,
         ticket: Ticket,
@@ -360,6 +361,29 @@ impl<C: Clock> Breaker<C> {
         if s.generation() != ticket.generation {
             return None;
         }
+        // Invariant 8, inlined into the caller: a fast success in Closed with
+        // no failure run to end is this load plus the window's write, exactly
+        // what `record_closed` does for it.
+        if s.is_closed() && outcome == Outcome::Success && !slow && s.count() == 0 {
+            let kind = self.shared.config.window;
+            if kind != WindowKind::None {
+                self.window.record(kind, now, false, false);
+            }
+            return None;
+        }
+        self.verdict_slow(s, ticket, outcome, slow, now)
+    }
+
+    /// Every other verdict: failures, runs to end, probes, MetricsOnly.
+    #[inline(never)]
+    fn verdict_slow(
+        &self,
+        s: Snapshot,
+        ticket: Ticket,
+        outcome: Outcome,
+        slow: bool,
+        now: Nanos,
+    ) -> Option<Transition> {
         match s.state() {
             State::Closed | State::MetricsOnly => self.record_closed(s, outcome, slow, now),
             State::HalfOpen if ticket.probe => self.record_probe(s, outcome, slow, now),

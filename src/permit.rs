@@ -31,6 +31,7 @@ macro_rules! verdict_methods {
         /// time: the call is timed or lands in a time window, or the verdict can
         /// cause a transition (a failure, or any probe verdict), whose
         /// `tripped_at` stamp must be the real time.
+        #[inline]
         pub fn record(self, outcome: Outcome) -> Option<Transition> {
             let needs_time = outcome == Outcome::Failure
                 || self.ticket.probe
@@ -44,27 +45,32 @@ macro_rules! verdict_methods {
         }
 
         /// Reports `outcome` for a call that ended at `now`.
+        #[inline]
         pub fn record_at(mut self, outcome: Outcome, now: Nanos) -> Option<Transition> {
             self.done = true;
             self.breaker.on_verdict(self.ticket, outcome, now)
         }
 
         /// Reports a success.
+        #[inline]
         pub fn success(self) -> Option<Transition> {
             self.record(Outcome::Success)
         }
 
         /// Reports a success that ended at `now`.
+        #[inline]
         pub fn success_at(self, now: Nanos) -> Option<Transition> {
             self.record_at(Outcome::Success, now)
         }
 
         /// Reports a failure.
+        #[inline]
         pub fn failure(self) -> Option<Transition> {
             self.record(Outcome::Failure)
         }
 
         /// Reports a failure that ended at `now` (a timeout: pass the instant it fired).
+        #[inline]
         pub fn failure_at(self, now: Nanos) -> Option<Transition> {
             self.record_at(Outcome::Failure, now)
         }
