@@ -1,0 +1,179 @@
+//! The callgrind driver: `callgrind <impl> <closed|open> <N>` makes N calls
+//! through one breaker and exits; `callgrind.sh` runs it under
+//! `valgrind --tool=callgrind` for N = 0 and N = 10⁶ and prints
+//! (Ir(N) − Ir(0)) / N, the instructions per call with setup subtracted.
+//!
+//! `<impl>` is a name from `adapters::PEERS`, a failfast policy variant
+//! (`ff_*`, permit API), or a floor (`floor_*`). `callgrind list` prints them.
+
+use std::hint::black_box;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use failfast::{Breaker, Nanos, StdClock};
+
+mod adapters;
+
+use adapters::{
+    ff_consecutive, ff_consecutive_on, ff_consecutive_slow, ff_count, ff_count_slow, ff_time,
+    ff_time_slow, trip, with_peer, work, Failfast, Guard, WithGuard, PEERS,
+};
+
+const VARIANTS: [&str; 10] = [
+    "ff_consecutive_at",
+    "ff_count",
+    "ff_count_at",
+    "ff_time",
+    "ff_time_at",
+    "ff_consecutive_slow",
+    "ff_count_slow",
+    "ff_time_slow",
+    "ff_std",
+    "ff_failure",
+];
+const FLOORS: [&str; 4] = [
+    "floor_load",
+    "floor_fetch_add",
+    "floor_raw_2loads",
+    "floor_cas",
+];
+
+/// N calls through the adapter.
+struct Loop(u64);
+
+impl WithGuard for Loop {
+    type Out = u64;
+    fn with<G: Guard>(self, _: &'static str, mut g: G) -> u64 {
+        let mut ran = 0;
+        for _ in 0..self.0 {
+            ran += u64::from(black_box(g.run(work)).is_some());
+        }
+        ran
+    }
+}
+
+/// N admitted successes through the permit API, time read inside or passed.
+fn permits(b: &Breaker, n: u64, at: bool, step: u64) -> u64 {
+    let mut now = b.now();
+    let mut ran = 0;
+    for _ in 0..n {
+        let p = if at {
+            now = Nanos::from_nanos(now.as_nanos() + step);
+            black_box(&b).try_acquire_at(now)
+        } else {
+            black_box(&b).try_acquire()
+        };
+        let Ok(p) = p else { continue };
+        ran += u64::from(work().is_ok());
+        let _ = if at { p.success_at(now) } else { p.success() };
+    }
+    ran
+}
+
+fn variant(name: &str, open: bool, n: u64) -> u64 {
+    if open {
+        // Rejections: failfast on the std clock (the quanta one is `failfast`).
+        assert_eq!(name, "ff_std", "open variants: ff_std (others via PEERS)");
+        let mut g = Failfast(ff_consecutive_on(StdClock::new()));
+        trip(&mut g);
+        return Loop(n).with("ff_std", g);
+    }
+    match name {
+        "ff_consecutive_at" => permits(&ff_consecutive(), n, true, 0),
+        "ff_count" => permits(&ff_count(), n, false, 0),
+        "ff_count_at" => permits(&ff_count(), n, true, 0),
+        "ff_time" => permits(&ff_time(), n, false, 0),
+        "ff_time_at" => permits(&ff_time(), n, true, 1_000),
+        "ff_consecutive_slow" => permits(&ff_consecutive_slow(), n, false, 0),
+        "ff_count_slow" => permits(&ff_count_slow(), n, false, 0),
+        "ff_time_slow" => permits(&ff_time_slow(), n, false, 0),
+        "ff_std" => Loop(n).with("ff_std", Failfast(ff_consecutive_on(StdClock::new()))),
+        "ff_failure" => {
+            let b = Breaker::builder()
+                .consecutive_failures(2000)
+                .build()
+                .unwrap();
+            let mut ran = 0;
+            for i in 0..n {
+                let Ok(p) = black_box(&b).try_acquire() else {
+                    continue;
+                };
+                ran += 1;
+                let _ = if i % 1024 == 1023 {
+                    p.success()
+                } else {
+                    p.failure()
+                };
+            }
+            ran
+        }
+        _ => unreachable!(),
+    }
+}
+
+fn floor(name: &str, n: u64) -> u64 {
+    let (a, b) = (AtomicU64::new(0), AtomicU64::new(0));
+    let clock = quanta::Clock::new();
+    let mut acc = 0u64;
+    for _ in 0..n {
+        let s = black_box(&a).load(Ordering::Acquire);
+        acc = acc.wrapping_add(match name {
+            "floor_load" => s ^ work().unwrap_or(0),
+            "floor_fetch_add" => {
+                let r = work().unwrap_or(0);
+                black_box(&b).fetch_add(1, Ordering::Relaxed) ^ r ^ s
+            }
+            "floor_cas" => {
+                let r = work().unwrap_or(0);
+                match black_box(&a).compare_exchange(s, s + 1, Ordering::AcqRel, Ordering::Acquire)
+                {
+                    Ok(v) | Err(v) => v ^ r,
+                }
+            }
+            "floor_raw_2loads" => {
+                let t = black_box(&b).load(Ordering::Relaxed);
+                black_box(&clock).raw().wrapping_sub(t) ^ s
+            }
+            _ => unreachable!(),
+        });
+    }
+    acc
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    // `cargo bench` passes `--bench`: nothing to do without explicit arguments.
+    if args.first().map(String::as_str) == Some("list") {
+        for n in PEERS.iter().chain(&VARIANTS).chain(&FLOORS) {
+            println!("{n}");
+        }
+        return;
+    }
+    let [name, state, n] = &args[..] else {
+        eprintln!("usage: callgrind <impl> <closed|open> <N> | callgrind list");
+        return;
+    };
+    let open = match state.as_str() {
+        "closed" => false,
+        "open" => true,
+        s => panic!("state must be closed or open, not {s}"),
+    };
+    let n: u64 = n.parse().expect("N");
+    let out = if PEERS.contains(&name.as_str()) {
+        with_peer(name, open, Loop(n))
+    } else if VARIANTS.contains(&name.as_str()) {
+        variant(name, open, n)
+    } else if FLOORS.contains(&name.as_str()) {
+        floor(name, n)
+    } else {
+        panic!("unknown impl {name}: see `callgrind list`");
+    };
+    if !FLOORS.contains(&name.as_str()) {
+        // Every call ran while closed; none while open.
+        assert_eq!(
+            out,
+            if open { 0 } else { n },
+            "{name} {state}: {out} of {n} calls ran"
+        );
+    }
+    black_box(out);
+}

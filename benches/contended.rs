@@ -1,0 +1,87 @@
+//! Two threads: on one shared breaker, and each on its own breaker.
+//!
+//! `iter_custom`: two threads wait on a barrier, each makes `iters` calls,
+//! and the time from the start barrier to the end barrier is reported, so
+//! the figure is nanoseconds per call *per thread* (both run at once). The
+//! same closure on one thread is the reference. On a 2-core machine shared
+//! with other jobs the second thread may not get a core of its own: read
+//! these as an upper bound on the contention cost.
+
+use std::hint::black_box;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Barrier;
+use std::time::{Duration, Instant};
+
+use criterion::Criterion;
+use crossbeam_utils::CachePadded;
+use failfast::Breaker;
+
+use crate::adapters::{ff_consecutive, ff_count, work};
+
+/// Runs `op(target)` `iters` times on each thread, one thread per target,
+/// all at once; returns the wall time.
+fn threads<T: Sync>(iters: u64, targets: &[&T], op: impl Fn(&T) + Sync) -> Duration {
+    let barrier = Barrier::new(targets.len() + 1);
+    std::thread::scope(|s| {
+        for t in targets {
+            let (barrier, op) = (&barrier, &op);
+            s.spawn(move || {
+                barrier.wait();
+                for _ in 0..iters {
+                    op(t);
+                }
+                barrier.wait();
+            });
+        }
+        barrier.wait();
+        let start = Instant::now();
+        barrier.wait();
+        start.elapsed()
+    })
+}
+
+fn success(b: &Breaker) {
+    if let Ok(p) = b.try_acquire() {
+        black_box(work().ok());
+        let _ = p.success();
+    }
+}
+
+pub fn bench(c: &mut Criterion) {
+    let mut g = c.benchmark_group("contended");
+    for (policy, make) in [
+        ("consecutive", ff_consecutive as fn() -> Breaker),
+        ("count", ff_count),
+    ] {
+        let one = make();
+        let (a, b) = (CachePadded::new(make()), CachePadded::new(make()));
+        g.bench_function(format!("{policy}/1_thread"), |bn| {
+            bn.iter_custom(|iters| threads(iters, &[&one], success))
+        });
+        g.bench_function(format!("{policy}/2_threads_shared"), |bn| {
+            bn.iter_custom(|iters| threads(iters, &[&one, &one], success))
+        });
+        g.bench_function(format!("{policy}/2_threads_separate"), |bn| {
+            bn.iter_custom(|iters| threads(iters, &[&*a, &*b], success))
+        });
+    }
+    // The floor: one fetch_add per call, on a shared word and on two words.
+    let one = CachePadded::new(AtomicU64::new(0));
+    let two = [
+        CachePadded::new(AtomicU64::new(0)),
+        CachePadded::new(AtomicU64::new(0)),
+    ];
+    let add = |w: &CachePadded<AtomicU64>| {
+        black_box(w.fetch_add(1, Ordering::Relaxed));
+    };
+    g.bench_function("fetch_add/1_thread", |bn| {
+        bn.iter_custom(|iters| threads(iters, &[&one], add))
+    });
+    g.bench_function("fetch_add/2_threads_shared", |bn| {
+        bn.iter_custom(|iters| threads(iters, &[&one, &one], add))
+    });
+    g.bench_function("fetch_add/2_threads_separate", |bn| {
+        bn.iter_custom(|iters| threads(iters, &[&two[0], &two[1]], add))
+    });
+    g.finish();
+}

@@ -1,0 +1,426 @@
+//! No allocation per call and no thread, proved by counting.
+//!
+//! A counting global allocator counts the allocations made *on the current
+//! thread* while a check runs (tests run in parallel; each counts only its
+//! own), over many repetitions of every breaker path: CLOSED success, failure
+//! and ignore per policy, the `call` wrapper, owned permits, permit drop, OPEN
+//! and half-open rejections, every transition (trip, probe, close, reopen,
+//! lease expiry) and the manual modes. Observers are excluded (none is set:
+//! transitions are returned by value). Building a breaker allocates (its
+//! window and shared config), and is done outside the counted section.
+//!
+//! The thread check runs in a child process (this test binary re-executed on
+//! one test), so no other test's thread can come or go while it counts.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::hint::black_box;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use failfast::{Breaker, Builder, Bulkhead, CallError, ManualClock, Nanos, Outcome, State};
+
+struct Counting;
+
+static TOTAL: AtomicUsize = AtomicUsize::new(0);
+
+thread_local! {
+    static COUNTING: Cell<bool> = const { Cell::new(false) };
+    static COUNT: Cell<usize> = const { Cell::new(0) };
+}
+
+fn note() {
+    // `try_with`: the allocator may run while thread-locals are torn down.
+    if COUNTING.try_with(Cell::get).unwrap_or(false) {
+        let _ = COUNT.try_with(|c| c.set(c.get() + 1));
+    }
+    TOTAL.fetch_add(1, Ordering::Relaxed);
+}
+
+// SAFETY: every method forwards to `System` with the caller's arguments
+// unchanged; counting touches only const-initialised thread-locals without
+// destructors and an atomic, neither of which allocates.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        note();
+        // SAFETY: forwarded as is; the caller upholds `alloc`'s contract.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        note();
+        // SAFETY: as above.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        note();
+        // SAFETY: as above.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: as above.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+const REPS: usize = 1_000;
+
+/// Allocations made on this thread by `f`.
+fn allocations(f: impl FnOnce()) -> usize {
+    COUNT.with(|c| c.set(0));
+    COUNTING.with(|c| c.set(true));
+    f();
+    COUNTING.with(|c| c.set(false));
+    COUNT.with(Cell::get)
+}
+
+#[track_caller]
+fn assert_no_alloc(what: &str, f: impl FnOnce()) {
+    let n = allocations(f);
+    assert_eq!(n, 0, "{what}: {n} allocations");
+}
+
+fn ok() -> Result<u32, u32> {
+    Ok(black_box(1))
+}
+
+fn err() -> Result<u32, u32> {
+    Err(black_box(2))
+}
+
+/// Every policy the builder offers, configured never to trip in the
+/// closed-path checks (a failure every other call stays under the rates).
+fn policies() -> Vec<(&'static str, Builder)> {
+    let slow = Duration::from_secs(1);
+    vec![
+        ("consecutive", Breaker::builder().consecutive_failures(1000)),
+        (
+            "count window",
+            Breaker::builder().failure_rate(0.9).count_window(100),
+        ),
+        (
+            "time window",
+            Breaker::builder()
+                .failure_rate(0.9)
+                .time_window(Duration::from_secs(10), 10),
+        ),
+        (
+            "consecutive + slow",
+            Breaker::builder()
+                .consecutive_failures(1000)
+                .slow_call_threshold(slow),
+        ),
+        (
+            "count window + slow",
+            Breaker::builder()
+                .failure_rate(0.9)
+                .slow_call_rate(0.9)
+                .slow_call_threshold(slow)
+                .count_window(100),
+        ),
+        (
+            "time window + slow",
+            Breaker::builder()
+                .failure_rate(0.9)
+                .slow_call_rate(0.9)
+                .slow_call_threshold(slow)
+                .time_window(Duration::from_secs(10), 10),
+        ),
+        (
+            "all conditions + counters",
+            Breaker::builder()
+                .consecutive_failures(1000)
+                .failure_rate(0.9)
+                .slow_call_rate(0.9)
+                .slow_call_threshold(slow)
+                .count_window(100)
+                .count_calls(true),
+        ),
+    ]
+}
+
+#[test]
+fn closed_paths_allocate_nothing_on_any_policy() {
+    for (name, builder) in policies() {
+        let b = builder.build().unwrap();
+        let owned = Arc::new(
+            policies()
+                .into_iter()
+                .find(|(n, _)| *n == name)
+                .unwrap()
+                .1
+                .build()
+                .unwrap(),
+        );
+        assert_no_alloc(
+            &format!("{name}: permit success/failure/ignore/drop"),
+            || {
+                for i in 0..REPS {
+                    let p = b.try_acquire().unwrap();
+                    black_box(match i % 4 {
+                        0 => p.success(),
+                        1 => p.failure(),
+                        2 => p.ignore(),
+                        _ => {
+                            drop(p);
+                            None
+                        }
+                    });
+                }
+            },
+        );
+        assert_no_alloc(&format!("{name}: _at(now) twins"), || {
+            let now = b.now();
+            for i in 0..REPS {
+                let p = b.try_acquire_at(now).unwrap();
+                black_box(match i % 3 {
+                    0 => p.success_at(now),
+                    1 => p.failure_at(now),
+                    _ => p.record_at(Outcome::Ignored, now),
+                });
+            }
+        });
+        assert_no_alloc(&format!("{name}: call wrapper"), || {
+            for i in 0..REPS {
+                let r = if i % 2 == 0 { b.call(ok) } else { b.call(err) };
+                assert!(!matches!(r, Err(CallError::Rejected(_))));
+                black_box(r).ok();
+            }
+        });
+        assert_no_alloc(&format!("{name}: call_async"), || {
+            for _ in 0..REPS {
+                black_box(block_on(b.call_async(async { ok() }))).ok();
+            }
+        });
+        assert_no_alloc(&format!("{name}: owned permits"), || {
+            for i in 0..REPS {
+                let p = owned.try_acquire_owned().unwrap();
+                black_box(if i % 2 == 0 { p.success() } else { p.failure() });
+                drop(owned.try_acquire_owned().unwrap());
+            }
+        });
+        assert_no_alloc(&format!("{name}: snapshot"), || {
+            for _ in 0..REPS {
+                black_box(b.snapshot());
+            }
+        });
+        assert_eq!(
+            b.state(),
+            State::Closed,
+            "{name}: the checks must not trip it"
+        );
+    }
+}
+
+/// A breaker on a manual clock that trips on one failure, with `probes` probes.
+fn manual(probes: u32) -> (Breaker<ManualClock>, ManualClock) {
+    let clock = ManualClock::new();
+    let b = Breaker::builder()
+        .consecutive_failures(1)
+        .half_open_probes(probes)
+        .open_duration(Duration::from_secs(10))
+        .backoff(1.0, Duration::from_secs(10))
+        .probe_lease(Duration::from_secs(5))
+        .build_with_clock(clock.clone())
+        .unwrap();
+    (b, clock)
+}
+
+#[test]
+fn open_half_open_and_every_transition_allocate_nothing() {
+    let (b, clock) = manual(2);
+    let step = Duration::from_secs(11);
+    assert_no_alloc("trip, reject, probe, close, reopen, lease expiry", || {
+        for _ in 0..REPS {
+            // Closed → Open.
+            assert!(b.try_acquire().unwrap().failure().is_some());
+            // Open: rejections, through the permit API and the wrapper.
+            for _ in 0..10 {
+                assert!(b.try_acquire().is_err());
+                assert!(matches!(b.call(ok), Err(CallError::Rejected(_))));
+            }
+            // Open → HalfOpen: the first caller probes; a second probe; a third is turned away.
+            clock.advance(step);
+            let p1 = b.try_acquire().unwrap();
+            assert!(p1.is_probe());
+            let p2 = b.try_acquire().unwrap();
+            assert!(b.try_acquire().is_err(), "half-open full");
+            // A dropped probe frees its slot; the round then closes on two successes.
+            drop(p2);
+            let p2 = b.try_acquire().unwrap();
+            black_box(p1.success());
+            assert!(p2.success().is_some(), "HalfOpen → Closed");
+            // Trip again; a failed probe reopens.
+            assert!(b.try_acquire().unwrap().failure().is_some());
+            clock.advance(step * 2);
+            assert!(b.try_acquire().unwrap().failure().is_some(), "probe failed");
+            // A probe that never reports is superseded after the lease.
+            clock.advance(step * 3);
+            let hung = b.try_acquire().unwrap();
+            clock.advance(Duration::from_secs(6));
+            let fresh = b.try_acquire().unwrap();
+            assert!(fresh.is_probe());
+            black_box(hung.success()); // stale: changes nothing
+            let p = b.try_acquire().unwrap();
+            black_box(fresh.success());
+            assert!(p.success().is_some());
+            assert_eq!(b.state(), State::Closed);
+        }
+    });
+}
+
+#[test]
+fn manual_modes_allocate_nothing() {
+    let (b, _clock) = manual(1);
+    let w = Breaker::builder()
+        .failure_rate(0.5)
+        .time_window(Duration::from_secs(10), 10)
+        .build()
+        .unwrap();
+    assert_no_alloc("force_open, disable, metrics_only, reset", || {
+        for _ in 0..REPS {
+            for b in [&b as &dyn Modes, &w] {
+                b.cycle();
+            }
+        }
+    });
+}
+
+/// The manual-mode cycle, for breakers on any clock.
+trait Modes {
+    fn cycle(&self);
+}
+
+impl<C: failfast::Clock> Modes for Breaker<C> {
+    fn cycle(&self) {
+        assert!(self.force_open().is_some());
+        assert!(self.try_acquire().is_err());
+        assert!(self.disable().is_some());
+        black_box(self.try_acquire().unwrap().failure());
+        assert!(self.metrics_only().is_some());
+        for _ in 0..20 {
+            black_box(self.try_acquire().unwrap().failure()); // shadow trips, never rejects
+        }
+        assert!(self.reset().is_some());
+        black_box(self.try_acquire().unwrap().success());
+    }
+}
+
+#[test]
+fn bulkhead_allocates_nothing() {
+    let bulkhead = Bulkhead::new(2);
+    assert_no_alloc("bulkhead acquire, full, release", || {
+        for _ in 0..REPS {
+            let a = bulkhead.try_acquire().unwrap();
+            let c = bulkhead.try_acquire().unwrap();
+            assert!(bulkhead.try_acquire().is_err());
+            drop((a, c));
+        }
+    });
+}
+
+#[test]
+fn the_counter_counts() {
+    // The harness itself: a Vec allocation is seen.
+    assert_eq!(allocations(|| drop(black_box(vec![1u8; 16]))), 1);
+}
+
+/// Polls a future to completion with a no-op waker (failfast needs no runtime).
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    let mut f = std::pin::pin!(f);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    loop {
+        if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+            return v;
+        }
+    }
+}
+
+fn threads() -> usize {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Threads:"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+const CHILD: &str = "FAILFAST_THREADS_CHILD";
+
+#[test]
+#[cfg(target_os = "linux")]
+fn no_thread_after_100k_breakers() {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "threads_child",
+            "--test-threads=1",
+            "--nocapture",
+        ])
+        .env(CHILD, "1")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("threads unchanged"),
+        "child failed: {text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Run by `no_thread_after_100k_breakers` in a child process; a no-op otherwise.
+#[test]
+fn threads_child() {
+    if std::env::var_os(CHILD).is_none() {
+        return;
+    }
+    let before = threads();
+    let clock = ManualClock::new();
+    let breakers: Vec<Breaker<ManualClock>> = (0..100_000u64)
+        .map(|id| {
+            Breaker::builder()
+                .consecutive_failures(2)
+                .failure_rate(0.5)
+                .count_window(10)
+                .slow_call_threshold(Duration::from_millis(100))
+                .id(id)
+                .jitter(0.5)
+                .build_with_clock(clock.clone())
+                .unwrap()
+        })
+        .collect();
+    let quanta: Vec<Breaker> = (0..1_000)
+        .map(|_| Breaker::builder().consecutive_failures(1).build().unwrap())
+        .collect();
+    for (i, b) in breakers.iter().enumerate() {
+        black_box(b.try_acquire().unwrap().success());
+        if i % 2 == 0 {
+            black_box(b.try_acquire().unwrap().failure());
+            black_box(b.try_acquire().unwrap().failure()); // trips
+            assert!(b.try_acquire().is_err());
+        }
+    }
+    for b in &quanta {
+        black_box(b.call(err)).ok();
+        assert!(b.call(ok).is_err());
+    }
+    clock.advance(Duration::from_secs(3600));
+    for b in breakers.iter().step_by(2) {
+        assert!(b
+            .try_acquire_at(Nanos::from_secs(3600))
+            .unwrap()
+            .success()
+            .is_some());
+    }
+    let after = threads();
+    assert_eq!(before, after, "threads before and after 100k breakers");
+    println!("threads unchanged: {before} -> {after}");
+    // Keep them alive until after the count.
+    black_box((&breakers, &quanta));
+    let _ = TOTAL.load(Ordering::Relaxed);
+}
