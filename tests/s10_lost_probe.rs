@@ -6,7 +6,7 @@ use failfast::{Breaker, ManualClock, Nanos, Reason, RejectReason, State, Transit
 use std::future::Future;
 use std::pin::pin;
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Waker};
 use std::time::Duration;
 
 const OPEN: Duration = Duration::from_secs(10);
