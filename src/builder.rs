@@ -323,6 +323,9 @@ impl Builder {
             {
                 return Err(ConfigError::new("min_calls", "1..=1048576", n));
             }
+            (WindowKind::None, Some(0)) => {
+                return Err(ConfigError::new("min_calls", "1..=u32::MAX (no window)", 0));
+            }
             (_, Some(n)) => n,
             (WindowKind::Count { size }, None) => size.min(10),
             (_, None) => 10,

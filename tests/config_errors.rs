@@ -1,7 +1,7 @@
 //! Every invalid builder value is refused at `build` with a `ConfigError`
 //! naming the field and the allowed range; valid edge values are accepted.
 
-use failfast::{Breaker, Builder, ConfigError, ManualClock, WindowKind, MAX_COUNT_WINDOW};
+use failfast::{Breaker, Builder, ConfigError, ManualClock, State, WindowKind, MAX_COUNT_WINDOW};
 use std::time::Duration;
 
 /// A builder that is valid on its own: every case below breaks one value.
@@ -367,4 +367,31 @@ fn defaults_are_the_documented_ones() {
     assert!(!c.counts_calls());
     assert_eq!(c.window(), WindowKind::None);
     assert_eq!(c.slow_call_threshold(), None);
+}
+
+#[test]
+fn min_calls_zero_is_refused_even_without_a_window() {
+    // Consecutive failures alone have no window, but 0 is never a valid minimum.
+    refused(valid().min_calls(0), "min_calls", "1..=");
+}
+
+#[test]
+fn the_largest_durations_are_accepted_and_saturate() {
+    use failfast::{Nanos, RejectReason};
+    let b = valid()
+        .consecutive_failures(1)
+        .open_duration(Duration::MAX)
+        .probe_lease(Duration::MAX)
+        .slow_call_threshold(Duration::MAX)
+        .build_with_clock(ManualClock::new())
+        .unwrap();
+    let now = Nanos::from_secs(1);
+    let t = b.try_acquire_at(now).unwrap().failure_at(now).unwrap();
+    assert!(t.open_for.unwrap() >= Duration::from_secs(100 * 365 * 24 * 3600));
+    let r = b.try_acquire_at(Nanos::from_secs(1_000_000)).unwrap_err();
+    assert_eq!(r.reason(), RejectReason::Open);
+    assert!(r.retry_after().unwrap() > Duration::from_secs(1_000_000));
+    // Saturating arithmetic: at the end of time the period has passed.
+    assert!(b.try_acquire_at(Nanos::NEVER).unwrap().is_probe());
+    assert_eq!(b.state(), State::HalfOpen);
 }
