@@ -10,6 +10,7 @@ use std::time::Duration;
 const THREADS: usize = 8;
 const OPEN: Duration = Duration::from_secs(5);
 const LEASE: Duration = Duration::from_secs(1);
+const ROUNDS: u32 = 200;
 
 fn breaker() -> (Breaker<ManualClock>, Arc<Mutex<Vec<Transition>>>) {
     let events: Arc<Mutex<Vec<Transition>>> = Arc::default();
@@ -72,7 +73,7 @@ fn trip(b: &Breaker<ManualClock>, at: Nanos) {
 fn exactly_one_racer_probes_and_its_success_closes() {
     let (b, events) = breaker();
     let mut now = Nanos::from_secs(1);
-    for round in 0..50u32 {
+    for round in 0..ROUNDS {
         trip(&b, now);
         now += OPEN;
         let (probes, rejected) = race(&b, now, true);
@@ -90,17 +91,21 @@ fn exactly_one_racer_probes_and_its_success_closes() {
         now += Duration::from_secs(1);
     }
     let events = events.lock().unwrap();
-    assert_eq!(events.len(), 150, "trip, half-open, close per round");
+    assert_eq!(
+        events.len() as u32,
+        3 * ROUNDS,
+        "trip, half-open, close per round"
+    );
     let half_opens = events
         .iter()
         .filter(|e| e.reason == Reason::OpenElapsed)
         .count();
-    assert_eq!(half_opens, 50, "one winner per Open -> HalfOpen");
+    assert_eq!(half_opens as u32, ROUNDS, "one winner per Open -> HalfOpen");
     for (i, e) in events.iter().enumerate() {
         assert_eq!(e.generation, i as u32 + 1);
     }
     let calls = b.snapshot_at(now).calls.unwrap();
-    assert_eq!(calls.rejected, 50 * (THREADS as u64 - 1));
+    assert_eq!(calls.rejected, u64::from(ROUNDS) * (THREADS as u64 - 1));
 }
 
 #[test]
@@ -142,4 +147,48 @@ fn racers_before_the_open_time_are_all_rejected_with_the_remaining_wait() {
     }
     assert_eq!(b.state(), State::Open);
     assert_eq!(events.lock().unwrap().len(), 1);
+}
+
+#[test]
+fn with_three_probes_exactly_three_racers_get_in() {
+    let b = Breaker::builder()
+        .consecutive_failures(1)
+        .open_duration(OPEN)
+        .half_open_probes(3)
+        .probe_lease(LEASE)
+        .build_with_clock(ManualClock::new())
+        .unwrap();
+    let mut now = Nanos::from_secs(1);
+    for round in 0..100 {
+        trip(&b, now);
+        now += OPEN;
+        let (start, tried) = (Barrier::new(THREADS), Barrier::new(THREADS));
+        let results: Vec<_> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..THREADS)
+                .map(|_| {
+                    s.spawn(|| {
+                        start.wait();
+                        let r = b.try_acquire_at(now);
+                        tried.wait(); // hold the permit until everyone has raced
+                        r.map(|p| (p.is_probe(), p.generation()))
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        // The permits were dropped in their threads (ignored): slots freed.
+        let admitted: Vec<_> = results.iter().filter_map(|r| r.as_ref().ok()).collect();
+        assert_eq!(admitted.len(), 3, "round {round}: {results:?}");
+        assert!(admitted.iter().all(|(probe, _)| *probe));
+        assert!(admitted.windows(2).all(|w| w[0].1 == w[1].1), "one round");
+        for r in results.iter().filter_map(|r| r.as_ref().err()) {
+            assert_eq!(r.reason(), RejectReason::HalfOpenFull, "round {round}");
+        }
+        // Close it for the next round: three fast successes.
+        for _ in 0..3 {
+            let _ = b.try_acquire_at(now).unwrap().success_at(now);
+        }
+        assert_eq!(b.state(), State::Closed);
+        now += Duration::from_secs(1);
+    }
 }
