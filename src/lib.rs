@@ -65,6 +65,7 @@ mod observe;
 mod outcome;
 mod permit;
 mod policy;
+mod registry;
 mod state;
 mod sync;
 #[cfg(feature = "tower")]
@@ -82,6 +83,7 @@ pub use observe::{BreakerSnapshot, CallCounts, Observer, Reason, Transition};
 pub use outcome::Outcome;
 pub use permit::{OwnedPermit, Permit};
 pub use policy::{Config, WindowCounts, WindowKind};
+pub use registry::{Handle, Registry, RegistryBuilder, Snapshots};
 pub use state::State;
 
 /// The README's examples, compiled and run as doctests.

@@ -1,4 +1,4 @@
-//! The loom shim: the only place in the crate that names atomics or `Arc`.
+//! The loom shim: the only place in the crate that names atomics, locks or `Arc`.
 //!
 //! Under `RUSTFLAGS="--cfg failfast_loom"` every atomic comes from `loom`, so
 //! the models in `loom-tests/` explore every interleaving of the real code.
@@ -8,9 +8,18 @@
 #[cfg(failfast_loom)]
 pub(crate) use loom::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 #[cfg(failfast_loom)]
+pub(crate) use loom::sync::atomic::AtomicU32;
+#[cfg(failfast_loom)]
 pub(crate) use loom::sync::Arc;
+// The registry's per-shard lock: under loom too, so a model can check one breaker per key.
+#[cfg(failfast_loom)]
+pub(crate) use loom::sync::RwLock;
 
 #[cfg(not(failfast_loom))]
 pub(crate) use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 #[cfg(not(failfast_loom))]
+pub(crate) use std::sync::atomic::AtomicU32;
+#[cfg(not(failfast_loom))]
 pub(crate) use std::sync::Arc;
+#[cfg(not(failfast_loom))]
+pub(crate) use std::sync::RwLock;

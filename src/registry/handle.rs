@@ -1,0 +1,203 @@
+//! One registry entry (key, breaker, last-seen tick) and the [`Handle`] that
+//! shares it.
+//!
+//! An entry is a single allocation: the table holds one `Arc<Entry>` per key
+//! and every handle is another reference to the same `Arc`, so the key, the
+//! breaker and the idle stamp sit together and the table's buckets stay one
+//! pointer wide.
+
+use core::fmt;
+use core::ops::Deref;
+
+use crate::breaker::Breaker;
+use crate::clock::{Clock, Nanos, QuantaClock};
+use crate::sync::{Arc, AtomicU32, Ordering};
+
+/// log2 of the nanoseconds in one idle tick (2²⁴ ns ≈ 16.8 ms).
+///
+/// A `u32` of ticks spans about 2.3 years; ages are compared with wrapping
+/// subtraction, and the idle TTL is capped well below half that span.
+pub(crate) const TICK_SHIFT: u32 = 24;
+
+/// The idle tick of `now`.
+#[inline]
+pub(crate) fn tick(now: Nanos) -> u32 {
+    (now.as_nanos() >> TICK_SHIFT) as u32
+}
+
+/// A tracked key's breaker, its key, and when the map last handed it out.
+pub(crate) struct Entry<K, C: Clock> {
+    pub(crate) breaker: Breaker<C>,
+    pub(crate) key: K,
+    /// The idle tick of the last lookup through the map or the last handle
+    /// dropped. Never written on the request path of a held handle.
+    seen: AtomicU32,
+    /// False for a detached breaker handed out when the registry was full.
+    tracked: bool,
+}
+
+impl<K, C: Clock> Entry<K, C> {
+    pub(crate) fn new(breaker: Breaker<C>, key: K, now: Nanos, tracked: bool) -> Entry<K, C> {
+        Entry {
+            breaker,
+            key,
+            seen: AtomicU32::new(tick(now)),
+            tracked,
+        }
+    }
+
+    /// Stamps the entry as used at `now`: one load, and a store only when the
+    /// tick changed, so a hot key writes its cache line at most once a tick.
+    #[inline]
+    pub(crate) fn touch(&self, now: Nanos) {
+        let t = tick(now);
+        // Relaxed: an idle stamp publishes nothing; the sweeper re-reads it under
+        // the shard's write lock, and a stale read only delays or hastens the
+        // eviction of a breaker that is pristine and unreferenced either way.
+        if self.seen.load(Ordering::Relaxed) != t {
+            // Relaxed: as above.
+            self.seen.store(t, Ordering::Relaxed);
+        }
+    }
+
+    /// Ticks since the entry was last seen (wrapping).
+    #[inline]
+    pub(crate) fn idle_ticks(&self, now: Nanos) -> u32 {
+        // Relaxed: see `touch`.
+        tick(now).wrapping_sub(self.seen.load(Ordering::Relaxed))
+    }
+}
+
+/// A shared reference to one key's breaker: keep it per upstream, route or
+/// pooled connection, and each request touches only the breaker's atomics —
+/// never the registry's map.
+///
+/// A `Handle` derefs to [`Breaker`], so every breaker method is available on
+/// it. Cloning it is one reference-count increment; it is `Send + Sync` when
+/// the key is. While any handle to a key is alive the registry never evicts
+/// that key's breaker, so holders and map lookups always share one state.
+///
+/// When the registry is full and nothing can be evicted, the handle is
+/// *detached* ([`is_tracked`](Self::is_tracked) is `false`): a fresh breaker
+/// with the same configuration that the registry does not track.
+///
+/// ```
+/// use failfast::{Breaker, Registry};
+///
+/// let registry = Registry::<String>::builder(Breaker::builder().consecutive_failures(5))
+///     .build()?;
+/// let upstream = registry.handle("db-1.internal:5432");
+/// // Per request: no hashing, no lock, no map.
+/// let permit = upstream.try_acquire().expect("closed");
+/// permit.success();
+/// assert_eq!(upstream.key(), "db-1.internal:5432");
+/// assert!(upstream.is_tracked());
+/// # Ok::<(), failfast::ConfigError>(())
+/// ```
+pub struct Handle<K, C: Clock = QuantaClock> {
+    entry: Arc<Entry<K, C>>,
+}
+
+impl<K, C: Clock> Handle<K, C> {
+    pub(crate) fn new(entry: Arc<Entry<K, C>>) -> Handle<K, C> {
+        Handle { entry }
+    }
+
+    pub(crate) fn entry(&self) -> &Arc<Entry<K, C>> {
+        &self.entry
+    }
+
+    /// The key this breaker belongs to.
+    ///
+    /// ```
+    /// # use failfast::{Breaker, Registry};
+    /// let registry = Registry::<u64>::builder(Breaker::builder().consecutive_failures(1)).build()?;
+    /// assert_eq!(*registry.get_or_insert(7).key(), 7);
+    /// # Ok::<(), failfast::ConfigError>(())
+    /// ```
+    pub fn key(&self) -> &K {
+        &self.entry.key
+    }
+
+    /// The breaker (also reachable through `Deref`).
+    ///
+    /// ```
+    /// # use failfast::{Breaker, Registry, State};
+    /// let registry = Registry::<u64>::builder(Breaker::builder().consecutive_failures(1)).build()?;
+    /// assert_eq!(registry.handle(&1).breaker().state(), State::Closed);
+    /// # Ok::<(), failfast::ConfigError>(())
+    /// ```
+    pub fn breaker(&self) -> &Breaker<C> {
+        &self.entry.breaker
+    }
+
+    /// `false` for a detached breaker handed out because the registry was full
+    /// and no entry could be evicted (counted in
+    /// [`Registry::untracked`](crate::Registry::untracked)).
+    ///
+    /// ```
+    /// # use failfast::{Breaker, Registry};
+    /// let registry = Registry::<u64>::builder(Breaker::builder().consecutive_failures(1))
+    ///     .capacity(1)
+    ///     .build()?;
+    /// let first = registry.handle(&1);
+    /// let second = registry.handle(&2); // full, and key 1 has a live handle
+    /// assert!(first.is_tracked() && !second.is_tracked());
+    /// assert_eq!(registry.untracked(), 1);
+    /// # Ok::<(), failfast::ConfigError>(())
+    /// ```
+    pub fn is_tracked(&self) -> bool {
+        self.entry.tracked
+    }
+
+    /// Whether two handles share one breaker.
+    ///
+    /// ```
+    /// # use failfast::{Breaker, Handle, Registry};
+    /// let registry = Registry::<String>::builder(Breaker::builder().consecutive_failures(1)).build()?;
+    /// let a = registry.handle("api");
+    /// let b = registry.get_or_insert("api".to_string());
+    /// assert!(Handle::ptr_eq(&a, &b));
+    /// # Ok::<(), failfast::ConfigError>(())
+    /// ```
+    pub fn ptr_eq(a: &Self, b: &Self) -> bool {
+        Arc::ptr_eq(&a.entry, &b.entry)
+    }
+}
+
+impl<K, C: Clock> Deref for Handle<K, C> {
+    type Target = Breaker<C>;
+
+    #[inline]
+    fn deref(&self) -> &Breaker<C> {
+        &self.entry.breaker
+    }
+}
+
+impl<K, C: Clock> Clone for Handle<K, C> {
+    fn clone(&self) -> Self {
+        Handle {
+            entry: self.entry.clone(),
+        }
+    }
+}
+
+impl<K, C: Clock> Drop for Handle<K, C> {
+    /// Releasing a handle counts as a use: the idle clock restarts now, so a
+    /// breaker held for an hour is not evicted the moment it is let go.
+    fn drop(&mut self) {
+        if self.entry.tracked {
+            self.entry.touch(self.entry.breaker.now());
+        }
+    }
+}
+
+impl<K: fmt::Debug, C: Clock> fmt::Debug for Handle<K, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Handle")
+            .field("key", &self.entry.key)
+            .field("tracked", &self.entry.tracked)
+            .field("breaker", &self.entry.breaker)
+            .finish()
+    }
+}
