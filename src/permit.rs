@@ -119,7 +119,6 @@ macro_rules! verdict_methods {
 /// assert_eq!(breaker.state(), State::Closed);
 /// # Ok::<(), failfast::ConfigError>(())
 /// ```
-
 #[must_use = "a permit reports its call's outcome; dropping it counts as ignored"]
 pub struct Permit<'a, C: Clock> {
     breaker: &'a Breaker<C>,
