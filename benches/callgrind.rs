@@ -37,36 +37,48 @@ const FLOORS: [&str; 4] = [
     "floor_cas",
 ];
 
+/// The measured section: `callgrind.sh` collects only inside this function
+/// (`--toggle-collect`), so setup (quanta's calibration, building and
+/// tripping breakers) is not counted.
+#[inline(never)]
+fn measured<R>(f: impl FnOnce() -> R) -> R {
+    f()
+}
+
 /// N calls through the adapter.
 struct Loop(u64);
 
 impl WithGuard for Loop {
     type Out = u64;
     fn with<G: Guard>(self, _: &'static str, mut g: G) -> u64 {
-        let mut ran = 0;
-        for _ in 0..self.0 {
-            ran += u64::from(black_box(g.run(work)).is_some());
-        }
-        ran
+        measured(|| {
+            let mut ran = 0;
+            for _ in 0..self.0 {
+                ran += u64::from(black_box(g.run(work)).is_some());
+            }
+            ran
+        })
     }
 }
 
 /// N admitted successes through the permit API, time read inside or passed.
 fn permits(b: &Breaker, n: u64, at: bool, step: u64) -> u64 {
     let mut now = b.now();
-    let mut ran = 0;
-    for _ in 0..n {
-        let p = if at {
-            now = Nanos::from_nanos(now.as_nanos() + step);
-            black_box(&b).try_acquire_at(now)
-        } else {
-            black_box(&b).try_acquire()
-        };
-        let Ok(p) = p else { continue };
-        ran += u64::from(work().is_ok());
-        let _ = if at { p.success_at(now) } else { p.success() };
-    }
-    ran
+    measured(|| {
+        let mut ran = 0;
+        for _ in 0..n {
+            let p = if at {
+                now = Nanos::from_nanos(now.as_nanos() + step);
+                black_box(&b).try_acquire_at(now)
+            } else {
+                black_box(&b).try_acquire()
+            };
+            let Ok(p) = p else { continue };
+            ran += u64::from(work().is_ok());
+            let _ = if at { p.success_at(now) } else { p.success() };
+        }
+        ran
+    })
 }
 
 fn variant(name: &str, open: bool, n: u64) -> u64 {
@@ -92,19 +104,21 @@ fn variant(name: &str, open: bool, n: u64) -> u64 {
                 .consecutive_failures(2000)
                 .build()
                 .unwrap();
-            let mut ran = 0;
-            for i in 0..n {
-                let Ok(p) = black_box(&b).try_acquire() else {
-                    continue;
-                };
-                ran += 1;
-                let _ = if i % 1024 == 1023 {
-                    p.success()
-                } else {
-                    p.failure()
-                };
-            }
-            ran
+            measured(|| {
+                let mut ran = 0;
+                for i in 0..n {
+                    let Ok(p) = black_box(&b).try_acquire() else {
+                        continue;
+                    };
+                    ran += 1;
+                    let _ = if i % 1024 == 1023 {
+                        p.success()
+                    } else {
+                        p.failure()
+                    };
+                }
+                ran
+            })
         }
         _ => unreachable!(),
     }
@@ -113,30 +127,38 @@ fn variant(name: &str, open: bool, n: u64) -> u64 {
 fn floor(name: &str, n: u64) -> u64 {
     let (a, b) = (AtomicU64::new(0), AtomicU64::new(0));
     let clock = quanta::Clock::new();
-    let mut acc = 0u64;
-    for _ in 0..n {
-        let s = black_box(&a).load(Ordering::Acquire);
-        acc = acc.wrapping_add(match name {
-            "floor_load" => s ^ work().unwrap_or(0),
-            "floor_fetch_add" => {
-                let r = work().unwrap_or(0);
-                black_box(&b).fetch_add(1, Ordering::Relaxed) ^ r ^ s
+    /// N rounds of `f`, the dispatch on the name hoisted out of the loop.
+    fn rounds(n: u64, mut f: impl FnMut() -> u64) -> u64 {
+        measured(|| {
+            let mut acc = 0u64;
+            for _ in 0..n {
+                acc = acc.wrapping_add(f());
             }
-            "floor_cas" => {
-                let r = work().unwrap_or(0);
-                match black_box(&a).compare_exchange(s, s + 1, Ordering::AcqRel, Ordering::Acquire)
-                {
-                    Ok(v) | Err(v) => v ^ r,
-                }
-            }
-            "floor_raw_2loads" => {
-                let t = black_box(&b).load(Ordering::Relaxed);
-                black_box(&clock).raw().wrapping_sub(t) ^ s
-            }
-            _ => unreachable!(),
-        });
+            acc
+        })
     }
-    acc
+    let load = || black_box(&a).load(Ordering::Acquire);
+    match name {
+        "floor_load" => rounds(n, || load() ^ work().unwrap_or(0)),
+        "floor_fetch_add" => rounds(n, || {
+            let s = load();
+            let r = work().unwrap_or(0);
+            black_box(&b).fetch_add(1, Ordering::Relaxed) ^ r ^ s
+        }),
+        "floor_cas" => rounds(n, || {
+            let s = load();
+            let r = work().unwrap_or(0);
+            match black_box(&a).compare_exchange(s, s + 1, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(v) | Err(v) => v ^ r,
+            }
+        }),
+        "floor_raw_2loads" => rounds(n, || {
+            let s = load();
+            let t = black_box(&b).load(Ordering::Relaxed);
+            black_box(&clock).raw().wrapping_sub(t) ^ s
+        }),
+        _ => unreachable!(),
+    }
 }
 
 fn main() {

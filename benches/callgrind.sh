@@ -35,7 +35,8 @@ done
 
 ir() { # impl state n -> total Ir
     local f="$OUT/$1.$2.$3.out"
-    valgrind --tool=callgrind --callgrind-out-file="$f" "$BIN" "$1" "$2" "$3" >/dev/null 2>&1
+    valgrind --tool=callgrind --collect-atstart=no --toggle-collect='*measured*' \
+        --callgrind-out-file="$f" "$BIN" "$1" "$2" "$3" >/dev/null 2>&1
     awk '/^(summary|totals):/ { print $2; exit }' "$f"
 }
 
