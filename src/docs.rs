@@ -32,6 +32,7 @@
 //! | `builder` | the validating [`Builder`](crate::Builder) | policy, breaker |
 //! | `breaker`, `permit`, `call` | admission, verdicts, manual modes, wrappers | all above |
 //! | `fleet` | per-registry counters and the open cap | sync |
+//! | `registry` | [`Registry`](crate::Registry): sharded per-key breakers, [`Handle`](crate::Handle)s, idle eviction, capacity | breaker, fleet, sync |
 //! | `bulkhead` | calls in flight, one counter | sync |
 //! | `observe` | [`Transition`](crate::Transition), [`Reason`](crate::Reason), [`Observer`](crate::Observer), snapshots | state, policy |
 //! | `error` | [`Rejected`](crate::Rejected), [`ConfigError`](crate::ConfigError) | — |
@@ -122,10 +123,25 @@
 //!   one load of the ring entry it overwrites; a second RMW happens only when
 //!   that entry held a failure or slow call.
 //!
+//! # Many breakers
+//!
+//! A [`Registry`](crate::Registry) keeps one breaker per key in
+//! `CachePadded` shards, each a `hashbrown::HashTable` of `Arc<Entry>` behind
+//! its own `RwLock` (`sync::RwLock`, loom's under `failfast_loom`). Callers
+//! keep a [`Handle`](crate::Handle) per upstream so requests never touch the
+//! map. Only a breaker indistinguishable from a fresh one (CLOSED, clean
+//! window, idle past the TTL, no live handle — checked under the shard's write
+//! lock) is ever evicted, one shard at a time, by whoever wins the sweep CAS;
+//! an OPEN or HALF_OPEN breaker never is. The registry's module docs
+//! (`src/registry/mod.rs`) hold the full argument.
+//!
 //! # Dependencies
 //!
-//! The core depends on `quanta` (the default clock) and `crossbeam-utils`
-//! (`CachePadded` for registry shards), nothing else.
+//! The core depends on `quanta` (the default clock), `crossbeam-utils`
+//! (`CachePadded` for registry shards) and `hashbrown` (the registry's
+//! per-shard `HashTable`, which takes a precomputed hash so a key is hashed
+//! once for shard, probe, insert and rehash; no default features), nothing
+//! else. The registry's locks are std's `RwLock` (futex-based, no crate).
 //!
 //! Optional, each behind its own feature, none used by the core:
 //!
