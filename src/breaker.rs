@@ -274,7 +274,7 @@ impl<C: Clock> Breaker<C> {
                 State::Open => {
                     // Invariant 2 (no early probe): `tripped_at` is at least this
                     // trip's stamp (invariant 3), so nothing passes before it.
-                    let ready_at = self.cell.tripped_at() + self.open_duration(s);
+                    let ready_at = self.cell.tripped_at(s) + self.open_duration(s);
                     if now < ready_at {
                         // The stamp may be newer than `s`: a racer that won the
                         // move to HalfOpen stamped its round start. Re-decide
@@ -299,7 +299,7 @@ impl<C: Clock> Breaker<C> {
                     }
                 }
                 State::HalfOpen => {
-                    let lease_end = self.cell.tripped_at() + config.probe_lease;
+                    let lease_end = self.cell.tripped_at(s) + config.probe_lease;
                     if now >= lease_end {
                         // Invariant 5 (no wedge): an unresolved round is superseded
                         // lazily; the old round's verdicts become stale.
@@ -391,9 +391,19 @@ impl<C: Clock> Breaker<C> {
         }
     }
 
-    /// A permit dropped without a verdict: ignored, with no clock read.
+    /// A permit dropped without a verdict, with no clock read.
+    ///
+    /// A cancelled call proves nothing about the dependency, so a drop is
+    /// neutral: it frees a probe's slot (invariant 5) and is counted as
+    /// ignored, but unlike [`Outcome::Ignored`] it does not end a run of
+    /// consecutive failures — a caller's outer timeout that drops the permit
+    /// of a hung call must not keep resetting the run.
     pub(crate) fn on_drop(&self, ticket: Ticket) {
-        let _ = self.on_verdict(ticket, Outcome::Ignored, ticket.start);
+        if ticket.probe {
+            let _ = self.on_verdict(ticket, Outcome::Ignored, ticket.start);
+        } else if let Some(c) = &self.counters {
+            c.verdict(Outcome::Ignored, false);
+        }
     }
 
     fn record_closed(
@@ -657,7 +667,7 @@ impl<C: Clock> Breaker<C> {
     /// `now`. Loads only: reading it never disturbs the hot path.
     pub fn snapshot_at(&self, now: Nanos) -> BreakerSnapshot {
         let s = self.cell.load();
-        let since = self.cell.tripped_at();
+        let since = self.cell.tripped_at(s);
         let window = self.window.counts(self.shared.config.window, now);
         let retry_after = s
             .is_open()

@@ -42,8 +42,9 @@
 //! One `AtomicU64` per breaker; the layout table is in `src/state.rs`:
 //! mode (3 bits), generation (32), count (15: consecutive failures while
 //! Closed, probe slots taken while HalfOpen), probe successes (8), trips in a
-//! row (6). A second `AtomicU64`, `tripped_at`, holds the instant the current
-//! state began (the trip while Open, the round start while HalfOpen).
+//! row (6). Beside it, `tripped_at` holds the instant the current state began
+//! (the trip while Open, the round start while HalfOpen), in two `AtomicU64`
+//! slots indexed by the generation's parity.
 //!
 //! # The eight invariants
 //!
@@ -60,13 +61,20 @@
 //! 3. **Fresh `tripped_at`.** A transition stamps `tripped_at` with
 //!    `fetch_max(now)` *before* its Release CAS; readers load the word with
 //!    Acquire, then `tripped_at`. A reader that sees generation g therefore
-//!    never sees an older stamp. A losing racer's stamp can only move the time
-//!    forward by the length of the race, never back.
+//!    never sees an older stamp. Nor a newer one: the stamp of generation
+//!    g+1 goes to the other slot, so a reader still holding generation g
+//!    cannot pair it with the round start of a racer whose CAS is still in
+//!    flight (loom found that with one slot: a lost election reported `Open`
+//!    for a whole open duration instead of `HalfOpenFull`, and a free second
+//!    probe slot was refused). A reader two generations behind re-decides on
+//!    the re-loaded word before rejecting. A losing racer's stamp can only
+//!    move the time forward by the length of the race, never back.
 //! 4. **Stale verdicts are ignored.** A permit carries its generation; a
 //!    verdict whose generation is not the current one changes nothing: it
 //!    cannot open, close, count, or extend an open period.
-//! 5. **No wedge.** A permit dropped without a verdict counts as ignored and
-//!    frees its probe slot at once. A probe that never reports is superseded:
+//! 5. **No wedge.** A permit dropped without a verdict frees its probe slot
+//!    at once (it is counted as ignored, and, being no evidence either way,
+//!    does not end a run of consecutive failures). A probe that never reports is superseded:
 //!    once the probe lease has passed since the round began, the next request
 //!    starts a new round (a HalfOpen → HalfOpen transition), lazily.
 //! 6. **Slow probes fail.** A probe that succeeds slower than the slow-call
@@ -86,9 +94,12 @@
 //!   with `AcqRel` (failure: `Acquire`). The Release half publishes the
 //!   `tripped_at` stamp written just before it (invariant 3); the Acquire half
 //!   orders each winner after the previous one.
-//! * `tripped_at` is written with `fetch_max(Relaxed)` before the CAS and read
-//!   `Relaxed` after an `Acquire` load of the word: happens-before through the
-//!   word makes the read see at least the stamp of the observed transition.
+//! * `tripped_at[g % 2]` is written with `fetch_max(Release)` before the CAS
+//!   and read `Acquire` after an `Acquire` load of the word: happens-before
+//!   through the word makes the read see at least the stamp of the observed
+//!   transition; and a reader that reads the stamp of generation g+2 (same
+//!   slot) synchronises with its writer, so its re-load of the word sees that
+//!   the breaker moved on.
 //! * Windows, call counters, fleet counters and the bulkhead are `Relaxed`:
 //!   they are statistics or budgets and publish no other memory. The trip
 //!   decision re-reads the window and is itself a CAS on the word.

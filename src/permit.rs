@@ -95,8 +95,9 @@ macro_rules! verdict_methods {
 /// The permit remembers the generation it was admitted in: a verdict that
 /// arrives after the breaker moved on (it opened, or a probe round was
 /// superseded) changes nothing (invariant 4). Dropping a permit without a
-/// verdict — a cancelled future, an early return — counts as
-/// [`Outcome::Ignored`] and frees its probe slot at once (invariant 5).
+/// verdict — a cancelled future, an early return — frees its probe slot at
+/// once (invariant 5) and counts as ignored, without ending a run of
+/// consecutive failures (a cancelled call proves nothing either way).
 ///
 /// Each verdict returns the [`Transition`] it caused, if any.
 ///
