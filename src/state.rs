@@ -10,8 +10,10 @@
 //! | 50–57 | 8  | successes  | HalfOpen: fast successful probes in this round |
 //! | 58–63 | 6  | trips      | trips in a row (the backoff exponent), saturating at 63; cleared on Closed |
 //!
-//! Beside the word sits `tripped_at` (a second `AtomicU64`, [`Nanos`]): the
-//! instant the current state was entered. While OPEN that is the trip; while
+//! Beside the word sits `tripped_at` ([`Nanos`]): the instant the current
+//! state was entered. It is kept in two slots indexed by the generation's
+//! parity, so the stamp a transition into generation g+1 writes *before* its
+//! CAS never overwrites the stamp a reader of generation g is about to read. While OPEN that is the trip; while
 //! HALF_OPEN it is the start of the current probe round.
 //!
 //! # State table
@@ -244,14 +246,15 @@ impl fmt::Debug for Snapshot {
 /// The state word and `tripped_at`, with the only code that writes them.
 pub(crate) struct StateCell {
     word: AtomicU64,
-    tripped_at: AtomicU64,
+    /// `tripped_at[g % 2]`: when the state of generation `g` began.
+    tripped_at: [AtomicU64; 2],
 }
 
 impl StateCell {
     pub(crate) fn new() -> StateCell {
         StateCell {
             word: AtomicU64::new(Snapshot::INITIAL.bits()),
-            tripped_at: AtomicU64::new(0),
+            tripped_at: [AtomicU64::new(0), AtomicU64::new(0)],
         }
     }
 
@@ -268,9 +271,19 @@ impl StateCell {
     /// Call after [`load`](Self::load): the Acquire there makes this value at
     /// least as new as the stamp of the transition that `load` observed.
     #[inline]
-    pub(crate) fn tripped_at(&self) -> Nanos {
-        // Relaxed: ordered by the preceding Acquire load of the word (see above).
-        Nanos::from_nanos(self.tripped_at.load(Ordering::Relaxed))
+    pub(crate) fn tripped_at(&self, s: Snapshot) -> Nanos {
+        // At least the stamp of `s`'s transition: the Acquire load of the word
+        // that returned `s` happens after it (invariant 3). Acquire here: pairs
+        // with the Release stamp of a transition into s's
+        // generation + 2 (same slot), so a re-load of the word after this read
+        // sees that the breaker moved on (callers re-decide on a changed word).
+        Nanos::from_nanos(self.stamp_of(s).load(Ordering::Acquire))
+    }
+
+    /// The slot holding the stamp of `s`'s generation.
+    #[inline]
+    fn stamp_of(&self, s: Snapshot) -> &AtomicU64 {
+        &self.tripped_at[(s.generation() & 1) as usize]
     }
 
     /// The one CAS helper: every write of the word goes through here.
@@ -307,8 +320,12 @@ impl StateCell {
         now: Nanos,
     ) -> Result<(), Snapshot> {
         debug_assert_ne!(current.generation(), next.generation());
-        // Relaxed: published by the Release of the CAS below, which it precedes.
-        self.tripped_at.fetch_max(now.as_nanos(), Ordering::Relaxed);
+        // Release: published to word readers by the Release of the CAS below,
+        // which it precedes; and to a stale reader of generation `current - 1`
+        // (same slot) through its Acquire read, so its re-load of the word
+        // sees `current` at least. A reader of `current` reads the other slot.
+        self.stamp_of(next)
+            .fetch_max(now.as_nanos(), Ordering::Release);
         self.compare_exchange(current, next)
     }
 }
@@ -317,7 +334,7 @@ impl fmt::Debug for StateCell {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("StateCell")
             .field("word", &self.load())
-            .field("tripped_at", &self.tripped_at())
+            .field("tripped_at", &self.tripped_at(self.load()))
             .finish()
     }
 }
@@ -394,7 +411,7 @@ mod tests {
         let s = cell.load();
         cell.transition(s, s.enter(State::Open), Nanos::from_secs(5))
             .unwrap();
-        assert_eq!(cell.tripped_at(), Nanos::from_secs(5));
+        assert_eq!(cell.tripped_at(cell.load()), Nanos::from_secs(5));
         let s = cell.load();
         assert!(cell
             .transition(
@@ -404,7 +421,7 @@ mod tests {
             )
             .is_err());
         assert_eq!(
-            cell.tripped_at(),
+            cell.tripped_at(cell.load()),
             Nanos::from_secs(5),
             "a stamp never moves back"
         );
