@@ -16,6 +16,7 @@ mod contended;
 mod floors;
 mod open;
 mod peers;
+mod registry;
 
 /// Short runs: the whole harness must finish in a few minutes on 2 cores.
 fn config() -> Criterion {
@@ -28,6 +29,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = benches;
     config = config();
-    targets = floors::bench, closed::bench, open::bench, peers::bench, contended::bench
+    targets = floors::bench, closed::bench, open::bench, peers::bench, contended::bench, registry::bench
 }
 criterion_main!(benches);
