@@ -65,7 +65,7 @@ mod observe;
 mod outcome;
 mod permit;
 mod policy;
-mod registry;
+pub mod registry;
 mod state;
 mod sync;
 #[cfg(feature = "tower")]

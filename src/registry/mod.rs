@@ -152,7 +152,9 @@ struct Override<K, C> {
 /// // Once per upstream: a handle. Per request: the breaker's atomics only.
 /// let upstream = registry.handle("api.example.com:443");
 /// match upstream.try_acquire() {
-///     Ok(permit) => permit.success(),
+///     Ok(permit) => {
+///         permit.success();
+///     }
 ///     Err(rejected) => println!("fail fast: {rejected}"),
 /// }
 /// # Ok::<(), failfast::ConfigError>(())

@@ -118,28 +118,45 @@ impl<K, C: Clock> Shard<K, C> {
         Ok(entry)
     }
 
-    /// Evicts every entry that meets `rule` and returns how many went. The
-    /// scan runs under the read lock; the write lock is taken only when it
-    /// found a candidate, so a sweep that evicts nothing blocks no one.
+    /// Evicts every entry that meets `rule` and returns how many went.
+    ///
+    /// The full scan — one pointer chase per entry, the slow part — runs under
+    /// the read lock and only notes the candidates (hash and address). The
+    /// write lock is taken only if there is one, and then each candidate is
+    /// found by hash, re-checked (its reference count now, under the write
+    /// lock) and removed, so readers wait for a few cached probes per victim,
+    /// not for the scan. Victims are freed after the lock is released.
     pub(crate) fn sweep(&self, rule: Evict, fleet: &Fleet) -> usize {
-        let any = {
+        let candidates: Vec<(u64, *const Entry<K, C>)> = {
             let table = self.table.read().unwrap_or_else(|e| e.into_inner());
-            table.map.iter().any(|e| rule.is_stale(e))
+            table
+                .map
+                .iter()
+                .filter(|e| Arc::strong_count(e) == 1 && rule.is_stale(e))
+                .map(|e| (e.breaker.id(), Arc::as_ptr(e)))
+                .collect()
         };
-        if !any {
+        if candidates.is_empty() {
             return 0;
         }
-        let mut table = self.table.write().unwrap_or_else(|e| e.into_inner());
-        let mut evicted = 0;
-        table.map.retain(|e| {
-            let evict = rule.allows(e);
-            if evict {
-                fleet.on_remove(e.breaker.state());
-                evicted += 1;
+        let mut victims = Vec::with_capacity(candidates.len());
+        {
+            let mut table = self.table.write().unwrap_or_else(|e| e.into_inner());
+            for (hash, ptr) in candidates {
+                // Identity by address: the candidate may have been evicted and
+                // its address reused by a new entry since the read lock; the
+                // full rule is checked again on whatever is found.
+                if let Ok(found) = table.map.find_entry(hash, |e| Arc::as_ptr(e) == ptr) {
+                    if rule.allows(found.get()) {
+                        victims.push(found.remove().0);
+                    }
+                }
             }
-            !evict
-        });
-        evicted
+        }
+        for victim in &victims {
+            fleet.on_remove(victim.breaker.state());
+        }
+        victims.len()
     }
 
     /// Calls `f` on every entry, under the read lock.
