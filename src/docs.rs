@@ -143,8 +143,8 @@
 //! map. Only a breaker indistinguishable from a fresh one (CLOSED, clean
 //! window, idle past the TTL, no live handle — checked under the shard's write
 //! lock) is ever evicted, one shard at a time, by whoever wins the sweep CAS;
-//! an OPEN or HALF_OPEN breaker never is. The registry's module docs
-//! (`src/registry/mod.rs`) hold the full argument.
+//! an OPEN or HALF_OPEN breaker never is. The [`registry`](crate::registry)
+//! module docs hold the full argument.
 //!
 //! # Dependencies
 //!
