@@ -77,6 +77,9 @@ impl<K, C: Clock> Entry<K, C> {
 /// the key is. While any handle to a key is alive the registry never evicts
 /// that key's breaker, so holders and map lookups always share one state.
 ///
+/// To run a call in a `'static` future, move a clone of the handle into it
+/// and take the permit there (the handle keeps the breaker alive).
+///
 /// When the registry is full and nothing can be evicted, the handle is
 /// *detached* ([`is_tracked`](Self::is_tracked) is `false`): a fresh breaker
 /// with the same configuration that the registry does not track.
