@@ -1,0 +1,1013 @@
+//! Model-based test: a plain sequential reference model of a circuit breaker,
+//! written from the design (DESIGN §1/§3/§4 and the crate's `docs` module),
+//! and the real [`Breaker`], driven by the same random operation sequences.
+//!
+//! After every operation the two must agree on every admission (and whether it
+//! is a probe, and its generation), every rejection (reason and
+//! `retry_after`), every transition (from, to, reason, generation, time,
+//! window counts, run length, trips in a row, open duration), and on the
+//! snapshot (state, generation, time in state, `retry_after`, window counts,
+//! run, trips, call counters).
+//!
+//! Every configuration is covered: consecutive failures, count window, time
+//! window, failure rate, slow-call rate, all combined, defaults, one to three
+//! probes, a probe lease, backoff multiplier and cap, jitter, call counters.
+//!
+//! # Open durations and jitter
+//!
+//! The model computes the un-jittered open duration from the documented
+//! contract, exactly and in integers: `step = min(base · multiplier^(trips−1),
+//! cap)`. The multipliers drawn (1, 1.5, 2, 3) with caps of at most 64 × base
+//! (or the default cap with multiplier 2) keep every intermediate of the
+//! crate's floating-point table exact, so the comparison is to the nanosecond.
+//!
+//! The jitter is "a hash of the breaker's id and generation"; the contract
+//! does not name the hash, and copying it would only test the copy. So with
+//! jitter = 0 the model requires the exact step; with jitter > 0 it requires
+//! the reported open duration to lie in `(step·(1 − jitter), step]`, then
+//! adopts it for its deadlines (admissions, `retry_after`, snapshots are still
+//! compared exactly against it). Determinism per (id, generation) is checked
+//! in `tests/properties.rs`.
+//!
+//! # What the model chooses not to compare
+//!
+//! `Transition::probe_successes` (the crate reports the count *before* the
+//! deciding probe; the design does not say which) and the float rates of the
+//! snapshot (derived from the compared counts).
+//!
+//! # Running
+//!
+//! `cargo test --test model` runs the in-code default of 256 cases; CI sets
+//! `PROPTEST_CASES=1000`. A deep run on demand:
+//! `PROPTEST_CASES=50000 cargo test --release --test model`. Failures are
+//! persisted to `proptest-regressions/model.txt` (commit it).
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use failfast::{
+    Breaker, CallCounts, ManualClock, Nanos, Outcome, OwnedPermit, Reason, RejectReason, State,
+    Transition, WindowCounts,
+};
+use proptest::prelude::*;
+use proptest::sample::Index;
+use proptest::test_runner::Config as ProptestConfig;
+use proptest_state_machine::{prop_state_machine, ReferenceStateMachine, StateMachineTest};
+
+const MS: u64 = 1_000_000;
+
+// ---------------------------------------------------------------------------
+// The configuration under test
+// ---------------------------------------------------------------------------
+
+/// Where the builder is told to measure rates.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum WindowSpec {
+    /// Not set: the default (a count window of 100 when a rate is set).
+    Unset,
+    Count(u32),
+    Time {
+        bucket_ms: u64,
+        buckets: u32,
+    },
+}
+
+/// A multiplier as an exact fraction (numerator, denominator).
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Multiplier(u32, u32);
+
+impl Multiplier {
+    fn as_f64(self) -> f64 {
+        f64::from(self.0) / f64::from(self.1)
+    }
+}
+
+/// One breaker configuration, as given to the builder.
+#[derive(Clone, Debug)]
+struct Spec {
+    consecutive: Option<u32>,
+    failure_permille: Option<u32>,
+    slow_permille: Option<u32>,
+    slow_threshold_ms: Option<u64>,
+    window: WindowSpec,
+    min_calls: Option<u32>,
+    probes: u32,
+    lease_ms: Option<u64>,
+    base_ms: u64,
+    /// `backoff(multiplier, base × cap_factor)`, or the default (2, max(base, 300 s)).
+    backoff: Option<(Multiplier, u64)>,
+    jitter: f64,
+    id: u64,
+    count_calls: bool,
+    /// Whether the operations include the manual modes (they are sticky
+    /// until a reset, so half the cases leave them out to explore the machine).
+    manual: bool,
+    /// How often a verdict is a failure, in tenths (the rest are mostly successes).
+    failing: u32,
+}
+
+impl Spec {
+    fn builder(&self) -> failfast::Builder {
+        let mut b = Breaker::builder()
+            .id(self.id)
+            .half_open_probes(self.probes)
+            .open_duration(Duration::from_millis(self.base_ms))
+            .jitter(self.jitter)
+            .count_calls(self.count_calls);
+        if let Some(k) = self.consecutive {
+            b = b.consecutive_failures(k);
+        }
+        if let Some(p) = self.failure_permille {
+            b = b.failure_rate(f64::from(p) / 1000.0);
+        }
+        if let Some(p) = self.slow_permille {
+            b = b.slow_call_rate(f64::from(p) / 1000.0);
+        }
+        if let Some(t) = self.slow_threshold_ms {
+            b = b.slow_call_threshold(Duration::from_millis(t));
+        }
+        match self.window {
+            WindowSpec::Unset => {}
+            WindowSpec::Count(n) => b = b.count_window(n),
+            WindowSpec::Time { bucket_ms, buckets } => {
+                b = b.time_window(
+                    Duration::from_millis(bucket_ms * u64::from(buckets)),
+                    buckets,
+                )
+            }
+        }
+        if let Some(n) = self.min_calls {
+            b = b.min_calls(n);
+        }
+        if let Some(l) = self.lease_ms {
+            b = b.probe_lease(Duration::from_millis(l));
+        }
+        if let Some((m, factor)) = self.backoff {
+            b = b.backoff(m.as_f64(), Duration::from_millis(self.base_ms * factor));
+        }
+        b
+    }
+}
+
+fn spec_strategy() -> impl Strategy<Value = Spec> {
+    let window = prop_oneof![
+        1 => Just(WindowSpec::Unset),
+        2 => (1u32..=12).prop_map(WindowSpec::Count),
+        2 => (1u64..=400, 1u32..=6)
+            .prop_map(|(bucket_ms, buckets)| WindowSpec::Time { bucket_ms, buckets }),
+    ];
+    let multiplier = prop_oneof![
+        Just(Multiplier(1, 1)),
+        Just(Multiplier(3, 2)),
+        Just(Multiplier(2, 1)),
+        Just(Multiplier(3, 1)),
+    ];
+    let rate = prop_oneof![
+        2 => Just(None),
+        1 => Just(Some(1000u32)),
+        3 => (1u32..=1000).prop_map(Some),
+    ];
+    (
+        (
+            prop::option::weighted(0.6, 1u32..=5),
+            rate.clone(),
+            rate,
+            prop::option::weighted(0.6, 1u64..=500),
+            window,
+            any::<Index>(),
+            prop::bool::weighted(0.4),
+        ),
+        (
+            prop_oneof![3 => Just(1u32), 1 => 2u32..=3],
+            prop::option::weighted(0.5, 1u64..=3000),
+            1u64..=2000,
+            prop::option::weighted(0.7, (multiplier, 1u64..=64)),
+            prop_oneof![Just(0.0), 0.01f64..0.9],
+            any::<u64>(),
+            any::<bool>(),
+            prop::bool::weighted(0.3),
+            1u32..=9,
+        ),
+    )
+        .prop_map(
+            |(
+                (consecutive, failure, slow, threshold, window, min_ix, set_min),
+                (probes, lease_ms, base_ms, backoff, jitter, id, count_calls, manual, failing),
+            )| {
+                let mut s = Spec {
+                    consecutive,
+                    failure_permille: failure,
+                    slow_permille: slow,
+                    slow_threshold_ms: threshold,
+                    window,
+                    min_calls: None,
+                    probes,
+                    lease_ms,
+                    base_ms,
+                    backoff,
+                    jitter,
+                    id,
+                    count_calls,
+                    manual,
+                    failing,
+                };
+                if s.slow_permille.is_some() && s.slow_threshold_ms.is_none() {
+                    s.slow_threshold_ms = Some(1 + base_ms % 300);
+                }
+                if s.consecutive.is_none()
+                    && s.failure_permille.is_none()
+                    && s.slow_permille.is_none()
+                {
+                    s.consecutive = Some(1 + (id % 3) as u32);
+                }
+                if set_min {
+                    s.min_calls = match s.window {
+                        WindowSpec::Count(n) => Some(1 + min_ix.index(n as usize) as u32),
+                        WindowSpec::Time { .. } => Some(1 + min_ix.index(8) as u32),
+                        WindowSpec::Unset => None,
+                    };
+                }
+                s
+            },
+        )
+}
+
+// ---------------------------------------------------------------------------
+// The reference model: plain sequential code, no atomics
+// ---------------------------------------------------------------------------
+
+/// The effective policy, as the design states it.
+#[derive(Clone, Debug)]
+struct Policy {
+    consecutive: Option<u32>,
+    failure_permille: Option<u32>,
+    slow_permille: Option<u32>,
+    slow_threshold: Option<Duration>,
+    window: Win,
+    min_calls: u32,
+    probes: u32,
+    lease: Duration,
+    base_ns: u128,
+    multiplier: Multiplier,
+    cap_ns: u128,
+    jitter: f64,
+    count_calls: bool,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Win {
+    None,
+    Count(usize),
+    Time { width_ns: u64, buckets: u64 },
+}
+
+impl Policy {
+    /// Defaults from the builder's documentation: a count window of 100 when
+    /// a rate is set without a window; `min_calls` 10 (or the count window's
+    /// size if smaller); probe lease = base open duration; multiplier 2 up to
+    /// max(base, 5 min).
+    fn of(s: &Spec) -> Policy {
+        let rates = s.failure_permille.is_some() || s.slow_permille.is_some();
+        let window = match s.window {
+            WindowSpec::Unset if rates => Win::Count(100),
+            WindowSpec::Unset => Win::None,
+            WindowSpec::Count(n) => Win::Count(n as usize),
+            WindowSpec::Time { bucket_ms, buckets } => Win::Time {
+                width_ns: bucket_ms * MS,
+                buckets: u64::from(buckets),
+            },
+        };
+        let min_calls = s.min_calls.unwrap_or(match window {
+            Win::Count(n) => (n as u32).min(10),
+            _ => 10,
+        });
+        let base_ns = u128::from(s.base_ms * MS);
+        let (multiplier, cap_ns) = match s.backoff {
+            Some((m, factor)) => (m, base_ns * u128::from(factor)),
+            None => (Multiplier(2, 1), base_ns.max(300_000 * u128::from(MS))),
+        };
+        Policy {
+            consecutive: s.consecutive,
+            failure_permille: s.failure_permille,
+            slow_permille: s.slow_permille,
+            slow_threshold: s.slow_threshold_ms.map(Duration::from_millis),
+            window,
+            min_calls,
+            probes: s.probes,
+            lease: Duration::from_millis(s.lease_ms.unwrap_or(s.base_ms)),
+            base_ns,
+            multiplier,
+            cap_ns,
+            jitter: s.jitter,
+            count_calls: s.count_calls,
+        }
+    }
+
+    /// The un-jittered open duration after `trips` trips in a row:
+    /// min(base · multiplier^(trips−1), cap), as an exact fraction, floored.
+    fn step(&self, trips: u32) -> Duration {
+        let Multiplier(num, den) = self.multiplier;
+        let (mut n, mut d) = (self.base_ns, 1u128);
+        for _ in 1..trips.clamp(1, 63) {
+            if n >= self.cap_ns * d {
+                break;
+            }
+            n *= u128::from(num);
+            d *= u128::from(den);
+        }
+        let ns = (n / d).min(self.cap_ns);
+        Duration::from_nanos(ns as u64)
+    }
+
+    fn is_slow(&self, took: Duration) -> bool {
+        matches!(self.slow_threshold, Some(t) if took >= t)
+    }
+}
+
+/// One recorded call in the model's window.
+#[derive(Clone, Copy, Debug)]
+struct Call {
+    at: Nanos,
+    failure: bool,
+    slow: bool,
+}
+
+/// What a model permit remembers.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Ticket {
+    generation: u32,
+    probe: bool,
+    start: Nanos,
+}
+
+/// A transition as the model predicts it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Expected {
+    from: State,
+    to: State,
+    reason: Reason,
+    generation: u32,
+    at: Nanos,
+    window: WindowCounts,
+    consecutive_failures: u32,
+    trips_in_a_row: u32,
+    /// The un-jittered step when `to` is Open.
+    open_step: Option<Duration>,
+}
+
+#[derive(Clone, Debug)]
+struct Model {
+    p: Policy,
+    mode: State,
+    generation: u32,
+    /// Consecutive failures (Closed, MetricsOnly).
+    run: u32,
+    /// Probe slots taken / fast successes in this round (HalfOpen).
+    taken: u32,
+    successes: u32,
+    trips: u32,
+    /// When the current state (or probe round) began.
+    since: Nanos,
+    /// How long the current Open period lasts (jitter included).
+    open_for: Duration,
+    /// Calls recorded since the window was last emptied, oldest first.
+    calls: Vec<Call>,
+    counters: CallCounts,
+}
+
+impl Model {
+    fn new(p: Policy) -> Model {
+        Model {
+            p,
+            mode: State::Closed,
+            generation: 0,
+            run: 0,
+            taken: 0,
+            successes: 0,
+            trips: 0,
+            since: Nanos::ZERO,
+            open_for: Duration::ZERO,
+            calls: Vec::new(),
+            counters: CallCounts::default(),
+        }
+    }
+
+    fn window(&self, now: Nanos) -> WindowCounts {
+        let in_window: Vec<&Call> = match self.p.window {
+            Win::None => Vec::new(),
+            Win::Count(n) => self.calls.iter().rev().take(n).collect(),
+            Win::Time { width_ns, buckets } => {
+                let current = now.as_nanos() / width_ns;
+                self.calls
+                    .iter()
+                    .filter(|c| current - c.at.as_nanos() / width_ns < buckets)
+                    .collect()
+            }
+        };
+        WindowCounts {
+            calls: in_window.len() as u32,
+            failures: in_window.iter().filter(|c| c.failure).count() as u32,
+            slow: in_window.iter().filter(|c| c.slow).count() as u32,
+        }
+    }
+
+    /// The next instant at which admission changes by itself (Open: the end of
+    /// the open period; HalfOpen: the end of the probe lease).
+    fn deadline(&self) -> Option<Nanos> {
+        match self.mode {
+            State::Open => Some(self.since + self.open_for),
+            State::HalfOpen => Some(self.since + self.p.lease),
+            _ => None,
+        }
+    }
+
+    /// Every transition: the generation moves by one, round counts and the
+    /// run are cleared, the state's clock restarts. Entering Closed or
+    /// MetricsOnly also empties the window.
+    fn enter(&mut self, to: State, reason: Reason, now: Nanos, window: WindowCounts) -> Expected {
+        let from = self.mode;
+        let run_before = self.run;
+        self.mode = to;
+        self.generation = self.generation.wrapping_add(1);
+        self.run = 0;
+        self.taken = 0;
+        self.successes = 0;
+        self.since = now;
+        if matches!(to, State::Closed | State::MetricsOnly) {
+            self.calls.clear();
+        }
+        let open_step = (to == State::Open).then(|| self.p.step(self.trips));
+        if let Some(step) = open_step {
+            self.open_for = step;
+        }
+        Expected {
+            from,
+            to,
+            reason,
+            generation: self.generation,
+            at: now,
+            window,
+            consecutive_failures: run_before,
+            trips_in_a_row: self.trips,
+            open_step,
+        }
+    }
+
+    fn acquire(
+        &mut self,
+        now: Nanos,
+    ) -> (
+        Result<Ticket, (RejectReason, Option<Duration>)>,
+        Option<Expected>,
+    ) {
+        let admit = |m: &mut Model, probe: bool| {
+            m.counters.admitted += 1;
+            Ok(Ticket {
+                generation: m.generation,
+                probe,
+                start: now,
+            })
+        };
+        match self.mode {
+            State::Closed | State::Disabled | State::MetricsOnly => (admit(self, false), None),
+            State::ForcedOpen => {
+                self.counters.rejected += 1;
+                (Err((RejectReason::ForcedOpen, None)), None)
+            }
+            State::Open => {
+                let ready = self.since + self.open_for;
+                if now < ready {
+                    self.counters.rejected += 1;
+                    return (
+                        Err((
+                            RejectReason::Open,
+                            Some(ready.saturating_duration_since(now)),
+                        )),
+                        None,
+                    );
+                }
+                // The first caller after the open time is the first probe.
+                let t = self.enter(
+                    State::HalfOpen,
+                    Reason::OpenElapsed,
+                    now,
+                    WindowCounts::default(),
+                );
+                self.taken = 1;
+                (admit(self, true), Some(t))
+            }
+            State::HalfOpen => {
+                let lease_end = self.since + self.p.lease;
+                if now >= lease_end {
+                    // An unresolved round is superseded by a new one.
+                    let t = self.enter(
+                        State::HalfOpen,
+                        Reason::ProbeLeaseExpired,
+                        now,
+                        WindowCounts::default(),
+                    );
+                    self.taken = 1;
+                    return (admit(self, true), Some(t));
+                }
+                if self.taken >= self.p.probes {
+                    self.counters.rejected += 1;
+                    return (
+                        Err((
+                            RejectReason::HalfOpenFull,
+                            Some(lease_end.saturating_duration_since(now)),
+                        )),
+                        None,
+                    );
+                }
+                self.taken += 1;
+                (admit(self, true), None)
+            }
+        }
+    }
+
+    fn verdict(&mut self, t: Ticket, outcome: Outcome, now: Nanos) -> Option<Expected> {
+        let slow =
+            outcome != Outcome::Ignored && self.p.is_slow(now.saturating_duration_since(t.start));
+        match outcome {
+            Outcome::Success => self.counters.successes += 1,
+            Outcome::Failure => self.counters.failures += 1,
+            Outcome::Ignored => self.counters.ignored += 1,
+        }
+        self.counters.slow += u64::from(slow);
+        if t.generation != self.generation {
+            return None; // stale: changes nothing
+        }
+        match self.mode {
+            State::Closed | State::MetricsOnly => self.record_closed(outcome, slow, now),
+            State::HalfOpen if t.probe => self.record_probe(outcome, slow, now),
+            _ => None,
+        }
+    }
+
+    /// A permit dropped without a verdict (a cancelled call) proves nothing:
+    /// a probe's drop frees its slot like an ignored verdict; any other drop
+    /// is only counted as ignored — it does not end a run of failures, so an
+    /// outer timeout dropping hung calls cannot keep a breaker from tripping.
+    fn drop(&mut self, t: Ticket) -> Option<Expected> {
+        if t.probe {
+            return self.verdict(t, Outcome::Ignored, t.start);
+        }
+        self.counters.ignored += 1;
+        None
+    }
+
+    fn record_closed(&mut self, outcome: Outcome, slow: bool, now: Nanos) -> Option<Expected> {
+        // A failure extends the run (when that policy is on); anything else ends it.
+        self.run = if outcome == Outcome::Failure && self.p.consecutive.is_some() {
+            (self.run + 1).min(32_767)
+        } else {
+            0
+        };
+        if outcome == Outcome::Ignored {
+            return None; // proves the dependency is up; not a call of the window
+        }
+        let failure = outcome == Outcome::Failure;
+        self.calls.push(Call {
+            at: now,
+            failure,
+            slow,
+        });
+        // The crate judges the trip conditions when a failure or a slow call
+        // is recorded (a fast success is never what trips it; see the README
+        // of this test).
+        if !failure && !slow {
+            return None;
+        }
+        let w = self.window(now);
+        let reason = if matches!(self.p.consecutive, Some(k) if self.run >= k) {
+            Reason::ConsecutiveFailures
+        } else if w.calls < self.p.min_calls {
+            return None;
+        } else if matches!(self.p.failure_permille, Some(r) if w.failures * 1000 >= r * w.calls) {
+            Reason::FailureRate
+        } else if matches!(self.p.slow_permille, Some(r) if w.slow * 1000 >= r * w.calls) {
+            Reason::SlowCallRate
+        } else {
+            return None;
+        };
+        if self.mode == State::MetricsOnly {
+            // A shadow trip: reported, the window restarts, nothing rejected.
+            return Some(self.enter(State::MetricsOnly, reason, now, w));
+        }
+        self.trips = 1;
+        Some(self.enter(State::Open, reason, now, w))
+    }
+
+    fn record_probe(&mut self, outcome: Outcome, slow: bool, now: Nanos) -> Option<Expected> {
+        let z = WindowCounts::default();
+        match outcome {
+            Outcome::Ignored => {
+                self.taken = self.taken.saturating_sub(1);
+                None
+            }
+            Outcome::Failure => {
+                self.trips = (self.trips + 1).min(63);
+                Some(self.enter(State::Open, Reason::ProbeFailed, now, z))
+            }
+            Outcome::Success if slow => {
+                self.trips = (self.trips + 1).min(63);
+                Some(self.enter(State::Open, Reason::ProbeSlow, now, z))
+            }
+            Outcome::Success => {
+                self.successes += 1;
+                if self.successes < self.p.probes {
+                    return None;
+                }
+                self.trips = 0;
+                Some(self.enter(State::Closed, Reason::ProbesSucceeded, now, z))
+            }
+        }
+    }
+
+    /// force_open / disable / metrics_only / reset.
+    fn manual(&mut self, target: State, now: Nanos) -> Option<Expected> {
+        if self.mode == target && target != State::Closed {
+            return None; // already there (reset always happens)
+        }
+        let reason = match target {
+            State::ForcedOpen => Reason::ForceOpen,
+            State::Disabled => Reason::Disable,
+            State::MetricsOnly => Reason::MetricsOnly,
+            _ => Reason::Reset,
+        };
+        if target != State::ForcedOpen {
+            self.trips = 0; // forced open keeps the backoff; everything else restarts it
+        }
+        Some(self.enter(target, reason, now, WindowCounts::default()))
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Operations
+// ---------------------------------------------------------------------------
+
+#[derive(Clone, Copy, Debug)]
+enum Edge {
+    /// The end of the open period or of the probe lease.
+    Deadline,
+    /// The next time-window bucket boundary.
+    Bucket,
+}
+
+/// How long a call took, for its verdict.
+#[derive(Clone, Copy, Debug)]
+enum Took {
+    Ms(u64),
+    /// The slow-call threshold, nudged by a few nanoseconds.
+    Threshold(i64),
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Advance(u64),
+    ToEdge(Edge, i64),
+    Acquire,
+    Verdict(Index, Outcome, Took),
+    Drop(Index),
+    ForceOpen,
+    Disable,
+    MetricsOnly,
+    Reset,
+    Nothing,
+}
+
+fn op_strategy(manual: bool, failing: u32) -> BoxedStrategy<Op> {
+    let outcome = prop_oneof![
+        failing => Just(Outcome::Failure),
+        10 - failing => Just(Outcome::Success),
+        2 => Just(Outcome::Ignored),
+    ];
+    let took = prop_oneof![
+        3 => (0u64..=20).prop_map(Took::Ms),
+        1 => (0u64..=1000).prop_map(Took::Ms),
+        2 => (-1i64..=1).prop_map(Took::Threshold),
+    ];
+    let machine = prop_oneof![
+        10 => (0u64..=50).prop_map(|ms| Op::Advance(ms * MS)),
+        6 => (0u64..=3000).prop_map(|ms| Op::Advance(ms * MS)),
+        4 => (0u64..=1000).prop_map(Op::Advance),
+        10 => (prop_oneof![3 => Just(Edge::Deadline), 1 => Just(Edge::Bucket)], -1i64..=1)
+            .prop_map(|(e, n)| Op::ToEdge(e, n)),
+        60 => Just(Op::Acquire),
+        60 => (any::<Index>(), outcome, took).prop_map(|(i, o, t)| Op::Verdict(i, o, t)),
+        8 => any::<Index>().prop_map(Op::Drop),
+        1 => Just(Op::Nothing),
+    ];
+    if !manual {
+        return machine.boxed();
+    }
+    prop_oneof![
+        40 => machine,
+        1 => Just(Op::ForceOpen),
+        1 => Just(Op::Disable),
+        2 => Just(Op::MetricsOnly),
+        4 => Just(Op::Reset),
+    ]
+    .boxed()
+}
+
+/// Generates the configuration and the operations; holds no model state of
+/// its own (the model lives beside the breaker, because with jitter it adopts
+/// the breaker's open durations once they are checked against their bounds).
+struct Ops;
+
+impl ReferenceStateMachine for Ops {
+    type State = Spec;
+    type Transition = Op;
+
+    fn init_state() -> BoxedStrategy<Spec> {
+        spec_strategy().boxed()
+    }
+
+    fn transitions(spec: &Spec) -> BoxedStrategy<Op> {
+        op_strategy(spec.manual, spec.failing)
+    }
+
+    fn apply(spec: Spec, _: &Op) -> Spec {
+        spec
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The real breaker beside the model
+// ---------------------------------------------------------------------------
+
+struct Pair {
+    breaker: Arc<Breaker<ManualClock>>,
+    clock: ManualClock,
+    model: Model,
+    now: Nanos,
+    /// Outstanding calls: the real permit and the model's ticket.
+    permits: Vec<(OwnedPermit<ManualClock>, Ticket)>,
+    /// Every transition the observer saw, and how many were checked.
+    log: Arc<Mutex<Vec<Transition>>>,
+    checked: usize,
+}
+
+/// What an operation returned besides admissions: a verdict or a manual
+/// mode returns its transition; an admission reports one to the observer only.
+enum Returned {
+    Transition(Option<Transition>),
+    ObserverOnly,
+}
+
+impl Pair {
+    fn new(spec: &Spec) -> Pair {
+        let log: Arc<Mutex<Vec<Transition>>> = Arc::default();
+        let sink = log.clone();
+        let clock = ManualClock::new();
+        let breaker = spec
+            .builder()
+            .observer(move |t: &Transition| sink.lock().unwrap().push(*t))
+            .build_with_clock(clock.clone())
+            .expect("the generator makes valid configs");
+        Pair {
+            breaker: Arc::new(breaker),
+            clock,
+            model: Model::new(Policy::of(spec)),
+            now: Nanos::ZERO,
+            permits: Vec::new(),
+            log,
+            checked: 0,
+        }
+    }
+
+    /// The observer fired exactly for the transition the model predicted (and
+    /// the call returned that same transition, where it returns one).
+    fn check_transition(&mut self, returned: Returned, expected: Option<Expected>) {
+        let fresh: Vec<Transition> = self.log.lock().unwrap()[self.checked..].to_vec();
+        self.checked += fresh.len();
+        let real = match (fresh.as_slice(), expected) {
+            ([], None) => None,
+            ([t], Some(e)) => {
+                let got = (
+                    t.from,
+                    t.to,
+                    t.reason,
+                    t.generation,
+                    t.at,
+                    t.window,
+                    t.consecutive_failures,
+                    t.trips_in_a_row,
+                    t.breaker_id,
+                );
+                let want = (
+                    e.from,
+                    e.to,
+                    e.reason,
+                    e.generation,
+                    e.at,
+                    e.window,
+                    e.consecutive_failures,
+                    e.trips_in_a_row,
+                    self.breaker.id(),
+                );
+                assert_eq!(
+                    got, want,
+                    "transition (from, to, reason, generation, at, window, run, trips, id)"
+                );
+                self.check_open_for(t.open_for, e.open_step);
+                Some(*t)
+            }
+            (seen, e) => panic!("observer saw {seen:?}, model expected {e:?}"),
+        };
+        if let Returned::Transition(returned) = returned {
+            assert_eq!(
+                returned, real,
+                "the returned transition is the observed one"
+            );
+        }
+    }
+
+    /// Exact without jitter; within `(step·(1 − jitter), step]` with it, and
+    /// then adopted by the model.
+    fn check_open_for(&mut self, real: Option<Duration>, step: Option<Duration>) {
+        match (real, step) {
+            (None, None) => {}
+            (Some(d), Some(step)) => {
+                if self.model.p.jitter == 0.0 {
+                    assert_eq!(d, step, "open duration");
+                } else {
+                    assert!(d <= step, "jitter lengthened {step:?} to {d:?}");
+                    let cut = (step - d).as_nanos() as f64;
+                    assert!(
+                        cut == 0.0 || cut < step.as_nanos() as f64 * self.model.p.jitter,
+                        "jitter cut {step:?} to {d:?} (jitter {})",
+                        self.model.p.jitter
+                    );
+                    self.model.open_for = d;
+                }
+            }
+            (r, s) => panic!("open_for mismatch: real {r:?}, model step {s:?}"),
+        }
+    }
+
+    fn advance_to(&mut self, t: Nanos) {
+        if t > self.now {
+            self.now = t;
+            self.clock.set(t);
+        }
+    }
+
+    fn take(&mut self, which: Index) -> Option<(OwnedPermit<ManualClock>, Ticket)> {
+        if self.permits.is_empty() {
+            return None;
+        }
+        Some(self.permits.remove(which.index(self.permits.len())))
+    }
+
+    fn apply(&mut self, op: Op) {
+        let now = self.now;
+        let (returned, expected) = match op {
+            Op::Advance(ns) => {
+                self.advance_to(now + Duration::from_nanos(ns));
+                (Returned::Transition(None), None)
+            }
+            Op::ToEdge(edge, nudge) => {
+                let target = match (edge, self.model.p.window) {
+                    (Edge::Deadline, _) => self.model.deadline(),
+                    (Edge::Bucket, Win::Time { width_ns, .. }) => Some(Nanos::from_nanos(
+                        (now.as_nanos() / width_ns + 1) * width_ns,
+                    )),
+                    (Edge::Bucket, _) => None,
+                };
+                if let Some(t) = target {
+                    self.advance_to(Nanos::from_nanos(t.as_nanos().saturating_add_signed(nudge)));
+                }
+                (Returned::Transition(None), None)
+            }
+            Op::Acquire => {
+                let real = self.breaker.try_acquire_owned_at(now);
+                let (want, expected) = self.model.acquire(now);
+                match (real, want) {
+                    (Ok(permit), Ok(ticket)) => {
+                        assert_eq!(
+                            (permit.is_probe(), permit.generation(), permit.started_at()),
+                            (ticket.probe, ticket.generation, ticket.start),
+                            "admission (probe, generation, start)"
+                        );
+                        self.permits.push((permit, ticket));
+                    }
+                    (Err(r), Err((reason, retry_after))) => assert_eq!(
+                        (r.reason(), r.retry_after()),
+                        (reason, retry_after),
+                        "rejection (reason, retry_after)"
+                    ),
+                    (r, w) => panic!("admission mismatch: real {r:?}, model {w:?}"),
+                }
+                (Returned::ObserverOnly, expected)
+            }
+            Op::Verdict(which, outcome, took) => {
+                let Some((permit, ticket)) = self.take(which) else {
+                    return;
+                };
+                let took = match (took, self.model.p.slow_threshold) {
+                    (Took::Ms(ms), _) => Duration::from_millis(ms),
+                    (Took::Threshold(n), Some(t)) => {
+                        Duration::from_nanos((t.as_nanos() as u64).saturating_add_signed(n))
+                    }
+                    (Took::Threshold(_), None) => Duration::ZERO,
+                };
+                // The call ends `took` after it started, or now if that is past.
+                self.advance_to(ticket.start + took);
+                let real = permit.record_at(outcome, self.now);
+                let expected = self.model.verdict(ticket, outcome, self.now);
+                (Returned::Transition(real), expected)
+            }
+            Op::Drop(which) => {
+                let Some((permit, ticket)) = self.take(which) else {
+                    return;
+                };
+                drop(permit);
+                let expected = self.model.drop(ticket);
+                (Returned::ObserverOnly, expected)
+            }
+            Op::ForceOpen => (
+                Returned::Transition(self.breaker.force_open_at(now)),
+                self.model.manual(State::ForcedOpen, now),
+            ),
+            Op::Disable => (
+                Returned::Transition(self.breaker.disable_at(now)),
+                self.model.manual(State::Disabled, now),
+            ),
+            Op::MetricsOnly => (
+                Returned::Transition(self.breaker.metrics_only_at(now)),
+                self.model.manual(State::MetricsOnly, now),
+            ),
+            Op::Reset => (
+                Returned::Transition(self.breaker.reset_at(now)),
+                self.model.manual(State::Closed, now),
+            ),
+            Op::Nothing => (Returned::Transition(None), None),
+        };
+        self.check_transition(returned, expected);
+    }
+
+    fn check_snapshot(&self) {
+        let m = &self.model;
+        let snap = self.breaker.snapshot_at(self.now);
+        let got = (
+            snap.state,
+            snap.generation,
+            snap.time_in_state,
+            snap.retry_after,
+            snap.window,
+            snap.consecutive_failures,
+            snap.trips_in_a_row,
+            snap.calls,
+        );
+        let want = (
+            m.mode,
+            m.generation,
+            self.now.saturating_duration_since(m.since),
+            (m.mode == State::Open)
+                .then(|| (m.since + m.open_for).saturating_duration_since(self.now)),
+            m.window(self.now),
+            m.run,
+            m.trips,
+            m.p.count_calls.then_some(m.counters),
+        );
+        assert_eq!(
+            got, want,
+            "snapshot (state, generation, time in state, retry_after, window, run, trips, calls)"
+        );
+        assert_eq!(self.breaker.state(), m.mode);
+    }
+}
+
+struct BreakerMachine;
+
+impl StateMachineTest for BreakerMachine {
+    type SystemUnderTest = Pair;
+    type Reference = Ops;
+
+    fn init_test(spec: &Spec) -> Pair {
+        Pair::new(spec)
+    }
+
+    fn apply(mut pair: Pair, _: &Spec, op: Op) -> Pair {
+        pair.apply(op);
+        pair
+    }
+
+    fn check_invariants(pair: &Pair, _: &Spec) {
+        pair.check_snapshot();
+    }
+}
+
+prop_state_machine! {
+    #![proptest_config(ProptestConfig {
+        cases: 256,
+        max_shrink_iters: 20_000,
+        .. ProptestConfig::default()
+    })]
+
+    /// The breaker and the reference model agree on every step.
+    #[test]
+    fn breaker_agrees_with_the_reference_model(sequential 1..150 => BreakerMachine);
+}
