@@ -333,3 +333,70 @@ mod tests {
         assert!(seen.len() > 190, "jitter must spread seeds: {}", seen.len());
     }
 }
+
+/// Property tests of the pure policy (issue 3): the schedule, the jitter and
+/// the integer rate comparison, on their private representations.
+#[cfg(test)]
+mod proptests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn backoff() -> impl Strategy<Value = Backoff> {
+        (
+            1u64..=u64::from(u32::MAX),
+            prop_oneof![Just(1.0), Just(2.0), 1.0f64..=1000.0],
+            0u64..=u64::from(u32::MAX) * 1000,
+            prop_oneof![Just(0.0), 0.0f64..1.0],
+        )
+            .prop_map(|(base, m, extra, jitter)| {
+                let base = Duration::from_nanos(base);
+                Backoff::new(base, m, base + Duration::from_nanos(extra), jitter)
+            })
+    }
+
+    proptest! {
+        /// The table starts at the base, never decreases, never passes the cap.
+        #[test]
+        fn the_schedule_is_monotone_and_capped(b in backoff()) {
+            prop_assert_eq!(b.step(1), b.base);
+            prop_assert_eq!(b.step(0), b.step(1));
+            for trips in 2..=70 {
+                prop_assert!(b.step(trips) >= b.step(trips - 1), "trips {}", trips);
+                prop_assert!(b.step(trips) <= b.cap, "trips {}", trips);
+            }
+        }
+
+        /// The jittered duration is in `(step·(1 − jitter), step]` (exactly the
+        /// step without jitter) and a pure function of (trips, seed, generation).
+        #[test]
+        fn jitter_is_bounded_and_deterministic(
+            b in backoff(),
+            trips in 0u32..=70,
+            seed in any::<u64>(),
+            generation in any::<u32>(),
+        ) {
+            let step = b.step(trips);
+            let d = b.open_duration(trips, seed, generation);
+            prop_assert_eq!(d, b.open_duration(trips, seed, generation));
+            prop_assert!(d <= step);
+            if b.jitter == 0.0 {
+                prop_assert_eq!(d, step);
+            } else {
+                let cut = (step - d).as_nanos() as f64;
+                prop_assert!(cut <= step.as_nanos() as f64 * b.jitter, "cut {} of {:?}", cut, step);
+                prop_assert!(d > Duration::ZERO || step == Duration::ZERO);
+            }
+            prop_assert!(jitter_unit(seed, generation) < 1 << 32);
+        }
+
+        /// `Rate::reached` is the exact rational comparison part/whole ≥ rate.
+        #[test]
+        fn rates_compare_exactly(ppm in 1u64..=Rate::PPM, part in any::<u32>(), whole in any::<u32>()) {
+            let r = Rate::new(ppm as f64 / Rate::PPM as f64);
+            prop_assert_eq!(r.ppm, ppm);
+            let exact = whole > 0
+                && u128::from(part) * u128::from(Rate::PPM) >= u128::from(ppm) * u128::from(whole);
+            prop_assert_eq!(r.reached(part, whole), exact);
+        }
+    }
+}

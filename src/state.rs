@@ -11,10 +11,11 @@
 //! | 58–63 | 6  | trips      | trips in a row (the backoff exponent), saturating at 63; cleared on Closed |
 //!
 //! Beside the word sits `tripped_at` ([`Nanos`]): the instant the current
-//! state was entered. It is kept in two slots indexed by the generation's
-//! parity, so the stamp a transition into generation g+1 writes *before* its
-//! CAS never overwrites the stamp a reader of generation g is about to read. While OPEN that is the trip; while
-//! HALF_OPEN it is the start of the current probe round.
+//! state was entered. While OPEN that is the trip; while HALF_OPEN it is the
+//! start of the current probe round. It is kept in two slots indexed by the
+//! generation's parity, so the stamp a transition into generation g+1 writes
+//! *before* its CAS never overwrites the stamp a reader of generation g is
+//! about to read.
 //!
 //! # State table
 //!
@@ -274,9 +275,9 @@ impl StateCell {
     pub(crate) fn tripped_at(&self, s: Snapshot) -> Nanos {
         // At least the stamp of `s`'s transition: the Acquire load of the word
         // that returned `s` happens after it (invariant 3). Acquire here: pairs
-        // with the Release stamp of a transition into s's
-        // generation + 2 (same slot), so a re-load of the word after this read
-        // sees that the breaker moved on (callers re-decide on a changed word).
+        // with the Release stamp of a transition into s's generation + 2 (same
+        // slot), so a re-load of the word after this read sees that the
+        // breaker moved on (callers re-decide on a changed word).
         Nanos::from_nanos(self.stamp_of(s).load(Ordering::Acquire))
     }
 
@@ -426,5 +427,98 @@ mod tests {
             "a stamp never moves back"
         );
         assert_eq!(cell.load(), s, "a lost CAS changes nothing");
+    }
+}
+
+/// Property tests of the encoding (issue 3): every field at every value, not
+/// only at the limits above.
+#[cfg(test)]
+mod proptests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn any_state() -> impl Strategy<Value = State> {
+        proptest::sample::select(State::all().to_vec())
+    }
+
+    /// A value of a field whose largest value is `max`: anything, the limit,
+    /// or past it.
+    fn field(max: u32) -> impl Strategy<Value = u32> {
+        prop_oneof![0..=max, Just(max), Just(max + 1), any::<u32>()]
+    }
+
+    /// An arbitrary word with a valid mode (codes 6 and 7 are never written).
+    fn any_word() -> impl Strategy<Value = Snapshot> {
+        (any::<u64>(), any_state())
+            .prop_map(|(bits, state)| Snapshot::from_bits(bits).with_state(state))
+    }
+
+    fn fields(s: Snapshot) -> (State, u32, u32, u32, u32) {
+        (
+            s.state(),
+            s.generation(),
+            s.count(),
+            s.successes(),
+            s.trips(),
+        )
+    }
+
+    proptest! {
+        /// Each setter stores its value (saturated at the field's limit) and
+        /// leaves every other field as it was; re-setting a field to what it
+        /// holds changes no bit.
+        #[test]
+        fn setters_round_trip_and_leave_the_other_fields_alone(
+            s in any_word(),
+            state in any_state(),
+            count in field(COUNT_MAX),
+            successes in field(SUCCESS_MAX),
+            trips in field(TRIPS_MAX),
+        ) {
+            let (st, g, c, su, t) = fields(s);
+            prop_assert_eq!(fields(s.with_state(state)), (state, g, c, su, t));
+            prop_assert_eq!(fields(s.with_count(count)), (st, g, count.min(COUNT_MAX), su, t));
+            prop_assert_eq!(
+                fields(s.with_successes(successes)),
+                (st, g, c, successes.min(SUCCESS_MAX), t)
+            );
+            prop_assert_eq!(fields(s.with_trips(trips)), (st, g, c, su, trips.min(TRIPS_MAX)));
+            let same = s
+                .with_state(st)
+                .with_count(c)
+                .with_successes(su)
+                .with_trips(t);
+            prop_assert_eq!(same.bits(), s.bits());
+            prop_assert_eq!(s.is_closed(), st == State::Closed);
+            prop_assert_eq!(s.is_open(), st == State::Open);
+            prop_assert_eq!(s.is_half_open(), st == State::HalfOpen);
+        }
+
+        /// A word built field by field decodes to exactly those fields, for
+        /// every generation (all 32 bits).
+        #[test]
+        fn a_word_decodes_to_the_fields_it_was_built_from(
+            state in any_state(),
+            generation in any::<u32>(),
+            count in 0..=COUNT_MAX,
+            successes in 0..=SUCCESS_MAX,
+            trips in 0..=TRIPS_MAX,
+        ) {
+            let s = Snapshot(u64::from(generation) << GEN_SHIFT)
+                .with_state(state)
+                .with_count(count)
+                .with_successes(successes)
+                .with_trips(trips);
+            prop_assert_eq!(fields(s), (state, generation, count, successes, trips));
+        }
+
+        /// The next generation (wrapping) changes only the generation;
+        /// `enter` also sets the mode and clears the round counts, keeping trips.
+        #[test]
+        fn next_generation_and_enter_touch_only_their_fields(s in any_word(), to in any_state()) {
+            let (st, g, c, su, t) = fields(s);
+            prop_assert_eq!(fields(s.next_generation()), (st, g.wrapping_add(1), c, su, t));
+            prop_assert_eq!(fields(s.enter(to)), (to, g.wrapping_add(1), 0, 0, t));
+        }
     }
 }
