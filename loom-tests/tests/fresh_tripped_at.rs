@@ -49,3 +49,44 @@ fn fresh_tripped_at_no_early_probe() {
         );
     });
 }
+
+/// A reader two transitions behind: it loaded OPEN (generation 1, tripped at
+/// 0 s, open 10 s) while thread A won the probe at 10 s and failed it
+/// (generation 3, open for the doubled 20 s from 10 s). Whatever it read, the
+/// reader's answer must belong to one state the breaker was in: the probe of
+/// generation 2 (it won the election), "round full" (lease = 10 s left), or
+/// "open, 20 s left" (generation 3) — never generation 3's stamp paired with
+/// generation 1's duration (that would say "open, 10 s left").
+#[test]
+fn stale_reader_two_transitions_behind() {
+    loom::model(|| {
+        let (b, _log) = build(
+            failfast::Breaker::builder()
+                .consecutive_failures(1)
+                .open_duration(failfast_loom_tests::OPEN)
+                .backoff(2.0, Duration::from_secs(40)),
+        );
+        failfast_loom_tests::trip(&b, secs(0));
+        let prober = {
+            let b = b.clone();
+            thread::spawn(move || {
+                if let Ok(p) = b.try_acquire_at(secs(10)) {
+                    assert!(p.is_probe());
+                    let _ = p.failure_at(secs(10));
+                }
+            })
+        };
+        match failfast_loom_tests::take_and_hold(&b, secs(10)) {
+            Ok(got) => assert_eq!(got, (true, 2)),
+            Err(r) => {
+                let got = (r.reason(), r.retry_after());
+                assert!(
+                    got == (RejectReason::HalfOpenFull, Some(Duration::from_secs(10)))
+                        || got == (RejectReason::Open, Some(Duration::from_secs(20))),
+                    "{got:?}"
+                );
+            }
+        }
+        prober.join().unwrap();
+    });
+}
