@@ -108,6 +108,10 @@ pub(crate) struct Ticket {
     pub(crate) generation: u32,
     pub(crate) probe: bool,
     pub(crate) start: Nanos,
+    /// The transition this admission won (Open → HalfOpen, or a superseded
+    /// round), as the word it replaced and why; described on request by
+    /// [`Breaker::admission_transition`].
+    pub(crate) round: Option<(Reason, Snapshot)>,
 }
 
 impl<C: Clock> Breaker<C> {
@@ -191,7 +195,7 @@ impl<C: Clock> Breaker<C> {
     /// As [`try_acquire`](Self::try_acquire).
     #[inline]
     pub fn try_acquire_owned(self: &std::sync::Arc<Self>) -> Result<OwnedPermit<C>, Rejected> {
-        self.ticket_now().map(|t| OwnedPermit::new(self.clone(), t))
+        OwnedPermit::acquire(self.clone())
     }
 
     /// [`try_acquire_at`](Self::try_acquire_at) with an owned permit.
@@ -204,14 +208,13 @@ impl<C: Clock> Breaker<C> {
         self: &std::sync::Arc<Self>,
         now: Nanos,
     ) -> Result<OwnedPermit<C>, Rejected> {
-        self.ticket_at(now)
-            .map(|t| OwnedPermit::new(self.clone(), t))
+        OwnedPermit::acquire_at(self.clone(), now)
     }
 
     /// Admission reading the clock only where needed (invariant 8: CLOSED
     /// without slow-call timing is one load and no clock read).
     #[inline]
-    fn ticket_now(&self) -> Result<Ticket, Rejected> {
+    pub(crate) fn ticket_now(&self) -> Result<Ticket, Rejected> {
         let s = self.cell.load();
         if s.is_closed() {
             let start = if self.shared.config.measures_time() {
@@ -225,7 +228,7 @@ impl<C: Clock> Breaker<C> {
     }
 
     #[inline]
-    fn ticket_at(&self, now: Nanos) -> Result<Ticket, Rejected> {
+    pub(crate) fn ticket_at(&self, now: Nanos) -> Result<Ticket, Rejected> {
         let s = self.cell.load();
         if s.is_closed() {
             return Ok(self.admit(s.generation(), false, now));
@@ -242,7 +245,28 @@ impl<C: Clock> Breaker<C> {
             generation,
             probe,
             start,
+            round: None,
         }
+    }
+
+    /// Admits the first probe of a round this caller's CAS just started.
+    fn admit_round(&self, from: Snapshot, to: Snapshot, reason: Reason, now: Nanos) -> Ticket {
+        Ticket {
+            round: Some((reason, from)),
+            ..self.admit(to.generation(), true, now)
+        }
+    }
+
+    /// The transition an admission caused, rebuilt exactly as the observer saw it.
+    pub(crate) fn admission_transition(&self, ticket: &Ticket) -> Option<Transition> {
+        let (reason, from) = ticket.round?;
+        Some(self.describe(
+            from,
+            round_start(from),
+            reason,
+            ticket.start,
+            WindowCounts::default(),
+        ))
     }
 
     fn reject(&self, reason: RejectReason, retry_after: Option<Duration>) -> Rejected {
@@ -288,11 +312,11 @@ impl<C: Clock> Breaker<C> {
                         let wait = ready_at.saturating_duration_since(now);
                         return Err(self.reject(RejectReason::Open, Some(wait)));
                     }
-                    let next = s.enter(State::HalfOpen).with_count(1);
+                    let next = round_start(s);
                     match self.cell.transition(s, next, now) {
                         Ok(()) => {
                             self.report(s, next, Reason::OpenElapsed, now, WindowCounts::default());
-                            return Ok(self.admit(next.generation(), true, now));
+                            return Ok(self.admit_round(s, next, Reason::OpenElapsed, now));
                         }
                         // Lost the election: look at what the winner made of it.
                         Err(actual) => s = actual,
@@ -303,7 +327,7 @@ impl<C: Clock> Breaker<C> {
                     if now >= lease_end {
                         // Invariant 5 (no wedge): an unresolved round is superseded
                         // lazily; the old round's verdicts become stale.
-                        let next = s.enter(State::HalfOpen).with_count(1);
+                        let next = round_start(s);
                         match self.cell.transition(s, next, now) {
                             Ok(()) => {
                                 self.report(
@@ -313,7 +337,12 @@ impl<C: Clock> Breaker<C> {
                                     now,
                                     WindowCounts::default(),
                                 );
-                                return Ok(self.admit(next.generation(), true, now));
+                                return Ok(self.admit_round(
+                                    s,
+                                    next,
+                                    Reason::ProbeLeaseExpired,
+                                    now,
+                                ));
                             }
                             Err(actual) => {
                                 s = actual;
@@ -565,7 +594,23 @@ impl<C: Clock> Breaker<C> {
         if let Some(fleet) = &self.shared.fleet {
             fleet.on_transition(from.state(), to.state());
         }
-        let transition = Transition {
+        let transition = self.describe(from, to, reason, now, window);
+        if let Some(observer) = &self.shared.observer {
+            observer.on_transition(&transition);
+        }
+        transition
+    }
+
+    /// The [`Transition`] from `from` to `to` (pure).
+    fn describe(
+        &self,
+        from: Snapshot,
+        to: Snapshot,
+        reason: Reason,
+        now: Nanos,
+        window: WindowCounts,
+    ) -> Transition {
+        Transition {
             from: from.state(),
             to: to.state(),
             reason,
@@ -581,11 +626,7 @@ impl<C: Clock> Breaker<C> {
             },
             trips_in_a_row: to.trips(),
             open_for: to.is_open().then(|| self.open_duration(to)),
-        };
-        if let Some(observer) = &self.shared.observer {
-            observer.on_transition(&transition);
         }
-        transition
     }
 
     /// Moves to a manual mode (or back to Closed) from any state.
@@ -697,6 +738,12 @@ impl<C: Clock> Breaker<C> {
         let w = self.window.counts(self.shared.config.window, now);
         w.failures == 0 && w.slow == 0
     }
+}
+
+/// The word a new probe round starts from: next generation, HalfOpen, the
+/// winner holding the first probe slot, trips kept.
+fn round_start(from: Snapshot) -> Snapshot {
+    from.enter(State::HalfOpen).with_count(1)
 }
 
 impl<C: Clock> fmt::Debug for Breaker<C> {

@@ -1,9 +1,11 @@
 //! [`Permit`]: the right to make one call, and the duty to report it.
 
 use core::fmt;
+use core::ops::Deref;
 
 use crate::breaker::{Breaker, Ticket};
 use crate::clock::{Clock, Nanos};
+use crate::error::Rejected;
 use crate::observe::Transition;
 use crate::outcome::Outcome;
 
@@ -25,6 +27,14 @@ macro_rules! verdict_methods {
         /// time calls and the permit came from a clock-free admission).
         pub fn started_at(&self) -> Nanos {
             self.ticket.start
+        }
+
+        /// The transition this admission caused, if any: this call won the
+        /// move to HalfOpen (or superseded an expired round) and is the first
+        /// probe of its round. The observer saw the same value; a caller that
+        /// knows more (the upstream's name) can report it itself.
+        pub fn transition(&self) -> Option<Transition> {
+            self.breaker.admission_transition(&self.ticket)
         }
 
         /// Reports `outcome`, reading the clock only when the verdict needs the
@@ -157,7 +167,8 @@ impl<C: Clock> fmt::Debug for Permit<'_, C> {
     }
 }
 
-/// A [`Permit`] that owns an `Arc` of its breaker, so it can travel into a
+/// A [`Permit`] that owns its breaker through `B` — an `Arc<Breaker>` by
+/// default, or a registry [`Handle`](crate::Handle) — so it can travel into a
 /// `'static` future (a tower response future, a spawned task). Same verdicts,
 /// same drop rule.
 ///
@@ -171,14 +182,36 @@ impl<C: Clock> fmt::Debug for Permit<'_, C> {
 /// # Ok::<(), failfast::ConfigError>(())
 /// ```
 #[must_use = "a permit reports its call's outcome; dropping it counts as ignored"]
-pub struct OwnedPermit<C: Clock> {
-    breaker: std::sync::Arc<Breaker<C>>,
+pub struct OwnedPermit<C: Clock, B: Deref<Target = Breaker<C>> = std::sync::Arc<Breaker<C>>> {
+    breaker: B,
     ticket: Ticket,
     done: bool,
 }
 
-impl<C: Clock> OwnedPermit<C> {
-    pub(crate) fn new(breaker: std::sync::Arc<Breaker<C>>, ticket: Ticket) -> OwnedPermit<C> {
+impl<C: Clock, B: Deref<Target = Breaker<C>>> OwnedPermit<C, B> {
+    /// Asks `breaker` to admit a call now, keeping `breaker` in the permit.
+    ///
+    /// # Errors
+    ///
+    /// As [`Breaker::try_acquire`].
+    #[inline]
+    pub fn acquire(breaker: B) -> Result<OwnedPermit<C, B>, Rejected> {
+        let ticket = breaker.ticket_now()?;
+        Ok(OwnedPermit::new(breaker, ticket))
+    }
+
+    /// Asks `breaker` to admit a call at `now`, keeping `breaker` in the permit.
+    ///
+    /// # Errors
+    ///
+    /// As [`Breaker::try_acquire`].
+    #[inline]
+    pub fn acquire_at(breaker: B, now: Nanos) -> Result<OwnedPermit<C, B>, Rejected> {
+        let ticket = breaker.ticket_at(now)?;
+        Ok(OwnedPermit::new(breaker, ticket))
+    }
+
+    pub(crate) fn new(breaker: B, ticket: Ticket) -> OwnedPermit<C, B> {
         OwnedPermit {
             breaker,
             ticket,
@@ -186,15 +219,15 @@ impl<C: Clock> OwnedPermit<C> {
         }
     }
 
-    /// The breaker this permit belongs to.
-    pub fn breaker(&self) -> &std::sync::Arc<Breaker<C>> {
+    /// The owner of the breaker this permit belongs to.
+    pub fn breaker(&self) -> &B {
         &self.breaker
     }
 
     verdict_methods!();
 }
 
-impl<C: Clock> Drop for OwnedPermit<C> {
+impl<C: Clock, B: Deref<Target = Breaker<C>>> Drop for OwnedPermit<C, B> {
     fn drop(&mut self) {
         if !self.done {
             self.breaker.on_drop(self.ticket);
@@ -202,7 +235,7 @@ impl<C: Clock> Drop for OwnedPermit<C> {
     }
 }
 
-impl<C: Clock> fmt::Debug for OwnedPermit<C> {
+impl<C: Clock, B: Deref<Target = Breaker<C>>> fmt::Debug for OwnedPermit<C, B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("OwnedPermit")
             .field("generation", &self.ticket.generation)

@@ -12,7 +12,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use failfast::tower::{EjectLayer, FailFastLayer, HttpClassifier, KeyedLayer, TimedOut};
-use failfast::{Breaker, Registry, RejectReason, Rejected, State, Transition};
+use failfast::{Breaker, ManualClock, Registry, RejectReason, Rejected, State, Transition};
 use tower::{BoxError, Layer, Service, ServiceExt};
 
 fn counting_service(
@@ -176,11 +176,12 @@ async fn timeout_is_a_failure_and_a_slow_call_at_the_instant_it_fired() {
 async fn hook_gets_the_upstream_name_of_each_trip_and_recovery() {
     let seen: Arc<Mutex<Vec<(String, State, State)>>> = Arc::default();
     let log = seen.clone();
+    let clock = ManualClock::new();
     let breaker = Arc::new(
         Breaker::builder()
             .consecutive_failures(1)
             .open_duration(Duration::from_millis(10))
-            .build()
+            .build_with_clock(clock.clone())
             .unwrap(),
     );
     let fail = Arc::new(std::sync::atomic::AtomicBool::new(true));
@@ -202,13 +203,14 @@ async fn hook_gets_the_upstream_name_of_each_trip_and_recovery() {
         })
         .layer(inner);
     let _ = svc.ready().await.unwrap().call(()).await;
-    tokio::time::sleep(Duration::from_millis(20)).await;
+    clock.advance(Duration::from_millis(20));
     fail.store(false, Ordering::SeqCst);
     svc.ready().await.unwrap().call(()).await.unwrap();
     assert_eq!(
         *seen.lock().unwrap(),
         [
             ("payments".to_owned(), State::Closed, State::Open),
+            ("payments".to_owned(), State::Open, State::HalfOpen),
             ("payments".to_owned(), State::HalfOpen, State::Closed),
         ]
     );

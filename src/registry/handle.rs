@@ -11,6 +11,8 @@ use core::ops::Deref;
 
 use crate::breaker::Breaker;
 use crate::clock::{Clock, Nanos, QuantaClock};
+use crate::error::Rejected;
+use crate::permit::OwnedPermit;
 use crate::sync::{Arc, AtomicU32, Ordering};
 
 /// log2 of the nanoseconds in one idle tick (2²⁴ ns ≈ 16.8 ms).
@@ -151,6 +153,38 @@ impl<K, C: Clock> Handle<K, C> {
     /// ```
     pub fn is_tracked(&self) -> bool {
         self.entry.tracked
+    }
+
+    /// Admits a call now with a permit that owns a clone of this handle, so it
+    /// can move into a `'static` future (and keeps the breaker from eviction
+    /// until the verdict).
+    ///
+    /// ```
+    /// # use failfast::{Breaker, Registry};
+    /// let registry = Registry::<String>::builder(Breaker::builder().consecutive_failures(1)).build()?;
+    /// let upstream = registry.handle("api:443");
+    /// let permit = upstream.try_acquire_owned().expect("closed");
+    /// std::thread::spawn(move || { permit.success(); }).join().unwrap();
+    /// # Ok::<(), failfast::ConfigError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`Breaker::try_acquire`].
+    pub fn try_acquire_owned(&self) -> Result<OwnedPermit<C, Handle<K, C>>, Rejected> {
+        OwnedPermit::acquire(self.clone())
+    }
+
+    /// [`try_acquire_owned`](Self::try_acquire_owned) at `now`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Breaker::try_acquire`].
+    pub fn try_acquire_owned_at(
+        &self,
+        now: Nanos,
+    ) -> Result<OwnedPermit<C, Handle<K, C>>, Rejected> {
+        OwnedPermit::acquire_at(self.clone(), now)
     }
 
     /// Whether two handles share one breaker.

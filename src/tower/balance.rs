@@ -256,7 +256,7 @@ where
             if self.permit.is_some() {
                 break;
             }
-            match admit(&self.breaker, self.timeout) {
+            match admit(&self.breaker, self.timeout, self.reporter.as_ref()) {
                 Ok(permit) => self.permit = Some(permit),
                 Err(rejected) => {
                     let wait = rejected
@@ -279,7 +279,7 @@ where
     fn call(&mut self, req: Req) -> Self::Future {
         let admitted = match self.permit.take() {
             Some(permit) => Ok(permit),
-            None => admit(&self.breaker, self.timeout),
+            None => admit(&self.breaker, self.timeout, self.reporter.as_ref()),
         };
         match admitted {
             Err(rejected) => ResponseFuture::rejected(rejected, self.classify.clone()),

@@ -117,15 +117,20 @@ impl<K, C: Clock> fmt::Debug for LayerPermit<K, C> {
 
 /// Admits a call on `breaker`, reading the clock when a deadline must be
 /// measured from the admission.
+/// Reports the transition the admission itself caused (Open → HalfOpen).
 pub(crate) fn admit<K, C: Clock>(
     breaker: &Arc<Breaker<C>>,
     timeout: Option<Duration>,
+    reporter: Option<&Reporter<K>>,
 ) -> Result<LayerPermit<K, C>, Rejected> {
     let permit = match timeout {
         Some(_) => breaker.try_acquire_owned_at(breaker.now()),
         None => breaker.try_acquire_owned(),
-    };
-    permit.map(LayerPermit::Owned)
+    }?;
+    if let (Some(t), Some(r)) = (permit.transition(), reporter) {
+        r.report(None, &t);
+    }
+    Ok(LayerPermit::Owned(permit))
 }
 
 pin_project! {

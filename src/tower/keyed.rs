@@ -81,19 +81,21 @@ pub(crate) struct KeyedPermit<K, C: Clock> {
 }
 
 impl<K, C: Clock> KeyedPermit<K, C> {
-    pub(crate) fn acquire(handle: Handle<K, C>, now: Option<Nanos>) -> Result<Self, Rejected> {
-        let permit = match now {
-            Some(now) => handle.breaker().try_acquire_at(now)?,
-            None => handle.breaker().try_acquire()?,
+    /// Admits a call on `handle`'s breaker and reports the transition the
+    /// admission itself caused (Open → HalfOpen), with the key.
+    pub(crate) fn acquire(
+        handle: Handle<K, C>,
+        now: Option<Nanos>,
+        reporter: Option<&Reporter<K>>,
+    ) -> Result<Self, Rejected> {
+        let breaker = handle.breaker();
+        let ticket = match now {
+            Some(now) => breaker.ticket_at(now)?,
+            None => breaker.ticket_now()?,
         };
-        let ticket = Ticket {
-            generation: permit.generation(),
-            probe: permit.is_probe(),
-            start: permit.started_at(),
-        };
-        // The verdict is given later through `Permit::new` with the same
-        // ticket; this borrowed permit only lent its admission.
-        core::mem::forget(permit);
+        if let (Some(t), Some(r)) = (breaker.admission_transition(&ticket), reporter) {
+            r.report(Some(handle.key()), &t);
+        }
         Ok(KeyedPermit {
             handle,
             ticket,
@@ -328,7 +330,7 @@ where
         };
         let handle = self.registry.get_or_insert(key);
         let now = self.timeout.map(|_| handle.breaker().now());
-        match KeyedPermit::acquire(handle, now) {
+        match KeyedPermit::acquire(handle, now, self.reporter.as_ref()) {
             Err(rejected) => ResponseFuture::rejected(rejected, self.classify.clone()),
             Ok(permit) => ResponseFuture::called(
                 self.inner.call(req),

@@ -177,7 +177,7 @@ where
     }
 
     fn call(&mut self, req: Req) -> Self::Future {
-        match admit(&self.breaker, self.timeout) {
+        match admit(&self.breaker, self.timeout, self.reporter.as_ref()) {
             Err(rejected) => ResponseFuture::rejected(rejected, self.classify.clone()),
             Ok(permit) => ResponseFuture::called(
                 self.inner.call(req),

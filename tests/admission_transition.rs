@@ -1,0 +1,61 @@
+//! The transition an admission causes (Open → HalfOpen, a superseded probe
+//! round) is available on the permit, equal to what the observer saw, so a
+//! layer that knows the upstream's name can report it.
+
+use failfast::{Breaker, ManualClock, Nanos, Reason, State, Transition};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+fn breaker(log: Arc<Mutex<Vec<Transition>>>) -> Arc<Breaker<ManualClock>> {
+    let breaker = Breaker::builder()
+        .consecutive_failures(1)
+        .open_duration(Duration::from_secs(10))
+        .probe_lease(Duration::from_secs(2))
+        .half_open_probes(2)
+        .observer(move |t: &Transition| log.lock().unwrap().push(*t))
+        .build_with_clock(ManualClock::new())
+        .unwrap();
+    Arc::new(breaker)
+}
+
+#[test]
+fn the_round_starter_carries_the_transition_the_observer_saw() {
+    let log = Arc::default();
+    let b = breaker(Arc::clone(&log));
+    let closed = b.try_acquire_at(Nanos::ZERO).unwrap();
+    assert_eq!(
+        closed.transition(),
+        None,
+        "a closed admission causes nothing"
+    );
+    closed.failure_at(Nanos::ZERO);
+
+    let probe = b.try_acquire_owned_at(Nanos::from_secs(10)).unwrap();
+    let t = probe.transition().expect("this admission opened the round");
+    assert_eq!(
+        (t.from, t.to, t.reason),
+        (State::Open, State::HalfOpen, Reason::OpenElapsed)
+    );
+    assert_eq!(t.at, Nanos::from_secs(10));
+    assert_eq!(log.lock().unwrap().last(), Some(&t));
+
+    let second = b.try_acquire_at(Nanos::from_secs(11)).unwrap();
+    assert!(second.is_probe());
+    assert_eq!(
+        second.transition(),
+        None,
+        "joining a round is no transition"
+    );
+    drop(second);
+
+    // The first probe hangs; after the lease the next request starts a new round.
+    let superseding = b.try_acquire_at(Nanos::from_secs(12)).unwrap();
+    let t = superseding.transition().expect("superseded the round");
+    assert_eq!(
+        (t.from, t.to, t.reason),
+        (State::HalfOpen, State::HalfOpen, Reason::ProbeLeaseExpired)
+    );
+    assert_eq!(log.lock().unwrap().last(), Some(&t));
+    assert_eq!(t.generation, superseding.generation());
+    drop(probe);
+}
