@@ -114,18 +114,19 @@ async fn classifier_ignores_4xx_and_counts_429() {
 
 #[tokio::test]
 async fn a_dropped_response_future_counts_as_ignored_and_frees_the_probe() {
+    let clock = ManualClock::new();
     let breaker = Arc::new(
         Breaker::builder()
             .consecutive_failures(1)
             .open_duration(Duration::from_millis(20))
             .count_calls(true)
-            .build()
+            .build_with_clock(clock.clone())
             .unwrap(),
     );
     let never = tower::service_fn(|_: ()| std::future::pending::<Result<(), Infallible>>());
     let mut svc = FailFastLayer::new(breaker.clone()).layer(never);
     breaker.try_acquire().unwrap().failure();
-    tokio::time::sleep(Duration::from_millis(30)).await;
+    clock.advance(Duration::from_millis(30));
 
     // The probe's future is polled once, then dropped (the client went away).
     let mut fut = Box::pin(svc.call(()));
@@ -140,7 +141,9 @@ async fn a_dropped_response_future_counts_as_ignored_and_frees_the_probe() {
     assert_eq!(breaker.state(), State::Closed);
 }
 
-#[tokio::test]
+// Paused tokio time: the 5 s service and the 50 ms timeout run on tokio's
+// virtual clock, which jumps to the next timer instead of sleeping.
+#[tokio::test(start_paused = true)]
 async fn timeout_is_a_failure_and_a_slow_call_at_the_instant_it_fired() {
     let breaker = Arc::new(
         Breaker::builder()
@@ -159,9 +162,13 @@ async fn timeout_is_a_failure_and_a_slow_call_at_the_instant_it_fired() {
     let mut svc = FailFastLayer::new(breaker.clone())
         .timeout(Duration::from_millis(50))
         .layer(slow);
-    let started = std::time::Instant::now();
+    let started = tokio::time::Instant::now();
     let err = svc.ready().await.unwrap().call(()).await.unwrap_err();
-    assert!(started.elapsed() < Duration::from_secs(2));
+    assert_eq!(
+        started.elapsed(),
+        Duration::from_millis(50),
+        "cut at the timeout"
+    );
     assert_eq!(
         err.downcast_ref::<TimedOut>().unwrap().after(),
         Duration::from_millis(50)
@@ -355,8 +362,10 @@ async fn p2c_balancer_routes_around_an_open_endpoint_and_keeps_it() {
 
 #[test]
 fn eject_never_errs_when_forced_open() {
+    // Paused tokio time: the re-check timer fires on tokio's virtual clock.
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_time()
+        .start_paused(true)
         .build()
         .unwrap();
     rt.block_on(async {
