@@ -161,9 +161,71 @@ fn floor(name: &str, n: u64) -> u64 {
     }
 }
 
+/// Bytes per breaker: `size_of` and `Breaker::memory_bytes` (struct plus
+/// its window on the heap; the shared config is one per registry/template).
+fn sizes() {
+    use std::time::Duration;
+    println!("| policy | size_of | memory_bytes |");
+    println!("|---|---:|---:|");
+    let rate = || Breaker::builder().failure_rate(0.5);
+    let rows: [(&str, Breaker); 9] = [
+        ("consecutive", ff_consecutive()),
+        ("count window 32", rate().count_window(32).build().unwrap()),
+        ("count window 100", ff_count()),
+        (
+            "count window 224",
+            rate().count_window(224).build().unwrap(),
+        ),
+        (
+            "count window 1000",
+            rate().count_window(1000).build().unwrap(),
+        ),
+        (
+            "time window, 7 buckets",
+            rate()
+                .time_window(Duration::from_secs(7), 7)
+                .build()
+                .unwrap(),
+        ),
+        ("time window, 10 buckets", ff_time()),
+        (
+            "time window, 60 buckets",
+            rate()
+                .time_window(Duration::from_secs(60), 60)
+                .build()
+                .unwrap(),
+        ),
+        (
+            "consecutive + count_calls",
+            Breaker::builder()
+                .consecutive_failures(5)
+                .count_calls(true)
+                .build()
+                .unwrap(),
+        ),
+    ];
+    for (name, b) in rows {
+        println!(
+            "| {name} | {} | {} |",
+            std::mem::size_of_val(&b),
+            b.memory_bytes()
+        );
+    }
+    println!();
+    println!(
+        "returned per verdict: Option<Transition> = {} B; per call(): Result<u64, CallError<u64>> = {} B",
+        std::mem::size_of::<Option<failfast::Transition>>(),
+        std::mem::size_of::<Result<u64, failfast::CallError<u64>>>()
+    );
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     // `cargo bench` passes `--bench`: nothing to do without explicit arguments.
+    if args.first().map(String::as_str) == Some("sizes") {
+        sizes();
+        return;
+    }
     if args.first().map(String::as_str) == Some("list") {
         for n in PEERS.iter().chain(&VARIANTS).chain(&FLOORS) {
             println!("{n}");

@@ -3,9 +3,11 @@
 //! `iter_custom`: two threads wait on a barrier, each makes `iters` calls,
 //! and the time from the start barrier to the end barrier is reported, so
 //! the figure is nanoseconds per call *per thread* (both run at once). The
-//! same closure on one thread is the reference. On a 2-core machine shared
-//! with other jobs the second thread may not get a core of its own: read
-//! these as an upper bound on the contention cost.
+//! same closure on one thread is the reference. Every breaker is driven
+//! through its `call` wrapper; failsafe and recloser are shared the same
+//! way. On a 2-core machine shared with other jobs the second thread may
+//! not get a core of its own: read these as an upper bound on the
+//! contention cost.
 
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -16,7 +18,7 @@ use criterion::Criterion;
 use crossbeam_utils::CachePadded;
 use failfast::Breaker;
 
-use crate::adapters::{ff_consecutive, ff_count, work};
+use crate::adapters::{self, ff_consecutive, ff_count, work};
 
 /// Runs `op(target)` `iters` times on each thread, one thread per target,
 /// all at once; returns the wall time.
@@ -40,11 +42,9 @@ fn threads<T: Sync>(iters: u64, targets: &[&T], op: impl Fn(&T) + Sync) -> Durat
     })
 }
 
+/// One successful call through failfast's `call` wrapper.
 fn success(b: &Breaker) {
-    if let Ok(p) = b.try_acquire() {
-        black_box(work().ok());
-        let _ = p.success();
-    }
+    let _ = black_box(b.call(work));
 }
 
 pub fn bench(c: &mut Criterion) {
@@ -65,6 +65,35 @@ pub fn bench(c: &mut Criterion) {
             bn.iter_custom(|iters| threads(iters, &[&*a, &*b], success))
         });
     }
+    // Peers through their `call`, shared by both threads as a proxy would.
+    let fs = adapters::failsafe_consecutive().0;
+    let (fs_a, fs_b) = (
+        adapters::failsafe_consecutive().0,
+        adapters::failsafe_consecutive().0,
+    );
+    let fs_call = |cb: &_| {
+        let _ = black_box(failsafe::CircuitBreaker::call(cb, work));
+    };
+    g.bench_function("failsafe_consecutive/1_thread", |bn| {
+        bn.iter_custom(|iters| threads(iters, &[&fs], fs_call))
+    });
+    g.bench_function("failsafe_consecutive/2_threads_shared", |bn| {
+        bn.iter_custom(|iters| threads(iters, &[&fs, &fs], fs_call))
+    });
+    g.bench_function("failsafe_consecutive/2_threads_separate", |bn| {
+        bn.iter_custom(|iters| threads(iters, &[&fs_a, &fs_b], fs_call))
+    });
+    let rc = adapters::recloser().0;
+    let rc_call = |r: &recloser::Recloser| {
+        let _ = black_box(r.call(work));
+    };
+    g.bench_function("recloser/1_thread", |bn| {
+        bn.iter_custom(|iters| threads(iters, &[&rc], rc_call))
+    });
+    g.bench_function("recloser/2_threads_shared", |bn| {
+        bn.iter_custom(|iters| threads(iters, &[&rc, &rc], rc_call))
+    });
+
     // The floor: one fetch_add per call, on a shared word and on two words.
     let one = CachePadded::new(AtomicU64::new(0));
     let two = [

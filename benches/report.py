@@ -59,9 +59,8 @@ def ids(prefix):
 
 
 def table(title, prefix, refs, order=None):
-    rows = ids(prefix)
-    if order:
-        rows.sort(key=lambda k: order(k))
+    """One markdown table of every benchmark under `prefix`."""
+    rows = sorted(ids(prefix), key=order)
     if not rows:
         return
     print(f"\n### {title}\n")
@@ -107,7 +106,19 @@ def one_thread(bid):
 
 
 table("Two threads (ns per call per thread)", "contended/", [("1 thread", one_thread)])
-table("Registry", "registry/", [])
+def dashmap_same(bid):
+    kind, rest = bid.split("/", 2)[1:]
+    if kind == "get_or_insert_new":
+        return "registry/get_or_insert_new/dashmap"
+    return "registry/dashmap_get/" + rest
+
+
+def by_size(bid):
+    parts = bid.split("/")
+    return (parts[-1].isdigit() and int(parts[-1]), bid)
+
+
+table("Registry (String host keys, std RandomState hasher)", "registry/", [("DashMap, same n", dashmap_same)], by_size)
 
 # Peers over failfast: how many times faster failfast is.
 print("\n### How many times faster failfast is than each peer (median of per-run ratios)\n")

@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target/bench}"
 RUNS="${1:-3}"
-KEEP="$CARGO_TARGET_DIR/runs"
+KEEP="${KEEP:-$CARGO_TARGET_DIR/runs}"
 mkdir -p "$KEEP"
 for _ in $(seq 1 "$RUNS"); do
     n=$(($(find "$KEEP" -mindepth 1 -maxdepth 1 -type d | wc -l) + 1))
