@@ -9,34 +9,37 @@ use failfast_loom_tests::{base, build, secs, seen, trip_and_probe, Seen};
 use loom::thread;
 
 /// The breaker tripped at 0 s and closed again at 10 s (its `tripped_at` now
-/// holds 10 s). Thread A trips it anew at 100 s while this thread asks at
+/// holds 10 s). This thread trips it anew at 100 s while thread B asks at
 /// 105 s: after every *old* deadline (10 s, 20 s) but before the new one
-/// (110 s). This thread must see CLOSED (and be admitted as an ordinary call)
-/// or see OPEN and be rejected with exactly 5 s to wait — never be admitted
-/// as an early probe of the new open period.
+/// (110 s). B must see CLOSED (and be admitted as an ordinary call) or see
+/// OPEN and be rejected with exactly 5 s to wait — never be admitted as an
+/// early probe of the new open period.
+///
+/// The reader is the spawned thread on purpose (see
+/// `protocol_stale_verdict_after_trip`): in loom's first execution the trip
+/// completes first, and DPOR then moves B's loads back across each write.
 #[test]
 fn fresh_tripped_at_no_early_probe() {
     loom::model(|| {
         let (b, log) = build(base().consecutive_failures(1));
         assert_eq!(trip_and_probe(&b, secs(0), true), State::Closed); // generation 3
-        let tripper = {
+        let reader = {
             let b = b.clone();
-            thread::spawn(move || {
-                let p = b.try_acquire_at(secs(100)).expect("closed");
-                p.failure_at(secs(100)).expect("trips").generation
+            thread::spawn(move || match b.try_acquire_at(secs(105)) {
+                Ok(p) => Ok((p.is_probe(), p.generation())),
+                Err(r) => Err((r.reason(), r.retry_after())),
             })
         };
-        match b.try_acquire_at(secs(105)) {
-            Ok(p) => {
-                assert!(!p.is_probe(), "an early probe, 5 s before the open time");
-                assert_eq!(p.generation(), 3, "admitted only while still closed");
-            }
-            Err(r) => {
-                assert_eq!(r.reason(), RejectReason::Open);
-                assert_eq!(r.retry_after(), Some(Duration::from_secs(5)));
-            }
+        let p = b.try_acquire_at(secs(100)).expect("closed");
+        assert_eq!(p.failure_at(secs(100)).expect("trips").generation, 4);
+        match reader.join().unwrap() {
+            Ok(got) => assert_eq!(
+                got,
+                (false, 3),
+                "admitted only as a call of the closed state"
+            ),
+            Err(got) => assert_eq!(got, (RejectReason::Open, Some(Duration::from_secs(5)))),
         }
-        assert_eq!(tripper.join().unwrap(), 4);
         assert_eq!(b.state(), State::Open);
         assert_eq!(
             seen(&log)[3..],
@@ -51,7 +54,7 @@ fn fresh_tripped_at_no_early_probe() {
 }
 
 /// A reader two transitions behind: it loaded OPEN (generation 1, tripped at
-/// 0 s, open 10 s) while thread A won the probe at 10 s and failed it
+/// 0 s, open 10 s) while this thread won the probe at 10 s and failed it
 /// (generation 3, open for the doubled 20 s from 10 s). Whatever it read, the
 /// reader's answer must belong to one state the breaker was in: the probe of
 /// generation 2 (it won the election), "round full" (lease = 10 s left), or
@@ -67,16 +70,15 @@ fn stale_reader_two_transitions_behind() {
                 .backoff(2.0, Duration::from_secs(40)),
         );
         failfast_loom_tests::trip(&b, secs(0));
-        let prober = {
+        let reader = {
             let b = b.clone();
-            thread::spawn(move || {
-                if let Ok(p) = b.try_acquire_at(secs(10)) {
-                    assert!(p.is_probe());
-                    let _ = p.failure_at(secs(10));
-                }
-            })
+            thread::spawn(move || failfast_loom_tests::take_and_hold(&b, secs(10)))
         };
-        match failfast_loom_tests::take_and_hold(&b, secs(10)) {
+        if let Ok(p) = b.try_acquire_at(secs(10)) {
+            assert!(p.is_probe());
+            let _ = p.failure_at(secs(10));
+        }
+        match reader.join().unwrap() {
             Ok(got) => assert_eq!(got, (true, 2)),
             Err(r) => {
                 let got = (r.reason(), r.retry_after());
@@ -87,6 +89,5 @@ fn stale_reader_two_transitions_behind() {
                 );
             }
         }
-        prober.join().unwrap();
     });
 }

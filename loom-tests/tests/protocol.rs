@@ -3,7 +3,7 @@
 //! verdicts.
 #![cfg(failfast_loom)]
 
-use failfast::{Reason, RejectReason, State};
+use failfast::{OwnedPermit, Reason, RejectReason, State};
 use failfast_loom_tests::{base, build, secs, seen, take_and_hold, trip, Seen, OPEN};
 use loom::thread;
 
@@ -158,27 +158,30 @@ fn protocol_trip_race_window() {
 }
 
 /// Invariant 4: a call admitted while CLOSED (generation 0) is still in flight
-/// when the breaker trips; meanwhile another thread probes and closes it again
+/// when the breaker trips; meanwhile this thread probes and closes it again
 /// (generation 3). The old call's failure, wherever it lands (generation 1, 2
 /// or 3), changes nothing: it returns `None`, and in particular it cannot
 /// re-trip the new CLOSED period (with `consecutive_failures(1)` it would).
+///
+/// The late verdict runs on the spawned thread and the writer on this one on
+/// purpose: loom's DPOR remembers only the last access per atomic, so a
+/// thread that merely *loads* before another thread's load-then-CAS is never
+/// reordered after it (tokio-rs/loom#392, #166). In loom's first execution
+/// this thread runs to completion first; the late load then races with the
+/// writes it follows, and DPOR walks it back through every one of them.
 #[test]
 fn protocol_stale_verdict_after_trip() {
     loom::model(|| {
         let (b, log) = build(base().consecutive_failures(1));
-        let stale = b.try_acquire_at(secs(0)).expect("closed");
+        let stale = OwnedPermit::acquire_at(b.clone(), secs(0)).expect("closed");
         trip(&b, secs(0)); // generation 1, with `stale` still in flight
         let ready = secs(0) + OPEN;
-        let prober = {
-            let b = b.clone();
-            thread::spawn(move || {
-                let probe = b.try_acquire_at(ready).expect("open time over: probe");
-                assert!(probe.is_probe());
-                probe.success_at(ready).expect("the probe closes").to
-            })
-        };
-        let late = stale.failure_at(ready);
-        assert_eq!(prober.join().unwrap(), State::Closed);
+        let late = thread::spawn(move || stale.failure_at(ready));
+        let probe = b.try_acquire_at(ready).expect("open time over: probe");
+        assert!(probe.is_probe());
+        let closed = probe.success_at(ready).expect("the probe closes");
+        assert_eq!((closed.to, closed.generation), (State::Closed, 3));
+        let late = late.join().unwrap();
 
         assert!(late.is_none(), "a stale verdict reported {late:?}");
         let snap = b.snapshot_at(ready);
