@@ -31,8 +31,8 @@ proptest! {
 
     /// The un-jittered schedule starts at the base, never shrinks from one
     /// trip to the next, never passes the cap, grows by the multiplier until
-    /// it reaches the cap (to float precision), and is pinned at the cap
-    /// once there.
+    /// it reaches the cap (to float precision), is pinned at the cap once
+    /// there, and stops growing after 63 trips (where trips saturate).
     #[test]
     fn backoff_is_monotone_and_capped((base, m, cap) in schedule()) {
         let config = Breaker::builder()
@@ -48,7 +48,10 @@ proptest! {
             let d = config.open_duration(trips);
             prop_assert!(d >= previous, "trips {}: {:?} < {:?}", trips, d, previous);
             prop_assert!(d <= cap, "trips {}: {:?} > cap {:?}", trips, d, cap);
-            if trips > 1 && previous < cap {
+            if trips > 63 {
+                // Trips in a row saturate at 63 (the state word's 6 bits).
+                prop_assert_eq!(d, config.open_duration(63));
+            } else if trips > 1 && previous < cap {
                 let want = (previous.as_nanos() as f64 * m).min(cap.as_nanos() as f64);
                 let got = d.as_nanos() as f64;
                 // `previous` was truncated to whole nanoseconds: allow m ns.
