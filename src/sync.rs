@@ -6,9 +6,9 @@
 //! other crates that key on `cfg(loom)` (tokio-rs/loom#159).
 
 #[cfg(failfast_loom)]
-pub(crate) use loom::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-#[cfg(failfast_loom)]
 pub(crate) use loom::sync::atomic::AtomicU32;
+#[cfg(failfast_loom)]
+pub(crate) use loom::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 #[cfg(failfast_loom)]
 pub(crate) use loom::sync::Arc;
 // The registry's per-shard lock: under loom too, so a model can check one breaker per key.
@@ -16,9 +16,9 @@ pub(crate) use loom::sync::Arc;
 pub(crate) use loom::sync::RwLock;
 
 #[cfg(not(failfast_loom))]
-pub(crate) use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-#[cfg(not(failfast_loom))]
 pub(crate) use std::sync::atomic::AtomicU32;
+#[cfg(not(failfast_loom))]
+pub(crate) use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 #[cfg(not(failfast_loom))]
 pub(crate) use std::sync::Arc;
 #[cfg(not(failfast_loom))]
