@@ -116,3 +116,24 @@ pub fn take_and_hold(b: &Cb, now: Nanos) -> Result<(bool, u32), failfast::Reject
         got
     })
 }
+
+/// Runs `model` under `loom::model` twice: once with the main thread first
+/// (`spawned_first == false`) and once with the spawned thread first (the
+/// model calls [`go_second`] right after spawning).
+///
+/// Why: loom 0.7's DPOR keeps one last access per atomic, so a thread's
+/// *first* load is never moved after another thread's load-then-CAS
+/// (tokio-rs/loom#392, #166); it only explores loads moved *earlier* than
+/// writes that ran before them. Starting each side first once covers both.
+pub fn both_orders(model: fn(bool)) {
+    for spawned_first in [false, true] {
+        loom::model(move || model(spawned_first));
+    }
+}
+
+/// In a [`both_orders`] model: let the spawned thread run first.
+pub fn go_second(spawned_first: bool) {
+    if spawned_first {
+        loom::thread::yield_now();
+    }
+}

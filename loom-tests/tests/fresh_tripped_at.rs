@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use failfast::{Reason, RejectReason, State};
-use failfast_loom_tests::{base, build, secs, seen, trip_and_probe, Seen};
+use failfast_loom_tests::{base, both_orders, build, go_second, secs, seen, trip_and_probe, Seen};
 use loom::thread;
 
 /// The breaker tripped at 0 s and closed again at 10 s (its `tripped_at` now
@@ -14,13 +14,10 @@ use loom::thread;
 /// (110 s). B must see CLOSED (and be admitted as an ordinary call) or see
 /// OPEN and be rejected with exactly 5 s to wait — never be admitted as an
 /// early probe of the new open period.
-///
-/// The reader is the spawned thread on purpose (see
-/// `protocol_stale_verdict_after_trip`): in loom's first execution the trip
-/// completes first, and DPOR then moves B's loads back across each write.
+/// Run in both orders (see `both_orders`).
 #[test]
 fn fresh_tripped_at_no_early_probe() {
-    loom::model(|| {
+    both_orders(|spawned_first| {
         let (b, log) = build(base().consecutive_failures(1));
         assert_eq!(trip_and_probe(&b, secs(0), true), State::Closed); // generation 3
         let reader = {
@@ -30,6 +27,7 @@ fn fresh_tripped_at_no_early_probe() {
                 Err(r) => Err((r.reason(), r.retry_after())),
             })
         };
+        go_second(spawned_first);
         let p = b.try_acquire_at(secs(100)).expect("closed");
         assert_eq!(p.failure_at(secs(100)).expect("trips").generation, 4);
         match reader.join().unwrap() {
@@ -62,7 +60,7 @@ fn fresh_tripped_at_no_early_probe() {
 /// generation 1's duration (that would say "open, 10 s left").
 #[test]
 fn stale_reader_two_transitions_behind() {
-    loom::model(|| {
+    both_orders(|spawned_first| {
         let (b, _log) = build(
             failfast::Breaker::builder()
                 .consecutive_failures(1)
@@ -74,6 +72,7 @@ fn stale_reader_two_transitions_behind() {
             let b = b.clone();
             thread::spawn(move || failfast_loom_tests::take_and_hold(&b, secs(10)))
         };
+        go_second(spawned_first);
         if let Ok(p) = b.try_acquire_at(secs(10)) {
             assert!(p.is_probe());
             let _ = p.failure_at(secs(10));

@@ -4,7 +4,9 @@
 #![cfg(failfast_loom)]
 
 use failfast::{OwnedPermit, Reason, RejectReason, State};
-use failfast_loom_tests::{base, build, secs, seen, take_and_hold, trip, Seen, OPEN};
+use failfast_loom_tests::{
+    base, both_orders, build, go_second, secs, seen, take_and_hold, trip, Seen, OPEN,
+};
 use loom::thread;
 
 /// Invariants 1 and 2: after the open time, three racers (this thread and two
@@ -163,20 +165,17 @@ fn protocol_trip_race_window() {
 /// or 3), changes nothing: it returns `None`, and in particular it cannot
 /// re-trip the new CLOSED period (with `consecutive_failures(1)` it would).
 ///
-/// The late verdict runs on the spawned thread and the writer on this one on
-/// purpose: loom's DPOR remembers only the last access per atomic, so a
-/// thread that merely *loads* before another thread's load-then-CAS is never
-/// reordered after it (tokio-rs/loom#392, #166). In loom's first execution
-/// this thread runs to completion first; the late load then races with the
-/// writes it follows, and DPOR walks it back through every one of them.
+/// Run in both orders (see [`both_orders`]): loom's DPOR would otherwise
+/// never move the late verdict's load after the prober's writes.
 #[test]
 fn protocol_stale_verdict_after_trip() {
-    loom::model(|| {
+    both_orders(|spawned_first| {
         let (b, log) = build(base().consecutive_failures(1));
         let stale = OwnedPermit::acquire_at(b.clone(), secs(0)).expect("closed");
         trip(&b, secs(0)); // generation 1, with `stale` still in flight
         let ready = secs(0) + OPEN;
         let late = thread::spawn(move || stale.failure_at(ready));
+        go_second(spawned_first);
         let probe = b.try_acquire_at(ready).expect("open time over: probe");
         assert!(probe.is_probe());
         let closed = probe.success_at(ready).expect("the probe closes");
@@ -201,7 +200,7 @@ fn protocol_stale_verdict_after_trip() {
 /// close the newer round.
 #[test]
 fn protocol_stale_probe_verdict_after_lease() {
-    loom::model(|| {
+    both_orders(|spawned_first| {
         let lease = std::time::Duration::from_secs(1);
         let (b, log) = build(base().consecutive_failures(1).probe_lease(lease));
         trip(&b, secs(0));
@@ -213,6 +212,7 @@ fn protocol_stale_probe_verdict_after_lease() {
             let b = b.clone();
             thread::spawn(move || take_and_hold(&b, expired))
         };
+        go_second(spawned_first);
         let late = old.success_at(expired);
         let newer = newer.join().unwrap().expect("admitted either way");
 

@@ -2,6 +2,7 @@
 #![cfg(failfast_loom)]
 
 use failfast::{Breaker, Handle, ManualClock, Nanos, Registry, State};
+use failfast_loom_tests::{both_orders, go_second};
 use loom::sync::Arc;
 use loom::thread;
 
@@ -18,12 +19,13 @@ fn registry() -> Arc<Registry<u64, std::collections::hash_map::RandomState, Manu
 /// a trip through one handle is seen through the other.
 #[test]
 fn registry_get_or_insert_one_key_one_breaker() {
-    loom::model(|| {
+    both_orders(|spawned_first| {
         let r = registry();
         let other = {
             let r = r.clone();
             thread::spawn(move || r.get_or_insert_at(7, Nanos::ZERO))
         };
+        go_second(spawned_first);
         let mine = r.handle_at(&7, Nanos::ZERO);
         let theirs = other.join().unwrap();
 
