@@ -42,7 +42,7 @@ fn order(n: u64, len: usize) -> Vec<String> {
 /// The DashMap insert baseline's payload: the bytes of a breaker, without
 /// the config validation and `Arc` a standalone `Breaker::build` adds (the
 /// registry stamps its breakers from one shared, pre-validated template).
-struct Payload(#[allow(dead_code)] [AtomicU64; 7]); // only its size matters
+struct Payload(#[allow(dead_code)] [AtomicU64; std::mem::size_of::<Breaker>() / 8]); // only its size matters
 
 pub fn bench(c: &mut Criterion) {
     assert_eq!(
@@ -84,7 +84,7 @@ pub fn bench(c: &mut Criterion) {
     let map: DashMap<String, Payload, RandomState> = DashMap::with_hasher(RandomState::new());
     for i in 0..100_000 {
         drop(registry.get_or_insert(host(i)));
-        map.insert(host(i), Payload(Default::default()));
+        map.insert(host(i), Payload(std::array::from_fn(|_| AtomicU64::new(0))));
     }
     let mut next_registry = 100_000u64;
     g.bench_function("get_or_insert_new/registry", |b| {
@@ -108,7 +108,10 @@ pub fn bench(c: &mut Criterion) {
                 // The same miss-then-insert a registry does: `get` first, so
                 // an existing key is never cloned; `entry` on the miss.
                 if map.get(k.as_str()).is_none() {
-                    black_box(map.entry(k).or_insert_with(|| Payload(Default::default())));
+                    black_box(
+                        map.entry(k)
+                            .or_insert_with(|| Payload(std::array::from_fn(|_| AtomicU64::new(0)))),
+                    );
                 }
             }
             start.elapsed()
