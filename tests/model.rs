@@ -29,6 +29,16 @@
 //! compared exactly against it). Determinism per (id, generation) is checked
 //! in `tests/properties.rs`.
 //!
+//! # Rules the model states because the design leaves them open
+//!
+//! * Trip conditions are judged when a failure or a slow call is recorded,
+//!   not after a fast success (a success can only lower a rate — except by
+//!   bringing the window up to `min_calls`, where the crate waits for the
+//!   next failure or slow call; invariant 8 keeps successes to one write).
+//! * A permit dropped without a verdict frees a probe's slot but neither
+//!   counts nor ends a run of consecutive failures; an explicit `ignore()`
+//!   ends the run.
+//!
 //! # What the model chooses not to compare
 //!
 //! `Transition::probe_successes` (the crate reports the count *before* the
@@ -40,7 +50,8 @@
 //! `cargo test --test model` runs the in-code default of 256 cases; CI sets
 //! `PROPTEST_CASES=1000`. A deep run on demand:
 //! `PROPTEST_CASES=50000 cargo test --release --test model`. Failures are
-//! persisted to `proptest-regressions/model.txt` (commit it).
+//! persisted next to this file, in `tests/model.proptest-regressions`
+//! (proptest's default for integration tests; commit it).
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -573,8 +584,8 @@ impl Model {
             slow,
         });
         // The crate judges the trip conditions when a failure or a slow call
-        // is recorded (a fast success is never what trips it; see the README
-        // of this test).
+        // is recorded (a fast success is never what trips it; see the module
+        // docs).
         if !failure && !slow {
             return None;
         }
