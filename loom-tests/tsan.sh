@@ -14,11 +14,15 @@ cd "$(dirname "$0")/.."
 target="$(rustc -vV | sed -n 's/^host: //p')"
 tests=("$@")
 if [ ${#tests[@]} -eq 0 ]; then
-  # The stress test plus every other test that runs threads on a breaker or a registry.
-  tests=(--test stress --test s07_probe_race --test s10_lost_probe --test registry_behaviour)
+  # The stress test plus the other tests that run threads on one breaker.
+  # Not the registry's: its shards sit behind std's RwLock, and std is not
+  # instrumented, so TSan cannot see the lock and reports every access under
+  # it (hashbrown's table) as a race — noise, not a finding. loom checks the
+  # registry instead (loom-tests/tests/registry*.rs, with loom's RwLock).
+  tests=(--test stress --test s07_probe_race --test s10_lost_probe)
 fi
 RUSTC_BOOTSTRAP=1 \
 RUSTFLAGS="-Zsanitizer=thread -Cunsafe-allow-abi-mismatch=sanitizer" \
-TSAN_OPTIONS="suppressions=$PWD/loom-tests/tsan.supp halt_on_error=1" \
+TSAN_OPTIONS="suppressions=$PWD/loom-tests/tsan.supp" \
 CARGO_TARGET_DIR=target/tsan \
-  cargo test --target "$target" "${tests[@]}"
+  cargo test --no-fail-fast --target "$target" "${tests[@]}"
