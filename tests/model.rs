@@ -351,6 +351,9 @@ struct Ticket {
     start: Nanos,
 }
 
+/// An admission as the model predicts it: a ticket, or why not and when to retry.
+type Admission = Result<Ticket, (RejectReason, Option<Duration>)>;
+
 /// A transition as the model predicts it.
 #[derive(Clone, Copy, Debug, PartialEq)]
 struct Expected {
@@ -464,13 +467,7 @@ impl Model {
         }
     }
 
-    fn acquire(
-        &mut self,
-        now: Nanos,
-    ) -> (
-        Result<Ticket, (RejectReason, Option<Duration>)>,
-        Option<Expected>,
-    ) {
+    fn acquire(&mut self, now: Nanos) -> (Admission, Option<Expected>) {
         let admit = |m: &mut Model, probe: bool| {
             m.counters.admitted += 1;
             Ok(Ticket {
