@@ -755,3 +755,79 @@ impl<C: Clock> fmt::Debug for Breaker<C> {
             .finish_non_exhaustive()
     }
 }
+
+/// Mutation testing (`.cargo/mutants.toml`): what no public API reaches.
+#[cfg(all(test, not(failfast_loom)))]
+mod mutants_tests {
+    use super::*;
+    use crate::clock::ManualClock;
+
+    #[test]
+    fn shared_debug_names_the_config_and_the_observer() {
+        let config = Breaker::builder()
+            .consecutive_failures(3)
+            .build_config()
+            .unwrap();
+        let shared = Shared::new(config, ManualClock::new(), None);
+        let s = format!("{shared:?}");
+        assert!(s.starts_with("Shared"), "{s}");
+        assert!(s.contains("consecutive_failures: Some(3)"), "{s}");
+        assert!(s.contains("observer: false"), "{s}");
+    }
+
+    fn failing_after(k: u32) -> Breaker<ManualClock> {
+        Breaker::builder()
+            .consecutive_failures(k)
+            .open_duration(Duration::from_secs(1))
+            .build_with_clock(ManualClock::new())
+            .unwrap()
+    }
+
+    /// A run update whose CAS loses to another failure of the same
+    /// generation retries on the word it found: no failure is lost.
+    #[test]
+    fn a_run_update_that_loses_to_a_failure_retries() {
+        let b = failing_after(3);
+        let s = b.cell.load();
+        b.try_acquire_at(Nanos::ZERO)
+            .unwrap()
+            .failure_at(Nanos::ZERO);
+        assert_eq!(b.update_run(s, |run| run + 1), Some(2));
+        assert_eq!(b.cell.load().count(), 2);
+    }
+
+    /// A run update whose CAS loses to a transition gives up (invariant 4):
+    /// it writes nothing into the new generation's word.
+    #[test]
+    fn a_run_update_that_loses_to_a_transition_gives_up() {
+        let b = failing_after(3);
+        let s = b.cell.load();
+        b.force_open_at(Nanos::ZERO).unwrap();
+        let after = b.cell.load();
+        assert_eq!(b.update_run(s, |run| run + 1), None);
+        assert_eq!(b.cell.load(), after);
+    }
+
+    /// A probe verdict whose CAS loses to a newer round (the lease expired)
+    /// changes nothing: it cannot close the newer round (invariants 4, 5).
+    #[test]
+    fn a_probe_verdict_that_loses_to_a_newer_round_gives_up() {
+        let b = failing_after(1);
+        let secs = Nanos::from_secs;
+        b.try_acquire_at(secs(0)).unwrap().failure_at(secs(0));
+        let old = b.try_acquire_at(secs(1)).unwrap();
+        assert!(old.is_probe());
+        let round = b.cell.load();
+        // The lease (= the open duration, 1 s) has passed: a new round.
+        let new = b.try_acquire_at(secs(2)).unwrap();
+        assert!(new.is_probe() && new.generation() != old.generation());
+        let newer = b.cell.load();
+        assert_eq!(
+            b.record_probe(round, Outcome::Success, false, secs(2)),
+            None
+        );
+        assert_eq!(b.cell.load(), newer);
+        assert_eq!(b.state(), State::HalfOpen);
+        drop((old, new));
+    }
+}

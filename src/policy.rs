@@ -400,3 +400,39 @@ mod proptests {
         }
     }
 }
+
+/// Exact values (mutation testing, `.cargo/mutants.toml`): the jitter hash is
+/// splitmix64, and the cut is `step · jitter · u / 2³²`.
+#[cfg(test)]
+mod mutants_tests {
+    use super::*;
+
+    #[test]
+    fn jitter_unit_is_splitmix64() {
+        // The reference splitmix64 sequence from state 0 (high 32 bits):
+        // generation g of seed 0 is its (g + 1)-th output.
+        assert_eq!(jitter_unit(0, 0), 0xE220_A839);
+        assert_eq!(jitter_unit(0, 1), 0x6E78_9E6A);
+        assert_eq!(jitter_unit(0, 2), 0x06C4_5D18);
+        // Its lowest bit comes from the final `z ^ (z >> 31)`.
+        assert_eq!(jitter_unit(0, 3), 0xF88B_B8A8);
+        // The seed is XORed with the generation's multiple.
+        assert_eq!(jitter_unit(0x9E37_79B9_7F4A_7C15, 1), 0xE220_A839);
+        assert_eq!(jitter_unit(12345, 678), 0x93E8_8323);
+        assert_eq!(jitter_unit(u64::MAX, u32::MAX), 0x1034_83A3);
+    }
+
+    #[test]
+    fn the_jitter_cut_is_exact() {
+        let b = Backoff::new(Duration::from_secs(10), 1.0, Duration::from_secs(10), 0.5);
+        assert_eq!(
+            b.open_duration(1, 0, 0),
+            Duration::from_nanos(5_583_445_960)
+        );
+        let b = Backoff::new(Duration::from_secs(3), 2.0, Duration::from_secs(60), 0.25);
+        assert_eq!(
+            b.open_duration(1, 0, 1),
+            Duration::from_nanos(2_676_354_003)
+        );
+    }
+}

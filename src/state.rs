@@ -522,3 +522,22 @@ mod proptests {
         }
     }
 }
+
+/// Mutation testing (`.cargo/mutants.toml`): the raw bits follow the layout
+/// table in the module docs.
+#[cfg(test)]
+mod mutants_tests {
+    use super::*;
+
+    #[test]
+    fn bits_follow_the_documented_layout() {
+        assert_eq!(Snapshot::INITIAL.bits(), 0);
+        let s = Snapshot::INITIAL
+            .with_state(State::HalfOpen)
+            .next_generation()
+            .with_count(3)
+            .with_successes(4)
+            .with_trips(5);
+        assert_eq!(s.bits(), 2 | (1 << 3) | (3 << 35) | (4 << 50) | (5 << 58));
+    }
+}
