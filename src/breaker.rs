@@ -107,11 +107,27 @@ impl Breaker {
 pub(crate) struct Ticket {
     pub(crate) generation: u32,
     pub(crate) probe: bool,
+    /// Whether this admission won a transition: the move to HalfOpen, or a
+    /// superseded round. Kept in a few bytes (with `trips` and
+    /// `prior_successes`) so the ticket stays two words and a permit travels
+    /// in registers; [`Breaker::admission_transition`] rebuilds the rest.
+    pub(crate) round: RoundStart,
+    /// Trips in a row when the round started (only with `round`).
+    pub(crate) trips: u8,
+    /// Probe successes of the superseded round (only with `RoundStart::Superseded`).
+    pub(crate) prior_successes: u8,
     pub(crate) start: Nanos,
-    /// The transition this admission won (Open → HalfOpen, or a superseded
-    /// round), as the word it replaced and why; described on request by
-    /// [`Breaker::admission_transition`].
-    pub(crate) round: Option<(Reason, Snapshot)>,
+}
+
+/// How an admission started a probe round, if it did.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum RoundStart {
+    /// An ordinary admission.
+    None,
+    /// Won Open → HalfOpen.
+    Opened,
+    /// Won HalfOpen → HalfOpen after the probe lease.
+    Superseded,
 }
 
 impl<C: Clock> Breaker<C> {
@@ -245,21 +261,39 @@ impl<C: Clock> Breaker<C> {
             generation,
             probe,
             start,
-            round: None,
+            round: RoundStart::None,
+            trips: 0,
+            prior_successes: 0,
         }
     }
 
     /// Admits the first probe of a round this caller's CAS just started.
     fn admit_round(&self, from: Snapshot, to: Snapshot, reason: Reason, now: Nanos) -> Ticket {
+        let round = if reason == Reason::OpenElapsed {
+            RoundStart::Opened
+        } else {
+            RoundStart::Superseded
+        };
         Ticket {
-            round: Some((reason, from)),
+            round,
+            trips: from.trips() as u8,               // ≤ TRIPS_MAX (63)
+            prior_successes: from.successes() as u8, // ≤ SUCCESS_MAX (255)
             ..self.admit(to.generation(), true, now)
         }
     }
 
     /// The transition an admission caused, rebuilt exactly as the observer saw it.
     pub(crate) fn admission_transition(&self, ticket: &Ticket) -> Option<Transition> {
-        let (reason, from) = ticket.round?;
+        let (state, reason) = match ticket.round {
+            RoundStart::None => return None,
+            RoundStart::Opened => (State::Open, Reason::OpenElapsed),
+            RoundStart::Superseded => (State::HalfOpen, Reason::ProbeLeaseExpired),
+        };
+        let from = Snapshot::INITIAL
+            .with_generation(ticket.generation.wrapping_sub(1))
+            .with_state(state)
+            .with_trips(u32::from(ticket.trips))
+            .with_successes(u32::from(ticket.prior_successes));
         Some(self.describe(
             from,
             round_start(from),
@@ -298,7 +332,14 @@ impl<C: Clock> Breaker<C> {
                 State::Open => {
                     // Invariant 2 (no early probe): `tripped_at` is at least this
                     // trip's stamp (invariant 3), so nothing passes before it.
-                    let ready_at = self.cell.tripped_at(s) + self.open_duration(s);
+                    let open_for =
+                        self.shared
+                            .config
+                            .backoff
+                            .open_nanos(s.trips(), self.id, s.generation());
+                    let ready_at = Nanos::from_nanos(
+                        self.cell.tripped_at(s).as_nanos().saturating_add(open_for),
+                    );
                     if now < ready_at {
                         // The stamp may be newer than `s`: a racer that won the
                         // move to HalfOpen stamped its round start. Re-decide

@@ -130,10 +130,20 @@ impl Backoff {
     /// generation `generation`: in `(step·(1 − jitter), step]`, a pure function
     /// of its arguments, so replicas and hosts spread without shared state.
     pub(crate) fn open_duration(&self, trips: u32, seed: u64, generation: u32) -> Duration {
+        Duration::from_nanos(self.open_nanos(trips, seed, generation))
+    }
+
+    /// [`open_duration`](Self::open_duration) in nanoseconds: the rejection
+    /// path's form (a table lookup, and the jitter hash only when jitter is on).
+    #[inline]
+    pub(crate) fn open_nanos(&self, trips: u32, seed: u64, generation: u32) -> u64 {
         let step = self.table[trips.clamp(1, 63) as usize];
+        if self.jitter_scaled == 0 {
+            return step;
+        }
         let u = jitter_unit(seed, generation); // in [0, 2^32)
         let cut = (u128::from(step) * u128::from(self.jitter_scaled) * u128::from(u)) >> 64;
-        Duration::from_nanos(step - cut as u64)
+        step - cut as u64
     }
 }
 

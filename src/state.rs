@@ -194,6 +194,11 @@ impl Snapshot {
         Snapshot((self.0 & !MODE_MASK) | (state.code() << MODE_SHIFT))
     }
 
+    /// Sets the generation.
+    pub(crate) const fn with_generation(self, generation: u32) -> Snapshot {
+        Snapshot((self.0 & !GEN_MASK) | ((generation as u64) << GEN_SHIFT))
+    }
+
     /// The same word one generation later (wrapping: generations are only compared for equality).
     pub(crate) const fn next_generation(self) -> Snapshot {
         let next = self.generation().wrapping_add(1) as u64;

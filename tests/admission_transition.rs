@@ -59,3 +59,32 @@ fn the_round_starter_carries_the_transition_the_observer_saw() {
     assert_eq!(t.generation, superseding.generation());
     drop(probe);
 }
+
+#[test]
+fn the_rebuilt_transition_keeps_trips_and_the_superseded_rounds_successes() {
+    let log: Arc<Mutex<Vec<Transition>>> = Arc::default();
+    let b = breaker(Arc::clone(&log));
+    // Trip twice in a row: Closed → Open, then a failed probe reopens (trips 2).
+    b.try_acquire_at(Nanos::ZERO)
+        .unwrap()
+        .failure_at(Nanos::ZERO);
+    let probe = b.try_acquire_at(Nanos::from_secs(10)).unwrap();
+    probe.failure_at(Nanos::from_secs(10));
+    let reopened_at = Nanos::from_secs(10);
+    let wait = b.snapshot_at(reopened_at).retry_after.unwrap();
+    let t0 = reopened_at + wait;
+    let first = b.try_acquire_at(t0).unwrap();
+    let opened = first.transition().unwrap();
+    assert_eq!(opened.trips_in_a_row, 2);
+    assert_eq!(log.lock().unwrap().last(), Some(&opened));
+    // One probe succeeds, the other hangs past the lease: the new round's
+    // transition reports the superseded round's one success.
+    let second = b.try_acquire_at(t0).unwrap();
+    second.success_at(t0);
+    let t1 = t0 + Duration::from_secs(2);
+    let superseding = b.try_acquire_at(t1).unwrap();
+    let t = superseding.transition().unwrap();
+    assert_eq!((t.probe_successes, t.trips_in_a_row), (1, 2));
+    assert_eq!(log.lock().unwrap().last(), Some(&t));
+    drop(first);
+}
