@@ -1,0 +1,72 @@
+//! Rules about the source itself, checked by reading `src/`:
+//! nothing outside `src/sync.rs` names the atomics, and no code (doc examples
+//! aside) starts a thread, a task or uses `unsafe`.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// Each source file's code lines: comments and doc comments removed.
+fn code_lines() -> Vec<(PathBuf, usize, String)> {
+    let mut files = Vec::new();
+    rust_files(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+        &mut files,
+    );
+    assert!(files.len() > 10, "found the sources: {files:?}");
+    let mut lines = Vec::new();
+    for file in files {
+        for (i, line) in fs::read_to_string(&file).unwrap().lines().enumerate() {
+            let code = line.split("//").next().unwrap_or("").to_owned();
+            if !code.trim().is_empty() {
+                lines.push((file.clone(), i + 1, code));
+            }
+        }
+    }
+    lines
+}
+
+#[test]
+fn only_the_sync_shim_names_atomics() {
+    let offenders: Vec<_> = code_lines()
+        .into_iter()
+        .filter(|(file, _, code)| {
+            !file.ends_with("src/sync.rs")
+                && (code.contains("sync::atomic") || code.contains("loom::"))
+        })
+        .collect();
+    assert!(
+        offenders.is_empty(),
+        "atomics named outside src/sync.rs: {offenders:#?}"
+    );
+}
+
+#[test]
+fn no_thread_task_or_unsafe_in_the_library() {
+    let forbidden = [
+        "thread::spawn",
+        "std::thread",
+        "tokio::spawn",
+        "spawn_blocking",
+        "unsafe ",
+    ];
+    let offenders: Vec<_> = code_lines()
+        .into_iter()
+        .filter(|(_, _, code)| forbidden.iter().any(|f| code.contains(f)))
+        .filter(|(_, _, code)| !code.contains("forbid(unsafe_code)"))
+        .collect();
+    assert!(
+        offenders.is_empty(),
+        "background work or unsafe in src/: {offenders:#?}"
+    );
+}
