@@ -419,6 +419,15 @@ impl<C: Clock> Breaker<C> {
         outcome: Outcome,
         now: Nanos,
     ) -> Option<Transition> {
+        // The plainest breaker (no window, no timing, no counters): a success
+        // that ends no run is one load and one branch (invariant 8).
+        if self.shared.config.plain && outcome == Outcome::Success && !ticket.probe {
+            let s = self.cell.load();
+            if s.generation() != ticket.generation || (s.is_closed() && s.count() == 0) {
+                return None;
+            }
+            return self.verdict_slow(s, ticket, outcome, false, now);
+        }
         let slow = outcome != Outcome::Ignored
             && self
                 .shared

@@ -371,6 +371,9 @@ impl Builder {
             probe_lease,
             backoff: Backoff::new(self.open_base, self.multiplier, cap, self.jitter),
             count_calls: self.count_calls,
+            plain: window == WindowKind::None
+                && self.slow_call_threshold.is_none()
+                && !self.count_calls,
         })
     }
 }

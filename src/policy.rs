@@ -186,6 +186,9 @@ pub struct Config {
     pub(crate) probe_lease: Duration,
     pub(crate) backoff: Backoff,
     pub(crate) count_calls: bool,
+    /// No window, no slow-call threshold, no call counters: a success has
+    /// nothing to record but the end of a failure run (derived at build).
+    pub(crate) plain: bool,
 }
 
 impl Config {
