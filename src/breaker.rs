@@ -421,7 +421,9 @@ impl<C: Clock> Breaker<C> {
     ) -> Option<Transition> {
         // The plainest breaker (no window, no timing, no counters): a success
         // that ends no run is one load and one branch (invariant 8).
-        if self.shared.config.plain && outcome == Outcome::Success && !ticket.probe {
+        // (A probe takes this path too: with no threshold it cannot be slow,
+        // and `verdict_slow` decides it exactly as below.)
+        if self.shared.config.plain && outcome == Outcome::Success {
             let s = self.cell.load();
             if s.generation() != ticket.generation || (s.is_closed() && s.count() == 0) {
                 return None;
