@@ -12,7 +12,7 @@
 #                               .ci/run does
 #
 # Extra arguments after the mode go to `cargo mutants` (e.g. `--shard 1/4`,
-# `-F REGEX`, `--jobs 2`). The report is in mutants.out/ (not committed).
+# `-F REGEX`, `-o DIR`). The report is in mutants.out/ (not committed).
 # Exit status: 0 when no mutant survives; 2 when one is missed (it is listed
 # in mutants.out/missed.txt); 4 when the unmutated tests fail. Mutants that
 # time out (an infinite loop) count as caught: cargo-mutants' status 3 is
@@ -50,8 +50,8 @@ case "$mode" in
       echo "mutants: no commit $base to diff against; nothing to do"
       exit 0
     fi
-    mkdir -p target
-    diff_file=target/mutants.diff
+    diff_file="$(mktemp "${TMPDIR:-/tmp}/failfast-mutants.XXXXXX.diff")"
+    trap 'rm -f "$diff_file"' EXIT
     git diff "$base" -- src/ >"$diff_file"
     if [ ! -s "$diff_file" ]; then
       echo "mutants: src/ unchanged since $base; nothing to mutate"
@@ -65,16 +65,25 @@ case "$mode" in
     ;;
 esac
 
+# Where the report goes: ./mutants.out unless `-o DIR` / `--output DIR` says otherwise.
+out=mutants.out
+prev=
+for a in "$@"; do
+  case "$prev" in -o | --output) out="$a/mutants.out" ;; esac
+  case "$a" in --output=*) out="${a#--output=}/mutants.out" ;; esac
+  prev="$a"
+done
+
 status=0
 cargo mutants "${args[@]}" "$@" || status=$?
 if [ "$status" -eq 3 ]; then
   echo "mutants: timeouts (caught by hanging):"
-  cat mutants.out/timeout.txt 2>/dev/null || true
+  cat "$out/timeout.txt" 2>/dev/null || true
   status=0
 fi
 case "$status" in
   0) echo "mutants: OK, no mutant survived" ;;
-  2) echo "mutants: FAILED, missed mutants:"; cat mutants.out/missed.txt ;;
+  2) echo "mutants: FAILED, missed mutants:"; cat "$out/missed.txt" 2>/dev/null || true ;;
   *) echo "mutants: FAILED, cargo mutants exited with $status" ;;
 esac
 exit "$status"

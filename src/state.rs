@@ -544,5 +544,12 @@ mod mutants_tests {
             .with_successes(4)
             .with_trips(5);
         assert_eq!(s.bits(), 2 | (1 << 3) | (3 << 35) | (4 << 50) | (5 << 58));
+        // `with_generation` replaces the generation and keeps every other field.
+        let g = s.with_generation(u32::MAX);
+        assert_eq!(g.generation(), u32::MAX);
+        assert_eq!(
+            (g.state(), g.count(), g.successes(), g.trips()),
+            (State::HalfOpen, 3, 4, 5)
+        );
     }
 }

@@ -352,3 +352,40 @@ fn only_open_and_forced_open_reject() {
     let rejecting: Vec<State> = State::all().into_iter().filter(|s| s.rejects()).collect();
     assert_eq!(rejecting, [State::Open, State::ForcedOpen]);
 }
+
+#[test]
+fn a_stale_success_of_a_plain_breaker_does_not_end_a_newer_run() {
+    // Plain: no window, no timing, no counters (the one-branch success path).
+    let b = Breaker::builder()
+        .consecutive_failures(2)
+        .open_duration(Duration::from_secs(1))
+        .build_with_clock(ManualClock::new())
+        .unwrap();
+    let s = Nanos::from_secs;
+    let stale = b.try_acquire_at(s(0)).unwrap(); // generation 0
+    b.try_acquire_at(s(0)).unwrap().failure_at(s(0));
+    b.try_acquire_at(s(0)).unwrap().failure_at(s(0)); // Open, generation 1
+    b.try_acquire_at(s(2)).unwrap().success_at(s(2)); // probe closes: generation 3
+    b.try_acquire_at(s(3)).unwrap().failure_at(s(3)); // a run of 1
+    assert_eq!(b.snapshot_at(s(3)).consecutive_failures, 1);
+    assert_eq!(stale.success_at(s(3)), None);
+    assert_eq!(
+        b.snapshot_at(s(3)).consecutive_failures,
+        1,
+        "a stale success changed the run"
+    );
+}
+
+#[test]
+fn call_counters_see_the_successes_of_a_windowless_breaker() {
+    let b = Breaker::builder()
+        .consecutive_failures(3)
+        .count_calls(true)
+        .build_with_clock(ManualClock::new())
+        .unwrap();
+    let t = Nanos::from_secs(1);
+    b.try_acquire_at(t).unwrap().success_at(t);
+    b.try_acquire_at(t).unwrap().success_at(t);
+    let calls = b.snapshot_at(t).calls.expect("counted");
+    assert_eq!((calls.admitted, calls.successes), (2, 2));
+}
