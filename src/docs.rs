@@ -122,7 +122,16 @@
 //!   so the backoff cap stays a cap.
 //! * **Transitions are also returned** from the call that caused them, so a
 //!   layer that knows the upstream's name can report it without a per-breaker
-//!   observer.
+//!   observer. The Open → HalfOpen transition (or a superseded round) happens
+//!   inside admission: [`Permit::transition`](crate::Permit::transition)
+//!   rebuilds it from a few bytes in the permit's ticket, which stays two
+//!   words so a permit travels in registers.
+//! * **A dropped permit is neutral**: it frees its probe slot and is counted
+//!   as ignored, but does not end a run of consecutive failures (an outer
+//!   timeout dropping a hung call's permit must not reset the run forever).
+//!   An explicit `ignore()` — a business error — does end it.
+//! * **A plain breaker** (no window, no slow-call threshold, no counters) has
+//!   a shorter success path: one load and one branch in the verdict.
 //! * **Only a failure or a slow call can trip the breaker.** The trip
 //!   conditions are evaluated when such a call is recorded, never after a fast
 //!   success: a fast success is evidence of health, and evaluating after it
