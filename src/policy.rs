@@ -7,6 +7,7 @@
 
 use core::time::Duration;
 
+use crate::clock::Nanos;
 use crate::observe::Reason;
 
 /// Where window-based rates are measured.
@@ -187,7 +188,8 @@ pub struct Config {
     pub(crate) backoff: Backoff,
     pub(crate) count_calls: bool,
     /// No window, no slow-call threshold, no call counters: a success has
-    /// nothing to record but the end of a failure run (derived at build).
+    /// nothing to record but the end of a failure run (derived at build, so
+    /// the verdict tests one flag instead of three fields).
     pub(crate) plain: bool,
 }
 
@@ -274,10 +276,11 @@ impl Config {
         self.measures_time() || matches!(self.window, WindowKind::Time { .. })
     }
 
-    /// Pure: is a call that took `elapsed` slow?
+    /// Pure: is a call from `start` to `end` slow?
     #[inline]
-    pub(crate) fn is_slow(&self, elapsed: Duration) -> bool {
-        matches!(self.slow_call_threshold, Some(t) if elapsed >= t)
+    pub(crate) fn is_slow(&self, start: Nanos, end: Nanos) -> bool {
+        // The threshold first: without one, no duration is computed at all.
+        matches!(self.slow_call_threshold, Some(t) if end.saturating_duration_since(start) >= t)
     }
 
     /// Pure: should a CLOSED breaker with these counts trip, and why?
