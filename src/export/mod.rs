@@ -11,11 +11,10 @@
 //!
 //! * **from a layer** (preferred in proxies): the tower layers know the
 //!   upstream (a fixed name, or the request's key) and pass every transition
-//!   their verdicts return to a hook, `Fn(&str, &Transition)` — e.g.
-//!   [`tracing::emit`] or
-//!   [`metrics::record_transition`]. These
-//!   are all trips and recoveries; the Open → HalfOpen step, taken during
-//!   admission, returns no transition and is seen by the observer only.
+//!   their calls cause — trips and recoveries returned by verdicts, and the
+//!   Open → HalfOpen step taken during admission — to a hook,
+//!   `Fn(&str, &Transition)`, e.g. [`tracing::emit`] or
+//!   [`metrics::record_transition`].
 //! * **as an observer with a label**: [`tracing::TracingObserver::upstream`]
 //!   for a breaker that guards one upstream; without a label the event's
 //!   `upstream` is the breaker's id (`#` and 16 hex digits), which a

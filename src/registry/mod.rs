@@ -318,7 +318,9 @@ impl<K: Hash + Eq, S: BuildHasher, C: Clock> Registry<K, S, C> {
             f(&e.breaker)
         }) {
             Ok(r) => r,
-            Err(f) => f(self.entry(hash, key, now).entry()),
+            // A miss: straight to the insert, which looks again under the
+            // shard's write lock (no second read-locked probe first).
+            Err(f) => f(self.insert(self.shard(hash), hash, key, now).entry()),
         }
     }
 

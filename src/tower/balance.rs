@@ -99,7 +99,8 @@ impl<Cl, C: Clock> EjectLayer<Cl, C> {
         self
     }
 
-    /// Reports each transition caused by a verdict this layer records.
+    /// Reports each transition caused by a call through this layer (by its
+    /// admission or its verdict).
     pub fn on_transition(mut self, hook: impl OnTransition) -> Self {
         self.reporter = Some(Reporter::new(Hook(Arc::new(hook)), self.upstream.clone()));
         self
@@ -281,15 +282,12 @@ where
             Some(permit) => Ok(permit),
             None => admit(&self.breaker, self.timeout, self.reporter.as_ref()),
         };
-        match admitted {
-            Err(rejected) => ResponseFuture::rejected(rejected, self.classify.clone()),
-            Ok(permit) => ResponseFuture::called(
-                self.inner.call(req),
-                permit,
-                self.classify.clone(),
-                self.timeout,
-                self.reporter.clone(),
-            ),
-        }
+        ResponseFuture::admitted(
+            admitted,
+            || self.inner.call(req),
+            self.classify.clone(),
+            self.timeout,
+            self.reporter.clone(),
+        )
     }
 }

@@ -188,6 +188,21 @@ impl<F, Cl, C: Clock, K> ResponseFuture<F, Cl, C, K> {
         }
     }
 
+    /// What every layer's `call` does with its admission: a ready rejection
+    /// (the inner service untouched), or the inner call with its permit.
+    pub(crate) fn admitted(
+        admission: Result<LayerPermit<K, C>, Rejected>,
+        call: impl FnOnce() -> F,
+        classify: Cl,
+        timeout: Option<Duration>,
+        reporter: Option<Reporter<K>>,
+    ) -> Self {
+        match admission {
+            Err(rejected) => ResponseFuture::rejected(rejected, classify),
+            Ok(permit) => ResponseFuture::called(call(), permit, classify, timeout, reporter),
+        }
+    }
+
     pub(crate) fn called(
         fut: F,
         permit: LayerPermit<K, C>,

@@ -229,7 +229,8 @@ impl<K, Kf, Cl, H, C: Clock> KeyedLayer<K, Kf, Cl, H, C> {
         self
     }
 
-    /// Reports each transition caused by a verdict this layer records, with
+    /// Reports each transition caused by a call through this layer (by its
+    /// admission or its verdict), with
     /// the key formatted by `Display` as the upstream's name (formatting
     /// happens on transitions only).
     pub fn on_transition(mut self, hook: impl OnTransition) -> Self
@@ -330,15 +331,12 @@ where
         };
         let handle = self.registry.get_or_insert(key);
         let now = self.timeout.map(|_| handle.breaker().now());
-        match KeyedPermit::acquire(handle, now, self.reporter.as_ref()) {
-            Err(rejected) => ResponseFuture::rejected(rejected, self.classify.clone()),
-            Ok(permit) => ResponseFuture::called(
-                self.inner.call(req),
-                LayerPermit::Keyed(permit),
-                self.classify.clone(),
-                self.timeout,
-                self.reporter.clone(),
-            ),
-        }
+        ResponseFuture::admitted(
+            KeyedPermit::acquire(handle, now, self.reporter.as_ref()).map(LayerPermit::Keyed),
+            || self.inner.call(req),
+            self.classify.clone(),
+            self.timeout,
+            self.reporter.clone(),
+        )
     }
 }

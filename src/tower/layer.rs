@@ -82,8 +82,10 @@ impl<Cl, C: Clock> FailFastLayer<Cl, C> {
         self
     }
 
-    /// Reports each transition caused by a verdict this layer records, with
-    /// the upstream's name. Costs one reference-count increment per call.
+    /// Reports each transition caused by a call through this layer (by its
+    /// admission or its verdict), with
+    /// the upstream's name. Costs two reference-count increments per call
+    /// (the hook and the name travel into the response future).
     pub fn on_transition(mut self, hook: impl OnTransition) -> Self {
         self.reporter = Some(Reporter::new(Hook(Arc::new(hook)), self.upstream.clone()));
         self
@@ -177,15 +179,12 @@ where
     }
 
     fn call(&mut self, req: Req) -> Self::Future {
-        match admit(&self.breaker, self.timeout, self.reporter.as_ref()) {
-            Err(rejected) => ResponseFuture::rejected(rejected, self.classify.clone()),
-            Ok(permit) => ResponseFuture::called(
-                self.inner.call(req),
-                permit,
-                self.classify.clone(),
-                self.timeout,
-                self.reporter.clone(),
-            ),
-        }
+        ResponseFuture::admitted(
+            admit(&self.breaker, self.timeout, self.reporter.as_ref()),
+            || self.inner.call(req),
+            self.classify.clone(),
+            self.timeout,
+            self.reporter.clone(),
+        )
     }
 }

@@ -7,7 +7,8 @@
 //! | [`KeyedLayer`] | key taken from the request (default: the URI authority), in a [`Registry`](crate::Registry) | the inner service's readiness, nothing else | as above |
 //! | [`EjectLayer`] | endpoint under `tower::balance` | `Pending` while the breaker would reject, woken when the probe time comes; **never** `Err` from the breaker | never, if `poll_ready` was honoured |
 //!
-//! In every layer the [`OwnedPermit`](crate::OwnedPermit) travels into the
+//! In every layer the permit (an [`OwnedPermit`](crate::OwnedPermit), or for
+//! [`KeyedLayer`] one holding the registry handle) travels into the
 //! response future and the verdict is recorded there, when the inner future
 //! resolves, through a [`Classify`] (default: `Ok` = success, `Err` =
 //! failure; [`HttpClassifier`] for HTTP). A response future dropped before it
@@ -30,13 +31,14 @@
 //!
 //! An [`Observer`](crate::Observer) set on a breaker (or a registry) sees every
 //! transition but not the upstream's name: one observer serves all breakers of
-//! a registry. The layers know the name, so they report the transitions that
-//! the verdicts they record return — every trip (Closed → Open, HalfOpen →
-//! Open) and every recovery (HalfOpen → Closed) — to an [`OnTransition`] hook,
-//! with the name: [`FailFastLayer::upstream`] for a single breaker, the
-//! request's key (formatted with `Display`, on transitions only) for
-//! [`KeyedLayer`]. The Open → HalfOpen step happens during admission, which
-//! returns no transition; it reaches the breaker's observer only.
+//! a registry. The layers know the name, so they report every transition
+//! their calls cause to an [`OnTransition`] hook, with the name: the ones the
+//! verdicts return — every trip (Closed → Open, HalfOpen → Open) and every
+//! recovery (HalfOpen → Closed) — and the ones admission causes (Open →
+//! HalfOpen, a superseded probe round), read from
+//! [`Permit::transition`](crate::Permit::transition). The name is
+//! [`FailFastLayer::upstream`] for a single breaker, the request's key
+//! (formatted with `Display`, on transitions only) for [`KeyedLayer`].
 
 mod balance;
 mod classify;

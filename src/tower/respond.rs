@@ -85,9 +85,10 @@ pub fn error_response<B>(err: &BoxError, body: impl FnOnce() -> B) -> Option<Res
 pub fn status_json<K: fmt::Display, H, C: Clock>(registry: &Registry<K, H, C>) -> String {
     let mut rows = Vec::new();
     registry.for_each_snapshot(|key, s| {
+        let name = key.to_string();
         let mut row = String::new();
         let _ = write!(row, "{{\"upstream\":");
-        json_string(&mut row, &key.to_string());
+        json_string(&mut row, &name);
         let _ = write!(
             row,
             ",\"state\":\"{}\",\"retry_after_ms\":{},\"failure_rate\":{},\"slow_call_rate\":{},\
@@ -101,7 +102,7 @@ pub fn status_json<K: fmt::Display, H, C: Clock>(registry: &Registry<K, H, C>) -
             s.window.slow,
             s.trips_in_a_row,
         );
-        rows.push((key.to_string(), row));
+        rows.push((name, row));
     });
     rows.sort();
     let mut out = format!(

@@ -5,8 +5,10 @@
 //! `tokio::time::Sleep` inside the response future (created only when a
 //! timeout is set, polled only by whoever polls the response): no task, no
 //! background timer. When it fires first, the inner future is dropped, the
-//! call is recorded as a **failure that ended at the instant the deadline
-//! fired** (admission + timeout, whatever the poll latency) — so it is also a
+//! call is recorded as a **failure that ended at admission + timeout**,
+//! whatever the poll latency (the `Sleep` itself is armed when the response
+//! future is created, just after the inner `call`; for [`Eject`](super::Eject),
+//! whose permit is taken in `poll_ready`, admission can precede the call) — so it is also a
 //! **slow call** whenever the timeout is at least the slow-call threshold —
 //! and the caller gets [`TimedOut`] boxed in [`tower::BoxError`].
 
