@@ -41,9 +41,10 @@
 //!
 //! # What the model chooses not to compare
 //!
-//! `Transition::probe_successes` (the crate reports the count *before* the
-//! deciding probe; the design does not say which) and the float rates of the
-//! snapshot (derived from the compared counts).
+//! `Transition::probe_successes` (the crate counts the deciding probe's
+//! success when it closes the round; the design does not say which, and other
+//! tests pin it) and the float rates of the snapshot (derived from the
+//! compared counts).
 //!
 //! # Running
 //!

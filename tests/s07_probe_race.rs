@@ -28,7 +28,7 @@ fn breaker() -> (Breaker<ManualClock>, Arc<Mutex<Vec<Transition>>>) {
 }
 
 /// All threads try to acquire at `now`, released together by a barrier.
-/// Returns the probe's generation (if any thread got one) and the rejections.
+/// Returns how many threads were admitted as probes, and the rejections.
 /// The winner reports `verdict` at `now` + 10 ms, after every racer has tried.
 fn race(b: &Breaker<ManualClock>, now: Nanos, probe_succeeds: bool) -> (usize, Vec<Rejected>) {
     let start = Barrier::new(THREADS);

@@ -1,4 +1,4 @@
-//! Stress: 4 threads × 100k operations on one breaker, mixed verdicts
+//! Stress: 4 threads × 250k operations on one breaker, mixed verdicts
 //! (success, failure, ignored, dropped, slow), a moving clock passed in with
 //! `_at(now)`, a small open duration so the breaker cycles through every
 //! state. At the end: conservation of permits, exactly one observer event per
