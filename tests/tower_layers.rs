@@ -392,3 +392,56 @@ fn eject_never_errs_when_forced_open() {
 async fn futures_poll<F: Future + Unpin>(fut: &mut F) -> Poll<F::Output> {
     std::future::poll_fn(|cx| Poll::Ready(std::pin::Pin::new(&mut *fut).poll(cx))).await
 }
+
+// An endpoint the balancer readied but did not pick holds its permit idle.
+// If the breaker trips and recovers meanwhile (Closed → Open → HalfOpen →
+// Closed), that permit belongs to a finished generation: a verdict on it is
+// discarded. The endpoint must drop it and ask again, so that the next call
+// through it counts.
+#[tokio::test(start_paused = true)]
+async fn balancer_endpoint_idle_across_a_trip_and_recovery_takes_a_fresh_permit() {
+    use tower::balance::p2c::Balance;
+    use tower::discover::ServiceList;
+    use tower::load::Constant;
+
+    let clock = ManualClock::new();
+    let breaker = Arc::new(
+        Breaker::builder()
+            .consecutive_failures(1)
+            .open_duration(Duration::from_millis(10))
+            .build_with_clock(clock.clone())
+            .unwrap(),
+    );
+    let inner = tower::service_fn(|ok: bool| async move {
+        if ok {
+            Ok(())
+        } else {
+            Err("down")
+        }
+    });
+    let endpoint = Constant::new(EjectLayer::new(breaker.clone()).layer(inner), 0);
+    let mut balance = Balance::new(ServiceList::new(vec![endpoint]));
+
+    // Readied, not called: the endpoint holds a permit of the Closed generation.
+    balance.ready().await.unwrap();
+    let admitted_in = breaker.snapshot().generation;
+
+    // Other callers trip the breaker and a probe closes it again.
+    breaker.try_acquire().unwrap().failure();
+    assert_eq!(breaker.state(), State::Open);
+    clock.advance(Duration::from_millis(20));
+    let probe = breaker.try_acquire().unwrap();
+    assert!(probe.is_probe());
+    probe.success();
+    assert_eq!(breaker.state(), State::Closed);
+    assert_eq!(breaker.snapshot().generation, admitted_in + 3);
+
+    // The next request goes to the idle endpoint and fails: it must count.
+    let failed = balance.ready().await.unwrap().call(false).await;
+    assert!(failed.is_err());
+    assert_eq!(
+        breaker.state(),
+        State::Open,
+        "the failure was recorded on a permit of the current generation"
+    );
+}

@@ -15,7 +15,6 @@ use super::future::{admit, LayerPermit, Reporter, ResponseFuture};
 use super::{Hook, OnTransition};
 use crate::breaker::Breaker;
 use crate::clock::{Clock, QuantaClock};
-use crate::state::State;
 
 /// The longest an ejected endpoint sleeps before it looks at its breaker
 /// again (see [`EjectLayer::recheck`]).
@@ -137,10 +136,12 @@ impl<S, Cl: Clone, C: Clock> Layer<S> for EjectLayer<Cl, C> {
 ///   endpoint becomes ready as the probe. Admitted, it forwards the inner
 ///   service's readiness (an inner `Err` passes through unchanged).
 /// * The permit is held between `poll_ready` and `call` (and timed from the
-///   admission). A repeated `poll_ready` keeps a probe permit and a permit
-///   admitted in a state that still admits; otherwise it drops it (counted as
-///   ignored) and asks again, so an unused readiness check never leaks a
-///   probe slot for longer than the next poll.
+///   admission). A repeated `poll_ready` keeps the permit while the breaker
+///   has made no transition since admitting it (same generation); otherwise
+///   it drops it — a verdict on it would no longer count — and asks again,
+///   so an endpoint left idle across a trip and a recovery calls on a fresh
+///   permit, and a stale readiness check never holds a probe slot for longer
+///   than the next poll.
 /// * `call` uses the held permit; called without a ready `poll_ready` it
 ///   asks the breaker itself and may return [`Rejected`](crate::Rejected)
 ///   like [`FailFast`](super::FailFast).
@@ -181,18 +182,23 @@ impl<S, Cl, C: Clock> Eject<S, Cl, C> {
         self.permit.is_some()
     }
 
-    /// Keeps a held permit only while it can still be used as admitted.
+    /// Keeps a held permit only while the breaker is still in the generation
+    /// that admitted it. Every transition starts a new generation, and the
+    /// breaker discards a verdict from an older one: an endpoint left idle
+    /// while its breaker went Closed → Open → HalfOpen → Closed would
+    /// otherwise make its next call on a permit whose verdict no longer counts.
     fn drop_stale_permit(&mut self) {
-        let keep = match &self.permit {
+        let stale = match &self.permit {
             None => return,
-            Some(p) if p.is_probe() => true,
-            Some(_) => matches!(
-                self.breaker.state(),
-                State::Closed | State::Disabled | State::MetricsOnly
-            ),
+            // Read at the permit's own start time: no clock read.
+            Some(LayerPermit::Owned(p)) => {
+                self.breaker.snapshot_at(p.started_at()).generation != p.generation()
+            }
+            // Not admitted by `admit` on this breaker: ask again.
+            Some(LayerPermit::Keyed(_)) => true,
         };
-        if !keep {
-            self.permit = None; // ignored
+        if stale {
+            self.permit = None; // dropped unused: its generation is over
         }
     }
 

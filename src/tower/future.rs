@@ -75,13 +75,6 @@ pub(crate) enum LayerPermit<K, C: Clock> {
 }
 
 impl<K, C: Clock> LayerPermit<K, C> {
-    pub(crate) fn is_probe(&self) -> bool {
-        match self {
-            LayerPermit::Owned(p) => p.is_probe(),
-            LayerPermit::Keyed(p) => p.is_probe(),
-        }
-    }
-
     fn started_at(&self) -> Nanos {
         match self {
             LayerPermit::Owned(p) => p.started_at(),

@@ -103,10 +103,6 @@ impl<K, C: Clock> KeyedPermit<K, C> {
         })
     }
 
-    pub(crate) fn is_probe(&self) -> bool {
-        self.ticket.probe
-    }
-
     pub(crate) fn started_at(&self) -> Nanos {
         self.ticket.start
     }
