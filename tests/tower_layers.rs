@@ -1,7 +1,6 @@
 //! The tower layers in front of tower services: `poll_ready` semantics,
 //! rejections, permits carried into response futures, timeouts, the HTTP
 //! classifier, the keyed per-host layer and the balancer-aware layer.
-#![cfg(feature = "tower")]
 
 use std::convert::Infallible;
 use std::future::Future;
