@@ -99,8 +99,30 @@ fn over_many_hosts_probe_times_are_uniform_over_the_range() {
 
 #[test]
 fn jitter_is_deterministic_across_runs() {
+    // The documented formula, computed outside this crate (a few lines of
+    // Python): the first trip of breaker `id` opens generation 1 for
+    // `step - cut` ns, where `u = splitmix64(id ^ 1·0x9E3779B97F4A7C15)`'s
+    // high 32 bits and `cut = step · (jitter·2³²) · u >> 64`, with
+    // step = 10 s and jitter = 0.5. Any run on any machine gives these.
+    const OPEN_NS: [u64; 10] = [
+        7_068_533_887,
+        5_624_102_798,
+        9_758_332_298,
+        7_948_149_462,
+        6_062_256_638,
+        6_126_380_312,
+        6_305_720_704,
+        6_784_217_922,
+        5_961_737_618,
+        8_351_548_276,
+    ];
     let ids: Vec<u64> = (1..=10).map(|i| i * 0x9E37_79B9).collect();
-    assert_eq!(probe_times(&ids, JITTER), probe_times(&ids, JITTER));
+    let t0 = Nanos::from_secs(1_000);
+    let expected: Vec<Nanos> = OPEN_NS
+        .iter()
+        .map(|&ns| t0 + Duration::from_nanos(ns))
+        .collect();
+    assert_eq!(probe_times(&ids, JITTER), expected);
 }
 
 #[test]
