@@ -28,10 +28,6 @@ struct Tally {
     ignored: u64,
     slow: u64,
     resets: u64,
-    /// Permits still pending after the last operation (dropped at the end).
-    leftover: u64,
-    /// Operations that parked a permit instead of reporting it.
-    parks: u64,
 }
 
 impl std::ops::AddAssign for Tally {
@@ -43,8 +39,6 @@ impl std::ops::AddAssign for Tally {
         self.ignored += o.ignored;
         self.slow += o.slow;
         self.resets += o.resets;
-        self.leftover += o.leftover;
-        self.parks += o.parks;
     }
 }
 
@@ -100,7 +94,6 @@ fn worker(index: usize, b: &Breaker<ManualClock>, time: &AtomicU64, start: &Barr
             Some(still) => parked = Some(still),
             None if rng.below(200) == 0 => {
                 parked = Some((p, i + 500));
-                t.parks += 1;
                 continue;
             }
             None => {}
@@ -131,7 +124,6 @@ fn worker(index: usize, b: &Breaker<ManualClock>, time: &AtomicU64, start: &Barr
         pending.push(held);
     }
     t.ignored += pending.len() as u64;
-    t.leftover = pending.len() as u64;
     drop(pending);
     t
 }
@@ -198,12 +190,6 @@ fn conservation_one_event_per_generation_legal_final_state() {
     assert_eq!(
         calls.admitted,
         calls.successes + calls.failures + calls.ignored
-    );
-    // Every operation was an admission, a rejection, one verdict or a park.
-    let verdicts_in_loop = total.successes + total.failures + total.ignored - total.leftover;
-    assert_eq!(
-        total.admitted + total.rejected + verdicts_in_loop + total.parks,
-        THREADS as u64 * OPS
     );
 
     // Exactly one observer event per generation change, in a consistent chain.
@@ -276,7 +262,15 @@ fn conservation_one_event_per_generation_legal_final_state() {
     // A legal final state.
     match snap.state {
         State::Closed => assert_eq!(snap.trips_in_a_row, 0),
-        State::Open | State::HalfOpen => assert!(snap.trips_in_a_row >= 1),
+        State::Open | State::HalfOpen => {
+            // Trips in a row are set on entering Open and kept through the
+            // probe rounds that follow.
+            let last_open = events.iter().rev().find(|e| e.to == State::Open);
+            assert_eq!(
+                Some(snap.trips_in_a_row),
+                last_open.map(|e| e.trips_in_a_row)
+            );
+        }
         other => panic!("no manual mode was used, found {other}"),
     }
     assert!(snap.window.calls <= WINDOW);
