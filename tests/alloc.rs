@@ -10,7 +10,7 @@
 //! window and shared config), and is done outside the counted section.
 //!
 //! The thread check runs in a child process (this test binary re-executed on
-//! one test), so no other test's thread can come or go while it counts.
+//! that one test), so no other test's thread can come or go while it counts.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -335,6 +335,7 @@ fn block_on<F: std::future::Future>(f: F) -> F::Output {
     }
 }
 
+#[cfg(target_os = "linux")]
 fn threads() -> usize {
     let status = std::fs::read_to_string("/proc/self/status").unwrap();
     status
@@ -346,15 +347,22 @@ fn threads() -> usize {
         .unwrap()
 }
 
+/// Set in the child process that does the thread count.
 const CHILD: &str = "FAILFAST_THREADS_CHILD";
 
+/// One test, two roles. In a test run it re-executes this test binary on
+/// itself alone (`--exact`, one test thread), so no other test's thread can
+/// come or go while it counts; in that child (marked by `CHILD`) it counts.
 #[test]
 #[cfg(target_os = "linux")]
 fn no_thread_after_100k_breakers() {
+    if std::env::var_os(CHILD).is_some() {
+        return count_threads_around_100k_breakers();
+    }
     let out = std::process::Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "threads_child",
+            "no_thread_after_100k_breakers",
             "--test-threads=1",
             "--nocapture",
         ])
@@ -369,12 +377,10 @@ fn no_thread_after_100k_breakers() {
     );
 }
 
-/// Run by `no_thread_after_100k_breakers` in a child process; a no-op otherwise.
-#[test]
-fn threads_child() {
-    if std::env::var_os(CHILD).is_none() {
-        return;
-    }
+/// The child's check: the thread count before and after building and
+/// driving 100k breakers (and 1k on the default clock).
+#[cfg(target_os = "linux")]
+fn count_threads_around_100k_breakers() {
     let before = threads();
     let clock = ManualClock::new();
     let breakers: Vec<Breaker<ManualClock>> = (0..100_000u64)
