@@ -24,7 +24,7 @@
 //!
 //! | module | holds | may use |
 //! |---|---|---|
-//! | `sync` | the loom shim: the only place atomics and `Arc` are named | — |
+//! | `sync` | the loom shim: the only place atomics and locks are named, and the crate's internal `Arc` | — |
 //! | `clock` | [`Nanos`](crate::Nanos), [`Clock`](crate::Clock), the three clocks | sync |
 //! | `state` | the packed state word, [`State`](crate::State), the one CAS helper | sync |
 //! | `window` | count- and time-based windows in packed atomics | sync, clock |

@@ -143,7 +143,7 @@ where
     }
 }
 
-/// A read-only view of one breaker, for scrapes and dashboards (S12).
+/// A read-only view of one breaker, for scrapes and dashboards.
 ///
 /// Reading it never writes to the breaker.
 #[derive(Copy, Clone, Debug, PartialEq)]

@@ -350,7 +350,7 @@ mod tests {
     }
 }
 
-/// Property tests of the pure policy (issue 3): the schedule, the jitter and
+/// Property tests of the pure policy: the schedule, the jitter and
 /// the integer rate comparison, on their private representations.
 #[cfg(test)]
 mod proptests {

@@ -435,7 +435,7 @@ mod tests {
     }
 }
 
-/// Property tests of the encoding (issue 3): every field at every value, not
+/// Property tests of the encoding: every field at every value, not
 /// only at the limits above.
 #[cfg(test)]
 mod proptests {

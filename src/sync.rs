@@ -1,4 +1,11 @@
-//! The loom shim: the only place in the crate that names atomics, locks or `Arc`.
+//! The loom shim: the only place in the crate that names atomics or locks, and
+//! the source of every `Arc` the crate shares inside its own structures.
+//!
+//! `std::sync::Arc` is named directly only where the `Arc` is the caller's
+//! and must be std's: `Breaker::try_acquire_owned[_at]` (`self: &Arc<Self>`;
+//! loom's `Arc` cannot be a method receiver), `OwnedPermit`'s default owner,
+//! `Clock for Arc<C>`, and the `tower` module, whose layers take the caller's
+//! `Arc<Breaker>` or `Arc<Registry>` and which loom never builds.
 //!
 //! Under `RUSTFLAGS="--cfg failfast_loom"` every atomic comes from `loom`, so
 //! the models in `loom-tests/` explore every interleaving of the real code.
