@@ -131,8 +131,54 @@ fn memory_bytes_counts_the_window_and_the_counters() {
     assert!(counted.memory_bytes() > count.memory_bytes());
 }
 
+/// The `name: value` fields of a `{:?}` rendering whose value is not itself
+/// a struct, wherever they are nested, in order.
+fn debug_leaves(rendered: &str) -> Vec<(String, String)> {
+    let mut leaves = Vec::new();
+    let mut from = 0;
+    while let Some(found) = rendered[from..].find(": ") {
+        let colon = from + found;
+        let name_start = rendered[..colon]
+            .rfind(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .map_or(0, |p| p + 1);
+        let rest = &rendered[colon + 2..];
+        // The value ends at the `,` or closing bracket of its own level.
+        let mut depth = 0;
+        let mut end = rest.len();
+        for (i, c) in rest.char_indices() {
+            match c {
+                '(' | '[' | '{' => depth += 1,
+                ')' | ']' | '}' | ',' if depth == 0 => {
+                    end = i;
+                    break;
+                }
+                ')' | ']' | '}' => depth -= 1,
+                _ => {}
+            }
+        }
+        let value = rest[..end].trim();
+        if !value.contains('{') {
+            leaves.push((rendered[name_start..colon].to_owned(), value.to_owned()));
+        }
+        from = colon + 2; // a struct value's own fields come next
+    }
+    leaves
+}
+
+/// The one leaf field `name` of `rendered` (see [`debug_leaves`]).
+#[track_caller]
+fn debug_field(rendered: &str, name: &str) -> String {
+    let found: Vec<String> = debug_leaves(rendered)
+        .into_iter()
+        .filter(|(n, _)| n == name)
+        .map(|(_, v)| v)
+        .collect();
+    assert_eq!(found.len(), 1, "one {name:?} field in {rendered}");
+    found.into_iter().next().unwrap()
+}
+
 #[test]
-fn debug_output_names_the_state_and_the_window() {
+fn debug_output_shows_the_state_the_window_and_the_permit() {
     let b = Breaker::builder()
         .consecutive_failures(1)
         .count_window(40)
@@ -144,42 +190,54 @@ fn debug_output_names_the_state_and_the_window() {
         .unwrap()
         .failure_at(Nanos::from_secs(5));
     let s = format!("{b:?}");
-    for part in [
-        "Breaker",
-        "id: 7",
-        "state: Open",
-        "generation: 1",
-        "trips: 1",
-        "tripped_at: Nanos(5s)",
-        "Window",
-        "slots: 3",
-    ] {
-        assert!(s.contains(part), "{part:?} missing from {s}");
-    }
+    let at = Nanos::from_secs(50);
+    let snap = b.snapshot_at(at);
+    assert!(s.starts_with("Breaker "), "{s}");
+    assert_eq!(debug_field(&s, "id"), format!("{:?}", b.id()));
+    assert_eq!(debug_field(&s, "state"), format!("{:?}", snap.state));
+    assert_eq!(
+        debug_field(&s, "generation"),
+        format!("{:?}", snap.generation)
+    );
+    assert_eq!(
+        debug_field(&s, "trips"),
+        format!("{:?}", snap.trips_in_a_row)
+    );
+    assert_eq!(
+        debug_field(&s, "tripped_at"),
+        format!("{:?}", at - snap.time_in_state)
+    );
+    // The window's words: what it adds to the breaker's size, in u64s.
+    let words = (b.memory_bytes() - std::mem::size_of::<Breaker<ManualClock>>()) / 8;
+    assert_eq!(debug_field(&s, "slots"), format!("{words:?}"));
 
     let probe = b.try_acquire_at(Nanos::from_secs(100)).unwrap();
     let s = format!("{probe:?}");
-    for part in [
-        "Permit",
-        "generation: 2",
-        "probe: true",
-        "start: Nanos(100s)",
-    ] {
-        assert!(s.contains(part), "{part:?} missing from {s}");
-    }
+    assert!(s.starts_with("Permit "), "{s}");
+    assert_eq!(
+        debug_field(&s, "generation"),
+        format!("{:?}", probe.generation())
+    );
+    assert_eq!(debug_field(&s, "probe"), format!("{:?}", probe.is_probe()));
+    assert_eq!(
+        debug_field(&s, "start"),
+        format!("{:?}", probe.started_at())
+    );
     drop(probe);
 
     let shared = Arc::new(b);
     let owned = shared.try_acquire_owned_at(Nanos::from_secs(101)).unwrap();
     let s = format!("{owned:?}");
-    for part in [
-        "OwnedPermit",
-        "generation: 2",
-        "probe: true",
-        "start: Nanos(101s)",
-    ] {
-        assert!(s.contains(part), "{part:?} missing from {s}");
-    }
+    assert!(s.starts_with("OwnedPermit "), "{s}");
+    assert_eq!(
+        debug_field(&s, "generation"),
+        format!("{:?}", owned.generation())
+    );
+    assert_eq!(debug_field(&s, "probe"), format!("{:?}", owned.is_probe()));
+    assert_eq!(
+        debug_field(&s, "start"),
+        format!("{:?}", owned.started_at())
+    );
 }
 
 #[test]
@@ -330,21 +388,28 @@ fn closing_reports_every_probe_success() {
 }
 
 #[test]
-fn builder_debug_names_its_fields() {
-    let b = Breaker::builder()
-        .consecutive_failures(4)
-        .half_open_probes(2)
-        .id(9);
-    let s = format!("{b:?}");
-    for part in [
-        "Builder",
-        "consecutive_failures: Some(4)",
-        "probes: 2",
-        "observer: false",
-        "id: 9",
-    ] {
-        assert!(s.contains(part), "{part:?} missing from {s}");
-    }
+fn builder_debug_shows_what_it_will_build() {
+    let builder = || {
+        Breaker::builder()
+            .consecutive_failures(4)
+            .half_open_probes(2)
+            .id(9)
+    };
+    let s = format!("{:?}", builder());
+    let b = builder().build_with_clock(ManualClock::new()).unwrap();
+    assert!(s.starts_with("Builder "), "{s}");
+    assert_eq!(
+        debug_field(&s, "consecutive_failures"),
+        format!("{:?}", b.config().consecutive_failures())
+    );
+    assert_eq!(
+        debug_field(&s, "probes"),
+        format!("{:?}", b.config().half_open_probes())
+    );
+    assert_eq!(debug_field(&s, "id"), format!("{:?}", b.id()));
+    assert_eq!(debug_field(&s, "observer"), "false");
+    let observed = builder().observer(|_: &failfast::Transition| {});
+    assert_eq!(debug_field(&format!("{observed:?}"), "observer"), "true");
 }
 
 #[test]
