@@ -221,3 +221,27 @@ fn labels_for_exporters() {
     );
     assert_eq!(State::HalfOpen.to_string(), "half_open");
 }
+
+#[test]
+fn closing_reports_every_probe_success() {
+    for probes in [1, 2, 3] {
+        let b = Breaker::builder()
+            .consecutive_failures(1)
+            .half_open_probes(probes)
+            .open_duration(Duration::from_secs(1))
+            .build_with_clock(ManualClock::new())
+            .unwrap();
+        let t = Nanos::from_secs(5);
+        b.try_acquire_at(Nanos::ZERO)
+            .unwrap()
+            .failure_at(Nanos::ZERO);
+        let permits: Vec<_> = (0..probes).map(|_| b.try_acquire_at(t).unwrap()).collect();
+        let mut last = None;
+        for p in permits {
+            last = p.success_at(t);
+        }
+        let closed = last.expect("the last probe closes");
+        assert_eq!(closed.to, State::Closed);
+        assert_eq!(closed.probe_successes, probes, "probes {probes}");
+    }
+}

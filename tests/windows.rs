@@ -383,3 +383,41 @@ fn probe_lease_defaults_to_the_base_open_duration() {
     let r = b.try_acquire_at(next_round).unwrap_err();
     assert_eq!(r.retry_after(), Some(Duration::from_secs(7)));
 }
+
+#[test]
+fn without_a_consecutive_policy_failures_count_no_run() {
+    // Invariant 8: the word is written only for a run that some policy reads.
+    let b = Breaker::builder()
+        .failure_rate(0.9)
+        .count_window(100)
+        .min_calls(100)
+        .build_with_clock(ManualClock::new())
+        .unwrap();
+    let t = Nanos::from_secs(1);
+    for _ in 0..3 {
+        b.try_acquire_at(t).unwrap().failure_at(t);
+    }
+    let s = b.snapshot_at(t);
+    assert_eq!(s.state, State::Closed);
+    assert_eq!(s.window.failures, 3);
+    assert_eq!(s.consecutive_failures, 0);
+}
+
+#[test]
+fn a_time_window_reset_starts_at_the_reset() {
+    // Buckets of 1 s, a window of 3 s. After a reset at t = 8 s, a call that
+    // ended at t = 5 s (older than the window at the reset) does not count.
+    let b = Breaker::builder()
+        .failure_rate(0.5)
+        .time_window(Duration::from_secs(3), 3)
+        .min_calls(1)
+        .build_with_clock(ManualClock::new())
+        .unwrap();
+    let s = Nanos::from_secs;
+    b.try_acquire_at(s(1)).unwrap().success_at(s(1));
+    b.reset_at(s(8));
+    let p = b.try_acquire_at(s(8)).unwrap();
+    assert_eq!(p.failure_at(s(5)), None);
+    assert_eq!(b.state(), State::Closed);
+    assert_eq!(b.snapshot_at(s(8)).window.calls, 0);
+}
