@@ -2,17 +2,20 @@
 //! round) is available on the permit, equal to what the observer saw, so a
 //! layer that knows the upstream's name can report it.
 
-use failfast::{Breaker, ManualClock, Nanos, Reason, State, Transition};
-use std::sync::{Arc, Mutex};
+use failfast::{Breaker, ManualClock, Nanos, Reason, State};
+use std::sync::Arc;
 use std::time::Duration;
 
-fn breaker(log: Arc<Mutex<Vec<Transition>>>) -> Arc<Breaker<ManualClock>> {
+mod common;
+use common::{Log, LogTransitions};
+
+fn breaker(log: &Log) -> Arc<Breaker<ManualClock>> {
     let breaker = Breaker::builder()
         .consecutive_failures(1)
         .open_duration(Duration::from_secs(10))
         .probe_lease(Duration::from_secs(2))
         .half_open_probes(2)
-        .observer(move |t: &Transition| log.lock().unwrap().push(*t))
+        .log_transitions(log)
         .build_with_clock(ManualClock::new())
         .unwrap();
     Arc::new(breaker)
@@ -20,8 +23,8 @@ fn breaker(log: Arc<Mutex<Vec<Transition>>>) -> Arc<Breaker<ManualClock>> {
 
 #[test]
 fn the_round_starter_carries_the_transition_the_observer_saw() {
-    let log = Arc::default();
-    let b = breaker(Arc::clone(&log));
+    let log = Log::default();
+    let b = breaker(&log);
     let closed = b.try_acquire_at(Nanos::ZERO).unwrap();
     assert_eq!(
         closed.transition(),
@@ -62,8 +65,8 @@ fn the_round_starter_carries_the_transition_the_observer_saw() {
 
 #[test]
 fn the_rebuilt_transition_keeps_trips_and_the_superseded_rounds_successes() {
-    let log: Arc<Mutex<Vec<Transition>>> = Arc::default();
-    let b = breaker(Arc::clone(&log));
+    let log = Log::default();
+    let b = breaker(&log);
     // Trip twice in a row: Closed → Open, then a failed probe reopens (trips 2).
     b.try_acquire_at(Nanos::ZERO)
         .unwrap()

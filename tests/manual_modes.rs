@@ -2,16 +2,15 @@
 //! Each is observable through the observer and the returned `Transition`.
 
 use failfast::{Breaker, ManualClock, Nanos, Reason, RejectReason, State, Transition};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+mod common;
+use common::{Log, LogTransitions};
 
 const OPEN: Duration = Duration::from_secs(10);
 
-type Log = Arc<Mutex<Vec<Transition>>>;
-
 fn breaker() -> (Breaker<ManualClock>, Log) {
-    let events: Log = Arc::default();
-    let log = events.clone();
+    let events = Log::default();
     let b = Breaker::builder()
         .consecutive_failures(3)
         .failure_rate(0.5)
@@ -19,7 +18,7 @@ fn breaker() -> (Breaker<ManualClock>, Log) {
         .min_calls(4)
         .open_duration(OPEN)
         .count_calls(true)
-        .observer(move |t: &Transition| log.lock().unwrap().push(*t))
+        .log_transitions(&events)
         .build_with_clock(ManualClock::new())
         .unwrap();
     (b, events)

@@ -54,7 +54,7 @@
 //! persisted next to this file, in `tests/model.proptest-regressions`
 //! (proptest's default for integration tests; commit it).
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use failfast::{
@@ -65,6 +65,9 @@ use proptest::prelude::*;
 use proptest::sample::Index;
 use proptest::test_runner::Config as ProptestConfig;
 use proptest_state_machine::{prop_state_machine, ReferenceStateMachine, StateMachineTest};
+
+mod common;
+use common::{Log, LogTransitions};
 
 const MS: u64 = 1_000_000;
 
@@ -754,7 +757,7 @@ struct Pair {
     /// Outstanding calls: the real permit and the model's ticket.
     permits: Vec<(OwnedPermit<ManualClock>, Ticket)>,
     /// Every transition the observer saw, and how many were checked.
-    log: Arc<Mutex<Vec<Transition>>>,
+    log: Log,
     checked: usize,
 }
 
@@ -767,12 +770,11 @@ enum Returned {
 
 impl Pair {
     fn new(spec: &Spec) -> Pair {
-        let log: Arc<Mutex<Vec<Transition>>> = Arc::default();
-        let sink = log.clone();
+        let log = Log::default();
         let clock = ManualClock::new();
         let breaker = spec
             .builder()
-            .observer(move |t: &Transition| sink.lock().unwrap().push(*t))
+            .log_transitions(&log)
             .build_with_clock(clock.clone())
             .expect("the generator makes valid configs");
         Pair {

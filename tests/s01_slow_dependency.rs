@@ -16,8 +16,11 @@ use failfast::{
 use std::cell::Cell;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
+
+mod common;
+use common::{Log, LogTransitions};
 
 const POOL: usize = 50;
 const HEALTHY: Duration = Duration::from_millis(80);
@@ -28,10 +31,7 @@ const END: Nanos = Nanos::from_secs(30);
 const OPEN: Duration = Duration::from_secs(10);
 const BULKHEAD: usize = 20;
 
-fn slow_call_breaker(
-    clock: &ManualClock,
-    log: Arc<Mutex<Vec<Transition>>>,
-) -> Breaker<ManualClock> {
+fn slow_call_breaker(clock: &ManualClock, log: Log) -> Breaker<ManualClock> {
     Breaker::builder()
         .count_window(20)
         .min_calls(10)
@@ -39,7 +39,7 @@ fn slow_call_breaker(
         .slow_call_rate(0.5)
         .open_duration(OPEN)
         .count_calls(true)
-        .observer(move |t: &Transition| log.lock().unwrap().push(*t))
+        .log_transitions(&log)
         .build_with_clock(clock.clone())
         .unwrap()
 }
@@ -147,7 +147,7 @@ struct Call<'a> {
 
 fn simulate(guard: Guard) -> Report {
     let clock = ManualClock::new();
-    let events: Arc<Mutex<Vec<Transition>>> = Arc::default();
+    let events = Log::default();
     let breaker = match guard {
         Guard::NoBreaker => None,
         Guard::ErrorOnly => Some(

@@ -7,8 +7,10 @@ use failfast::{
     Breaker, CallError, Clock, ManualClock, Nanos, Reason, RejectReason, State, Transition,
 };
 use std::cell::Cell;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+mod common;
+use common::{Log, LogTransitions};
 
 const CALL_TIMEOUT: Duration = Duration::from_secs(2);
 const OPEN: Duration = Duration::from_secs(10);
@@ -16,13 +18,12 @@ const OPEN: Duration = Duration::from_secs(10);
 struct Fixture {
     clock: ManualClock,
     breaker: Breaker<ManualClock>,
-    events: Arc<Mutex<Vec<Transition>>>,
+    events: Log,
 }
 
 fn fixture() -> Fixture {
     let clock = ManualClock::starting_at(Nanos::from_secs(1_000));
-    let events: Arc<Mutex<Vec<Transition>>> = Arc::default();
-    let log = events.clone();
+    let events = Log::default();
     let breaker = Breaker::builder()
         .count_window(10)
         .min_calls(10)
@@ -31,7 +32,7 @@ fn fixture() -> Fixture {
         .open_duration(OPEN)
         .half_open_probes(3)
         .count_calls(true)
-        .observer(move |t: &Transition| log.lock().unwrap().push(*t))
+        .log_transitions(&events)
         .build_with_clock(clock.clone())
         .unwrap();
     Fixture {

@@ -3,25 +3,27 @@
 //! when to retry. A successful probe closes the breaker; a failed one reopens
 //! it and the wait starts again from that moment.
 
-use failfast::{Breaker, ManualClock, Nanos, Reason, RejectReason, Rejected, State, Transition};
-use std::sync::{Arc, Barrier, Mutex};
+use failfast::{Breaker, ManualClock, Nanos, Reason, RejectReason, Rejected, State};
+use std::sync::Barrier;
 use std::time::Duration;
+
+mod common;
+use common::{Log, LogTransitions};
 
 const THREADS: usize = 8;
 const OPEN: Duration = Duration::from_secs(5);
 const LEASE: Duration = Duration::from_secs(1);
 const ROUNDS: u32 = 200;
 
-fn breaker() -> (Breaker<ManualClock>, Arc<Mutex<Vec<Transition>>>) {
-    let events: Arc<Mutex<Vec<Transition>>> = Arc::default();
-    let log = events.clone();
+fn breaker() -> (Breaker<ManualClock>, Log) {
+    let events = Log::default();
     let b = Breaker::builder()
         .consecutive_failures(1)
         .open_duration(OPEN)
         .backoff(1.0, OPEN)
         .probe_lease(LEASE)
         .count_calls(true)
-        .observer(move |t: &Transition| log.lock().unwrap().push(*t))
+        .log_transitions(&events)
         .build_with_clock(ManualClock::new())
         .unwrap();
     (b, events)

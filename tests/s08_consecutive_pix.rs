@@ -9,8 +9,10 @@ use failfast::{
     Breaker, CallError, Clock, ManualClock, Nanos, Outcome, Reason, RejectReason, State, Transition,
 };
 use std::cell::Cell;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+mod common;
+use common::{Log, LogTransitions};
 
 const OPEN: Duration = Duration::from_secs(30);
 
@@ -33,20 +35,19 @@ fn classify(r: &Result<(), AntiFraud>) -> Outcome {
 struct Pix {
     clock: ManualClock,
     breaker: Breaker<ManualClock>,
-    events: Arc<Mutex<Vec<Transition>>>,
+    events: Log,
     service_calls: Cell<u32>,
 }
 
 impl Pix {
     fn new() -> Pix {
         let clock = ManualClock::starting_at(Nanos::from_secs(3_600));
-        let events: Arc<Mutex<Vec<Transition>>> = Arc::default();
-        let log = events.clone();
+        let events = Log::default();
         let breaker = Breaker::builder()
             .consecutive_failures(3)
             .open_duration(OPEN)
             .id(7)
-            .observer(move |t: &Transition| log.lock().unwrap().push(*t))
+            .log_transitions(&events)
             .build_with_clock(clock.clone())
             .unwrap();
         Pix {

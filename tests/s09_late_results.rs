@@ -2,16 +2,17 @@
 //! after the breaker opened neither extends the open period nor closes it; a
 //! probe whose lease expired cannot decide a newer round.
 
-use failfast::{Breaker, ManualClock, Nanos, Reason, RejectReason, State, Transition};
-use std::sync::{Arc, Mutex};
+use failfast::{Breaker, ManualClock, Nanos, Reason, RejectReason, State};
 use std::time::Duration;
+
+mod common;
+use common::{Log, LogTransitions};
 
 const OPEN: Duration = Duration::from_secs(10);
 const LEASE: Duration = Duration::from_secs(2);
 
-fn breaker(probes: u32) -> (Breaker<ManualClock>, Arc<Mutex<Vec<Transition>>>) {
-    let events: Arc<Mutex<Vec<Transition>>> = Arc::default();
-    let log = events.clone();
+fn breaker(probes: u32) -> (Breaker<ManualClock>, Log) {
+    let events = Log::default();
     let b = Breaker::builder()
         .consecutive_failures(3)
         .slow_call_threshold(Duration::from_secs(1))
@@ -19,7 +20,7 @@ fn breaker(probes: u32) -> (Breaker<ManualClock>, Arc<Mutex<Vec<Transition>>>) {
         .probe_lease(LEASE)
         .half_open_probes(probes)
         .count_calls(true)
-        .observer(move |t: &Transition| log.lock().unwrap().push(*t))
+        .log_transitions(&events)
         .build_with_clock(ManualClock::new())
         .unwrap();
     (b, events)

@@ -2,12 +2,15 @@
 //! once; a hung one is superseded after the probe lease, lazily, by the next
 //! request; the old probe's late verdict changes nothing.
 
-use failfast::{Breaker, ManualClock, Nanos, Reason, RejectReason, State, Transition};
+use failfast::{Breaker, ManualClock, Nanos, Reason, RejectReason, State};
 use std::future::Future;
 use std::pin::pin;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::task::{Context, Waker};
 use std::time::Duration;
+
+mod common;
+use common::{Log, LogTransitions};
 
 const OPEN: Duration = Duration::from_secs(10);
 const LEASE: Duration = Duration::from_secs(3);
@@ -15,20 +18,19 @@ const LEASE: Duration = Duration::from_secs(3);
 struct Fixture {
     clock: ManualClock,
     breaker: Breaker<ManualClock>,
-    events: Arc<Mutex<Vec<Transition>>>,
+    events: Log,
     half_open_at: Nanos,
 }
 
 /// A breaker tripped at t = 100 s and now half-open-ready at t = 110 s.
 fn tripped(lease: Option<Duration>) -> Fixture {
     let clock = ManualClock::starting_at(Nanos::from_secs(100));
-    let events: Arc<Mutex<Vec<Transition>>> = Arc::default();
-    let log = events.clone();
+    let events = Log::default();
     let mut builder = Breaker::builder()
         .consecutive_failures(1)
         .open_duration(OPEN)
         .count_calls(true)
-        .observer(move |t: &Transition| log.lock().unwrap().push(*t));
+        .log_transitions(&events);
     if let Some(lease) = lease {
         builder = builder.probe_lease(lease);
     }

@@ -3,11 +3,12 @@
 //! rate, transitions and their reasons.
 
 use failfast::{
-    Breaker, BreakerSnapshot, CallCounts, ManualClock, Nanos, Reason, State, Transition,
-    WindowCounts,
+    Breaker, BreakerSnapshot, CallCounts, ManualClock, Nanos, Reason, State, WindowCounts,
 };
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+mod common;
+use common::{Log, LogTransitions};
 
 const OPEN: Duration = Duration::from_secs(20);
 
@@ -17,8 +18,7 @@ fn ms(n: u64) -> Duration {
 
 #[test]
 fn snapshot_fields_follow_the_breaker_through_its_states() {
-    let events: Arc<Mutex<Vec<Transition>>> = Arc::default();
-    let log = events.clone();
+    let events = Log::default();
     let b = Breaker::builder()
         .failure_rate(0.5)
         .slow_call_rate(0.8)
@@ -28,7 +28,7 @@ fn snapshot_fields_follow_the_breaker_through_its_states() {
         .consecutive_failures(5)
         .open_duration(OPEN)
         .count_calls(true)
-        .observer(move |t: &Transition| log.lock().unwrap().push(*t))
+        .log_transitions(&events)
         .build_with_clock(ManualClock::new())
         .unwrap();
     let t = |s: u64| Nanos::from_secs(s);

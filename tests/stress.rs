@@ -4,11 +4,14 @@
 //! state. At the end: conservation of permits, exactly one observer event per
 //! generation with a consistent chain, and a legal final state.
 
-use failfast::{Breaker, ManualClock, Nanos, Permit, Reason, State, Transition};
+use failfast::{Breaker, ManualClock, Nanos, Permit, Reason, State};
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Barrier, Mutex};
+use std::sync::Barrier;
 use std::time::Duration;
+
+mod common;
+use common::{Log, LogTransitions};
 
 const THREADS: usize = 4;
 const OPS: u64 = 250_000;
@@ -141,8 +144,7 @@ fn swap_in<'a>(
 
 #[test]
 fn conservation_one_event_per_generation_legal_final_state() {
-    let events: Arc<Mutex<Vec<Transition>>> = Arc::default();
-    let log = events.clone();
+    let events = Log::default();
     let b = Breaker::builder()
         .consecutive_failures(4)
         .failure_rate(0.5)
@@ -157,7 +159,7 @@ fn conservation_one_event_per_generation_legal_final_state() {
         .jitter(0.3)
         .count_calls(true)
         .id(0xFA11)
-        .observer(move |t: &Transition| log.lock().unwrap().push(*t))
+        .log_transitions(&events)
         .build_with_clock(ManualClock::new())
         .unwrap();
     let time = AtomicU64::new(0);
