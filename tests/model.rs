@@ -1,5 +1,5 @@
 //! Model-based test: a plain sequential reference model of a circuit breaker,
-//! written from the design (DESIGN §1/§3/§4 and the crate's `docs` module),
+//! written from the design (the `docs` module's state diagram and invariants),
 //! and the real [`Breaker`], driven by the same random operation sequences.
 //!
 //! After every operation the two must agree on every admission (and whether it
