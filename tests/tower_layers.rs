@@ -284,13 +284,26 @@ async fn keyed_layer_isolates_hosts() {
     assert_eq!(r.unwrap().status(), 200);
 }
 
-#[tokio::test]
+/// A waker that remembers whether it was woken.
+#[derive(Default)]
+struct Woken(std::sync::atomic::AtomicBool);
+
+impl std::task::Wake for Woken {
+    fn wake(self: Arc<Self>) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+// Paused tokio time and a ManualClock, moved together: the endpoint's timer
+// and the breaker's open period run on simulated time, with no real wait.
+#[tokio::test(start_paused = true)]
 async fn eject_is_pending_while_open_never_err_and_wakes_at_probe_time() {
+    let clock = ManualClock::new();
     let breaker = Arc::new(
         Breaker::builder()
             .consecutive_failures(1)
             .open_duration(Duration::from_millis(150))
-            .build()
+            .build_with_clock(clock.clone())
             .unwrap(),
     );
     let inner = tower::service_fn(|ok: bool| async move {
@@ -305,14 +318,18 @@ async fn eject_is_pending_while_open_never_err_and_wakes_at_probe_time() {
     assert_eq!(breaker.state(), State::Open);
 
     // Pending, not Err.
-    assert!(svc.poll_ready(&mut noop_cx()).is_pending());
-    // Woken by its own timer when the probe time comes: `ready()` resolves.
-    let started = std::time::Instant::now();
-    tokio::time::timeout(Duration::from_secs(3), svc.ready())
-        .await
-        .expect("woken at the probe time")
-        .unwrap();
-    assert!(started.elapsed() >= Duration::from_millis(100));
+    let woken = Arc::new(Woken::default());
+    let waker = Waker::from(woken.clone());
+    let mut cx = Context::from_waker(&waker);
+    assert!(svc.poll_ready(&mut cx).is_pending());
+    // Woken by its own timer when the probe time comes, not before.
+    clock.advance(Duration::from_millis(149));
+    tokio::time::advance(Duration::from_millis(149)).await;
+    assert!(!woken.0.load(Ordering::SeqCst), "not before the probe time");
+    clock.advance(Duration::from_millis(1));
+    tokio::time::advance(Duration::from_millis(1)).await;
+    assert!(woken.0.load(Ordering::SeqCst), "woken at the probe time");
+    assert!(matches!(svc.poll_ready(&mut cx), Poll::Ready(Ok(()))));
     assert!(svc.holds_permit());
     assert_eq!(breaker.state(), State::HalfOpen);
     svc.call(true).await.unwrap();
