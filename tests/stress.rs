@@ -26,6 +26,9 @@ struct Tally {
     successes: u64,
     failures: u64,
     ignored: u64,
+    /// Dropped without a verdict: the clock the drop reads stands still, so
+    /// every drop is early and neutral.
+    dropped: u64,
     slow: u64,
     resets: u64,
     /// Permits still pending after the last operation (dropped at the end).
@@ -41,6 +44,7 @@ impl std::ops::AddAssign for Tally {
         self.successes += o.successes;
         self.failures += o.failures;
         self.ignored += o.ignored;
+        self.dropped += o.dropped;
         self.slow += o.slow;
         self.resets += o.resets;
         self.leftover += o.leftover;
@@ -123,14 +127,14 @@ fn worker(index: usize, b: &Breaker<ManualClock>, time: &AtomicU64, start: &Barr
             t.ignored += 1;
             let _ = p.ignore();
         } else {
-            t.ignored += 1; // dropped without a verdict counts as ignored
+            t.dropped += 1; // dropped early without a verdict: neutral
             drop(p);
         }
     }
     if let Some((held, _)) = parked {
         pending.push(held);
     }
-    t.ignored += pending.len() as u64;
+    t.dropped += pending.len() as u64;
     t.leftover = pending.len() as u64;
     drop(pending);
     t
@@ -194,13 +198,15 @@ fn conservation_one_event_per_generation_legal_final_state() {
     assert_eq!(calls.successes, total.successes);
     assert_eq!(calls.failures, total.failures);
     assert_eq!(calls.ignored, total.ignored);
+    assert_eq!(calls.dropped, total.dropped);
     assert_eq!(calls.slow, total.slow);
     assert_eq!(
         calls.admitted,
-        calls.successes + calls.failures + calls.ignored
+        calls.successes + calls.failures + calls.ignored + calls.dropped
     );
     // Every operation was an admission, a rejection, one verdict or a park.
-    let verdicts_in_loop = total.successes + total.failures + total.ignored - total.leftover;
+    let verdicts_in_loop =
+        total.successes + total.failures + total.ignored + total.dropped - total.leftover;
     assert_eq!(
         total.admitted + total.rejected + verdicts_in_loop + total.parks,
         THREADS as u64 * OPS
