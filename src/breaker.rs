@@ -18,7 +18,7 @@ use crate::counters::CallCounters;
 use crate::error::{RejectReason, Rejected};
 use crate::fleet::Fleet;
 use crate::observe::{BreakerSnapshot, Observer, Reason, Transition};
-use crate::outcome::Outcome;
+use crate::outcome::Verdict;
 use crate::permit::{OwnedPermit, Permit};
 use crate::policy::{Config, WindowCounts, WindowKind};
 use crate::state::{Snapshot, State, StateCell};
@@ -101,6 +101,11 @@ impl Breaker {
         Builder::new()
     }
 }
+
+/// The start of a call whose admission did not read the clock (CLOSED, no
+/// slow-call timing): its age is unknown, so a drop without a verdict is
+/// neutral and the call is never slow.
+pub(crate) const UNTIMED: Nanos = Nanos::NEVER;
 
 /// The probe flag and generation a permit carries back to its verdict.
 #[derive(Copy, Clone, Debug)]
@@ -236,7 +241,7 @@ impl<C: Clock> Breaker<C> {
             let start = if self.shared.config.measures_time() {
                 self.now()
             } else {
-                Nanos::ZERO
+                UNTIMED
             };
             return Ok(self.admit(s.generation(), false, start));
         }
@@ -267,19 +272,32 @@ impl<C: Clock> Breaker<C> {
         }
     }
 
-    /// Admits the first probe of a round this caller's CAS just started.
-    fn admit_round(&self, from: Snapshot, to: Snapshot, reason: Reason, now: Nanos) -> Ticket {
+    /// Admits the first probe of a round this caller's CAS just started, and
+    /// reports the transition.
+    ///
+    /// The round is complete before the observer runs (invariant 5): should
+    /// the observer panic, the guard frees the probe slot this caller holds
+    /// (as a neutral drop) while the panic unwinds, so the round stays open
+    /// to the next request instead of waiting out the probe lease.
+    fn start_round(&self, from: Snapshot, to: Snapshot, reason: Reason, now: Nanos) -> Ticket {
         let round = if reason == Reason::OpenElapsed {
             RoundStart::Opened
         } else {
             RoundStart::Superseded
         };
-        Ticket {
+        let ticket = Ticket {
             round,
             trips: from.trips() as u8,               // ≤ TRIPS_MAX (63)
             prior_successes: from.successes() as u8, // ≤ SUCCESS_MAX (255)
             ..self.admit(to.generation(), true, now)
-        }
+        };
+        let guard = ReleaseOnUnwind {
+            breaker: self,
+            ticket,
+        };
+        self.report(from, to, reason, now, WindowCounts::default());
+        core::mem::forget(guard);
+        ticket
     }
 
     /// The transition an admission caused, rebuilt exactly as the observer saw it.
@@ -366,10 +384,7 @@ impl<C: Clock> Breaker<C> {
                     }
                     let next = round_start(s);
                     match self.cell.transition(s, next, now) {
-                        Ok(()) => {
-                            self.report(s, next, Reason::OpenElapsed, now, WindowCounts::default());
-                            return Ok(self.admit_round(s, next, Reason::OpenElapsed, now));
-                        }
+                        Ok(()) => return Ok(self.start_round(s, next, Reason::OpenElapsed, now)),
                         // Lost the election: look at what the winner made of it.
                         Err(actual) => s = actual,
                     }
@@ -382,19 +397,12 @@ impl<C: Clock> Breaker<C> {
                         let next = round_start(s);
                         match self.cell.transition(s, next, now) {
                             Ok(()) => {
-                                self.report(
+                                return Ok(self.start_round(
                                     s,
                                     next,
                                     Reason::ProbeLeaseExpired,
                                     now,
-                                    WindowCounts::default(),
-                                );
-                                return Ok(self.admit_round(
-                                    s,
-                                    next,
-                                    Reason::ProbeLeaseExpired,
-                                    now,
-                                ));
+                                ))
                             }
                             Err(actual) => {
                                 s = actual;
@@ -425,7 +433,7 @@ impl<C: Clock> Breaker<C> {
     pub(crate) fn on_verdict(
         &self,
         ticket: Ticket,
-        outcome: Outcome,
+        verdict: Verdict,
         now: Nanos,
     ) -> Option<Transition> {
         let config = &self.shared.config;
@@ -434,16 +442,20 @@ impl<C: Clock> Breaker<C> {
         // 82 instructions per permit-API success against 99 through the
         // general path below (callgrind). A probe takes this path too: with no
         // threshold it cannot be slow, and `verdict_slow` decides it as below.
-        if config.plain && outcome == Outcome::Success {
+        if config.plain && verdict == Verdict::Success {
             let s = self.cell.load();
             if s.generation() != ticket.generation || (s.is_closed() && s.count() == 0) {
                 return None;
             }
-            return self.verdict_slow(s, ticket, outcome, false, now);
+            return self.verdict_slow(s, ticket, verdict, false, now);
         }
-        let slow = outcome != Outcome::Ignored && config.is_slow(ticket.start, now);
+        let slow = match verdict {
+            Verdict::Ignored | Verdict::Dropped => false,
+            Verdict::AbandonedSlow => true,
+            _ => config.is_slow(ticket.start, now),
+        };
         if let Some(c) = &self.counters {
-            c.verdict(outcome, slow);
+            c.verdict(verdict, slow);
         }
         let s = self.cell.load();
         if s.generation() != ticket.generation {
@@ -452,13 +464,13 @@ impl<C: Clock> Breaker<C> {
         // Invariant 8, inlined into the caller: a fast success in Closed with
         // no failure run to end is this load plus the window's write, exactly
         // what `record_closed` does for it.
-        if s.is_closed() && outcome == Outcome::Success && !slow && s.count() == 0 {
+        if s.is_closed() && verdict == Verdict::Success && !slow && s.count() == 0 {
             if config.window != WindowKind::None {
                 self.window.record(config.window, now, false, false);
             }
             return None;
         }
-        self.verdict_slow(s, ticket, outcome, slow, now)
+        self.verdict_slow(s, ticket, verdict, slow, now)
     }
 
     /// Every other verdict: failures, runs to end, probes, MetricsOnly.
@@ -467,53 +479,86 @@ impl<C: Clock> Breaker<C> {
         &self,
         s: Snapshot,
         ticket: Ticket,
-        outcome: Outcome,
+        verdict: Verdict,
         slow: bool,
         now: Nanos,
     ) -> Option<Transition> {
         match s.state() {
-            State::Closed | State::MetricsOnly => self.record_closed(s, outcome, slow, now),
-            State::HalfOpen if ticket.probe => self.record_probe(s, outcome, slow, now),
+            State::Closed | State::MetricsOnly => self.record_closed(s, verdict, slow, now),
+            State::HalfOpen if ticket.probe => self.record_probe(s, verdict, slow, now),
             _ => None,
         }
     }
 
-    /// A permit dropped without a verdict, with no clock read.
+    /// A permit dropped without a verdict: judged by how it ended (the table
+    /// on [`Verdict`]). A panic unwinding through the permit is a failure; a
+    /// drop after the call hung (the slow-call threshold, or
+    /// `abandoned_after`) counts against the dependency, and an abandoned
+    /// probe fails its round; an earlier drop proves nothing either way: it
+    /// frees a probe's slot (invariant 5) and changes nothing else.
     ///
-    /// A cancelled call proves nothing about the dependency, so a drop is
-    /// neutral: it frees a probe's slot (invariant 5) and is counted as
-    /// ignored, but unlike [`Outcome::Ignored`] it does not end a run of
-    /// consecutive failures — a caller's outer timeout that drops the permit
-    /// of a hung call must not keep resetting the run.
+    /// Only this path reads the clock for a drop; a verdict never pays for it.
+    #[cold]
     pub(crate) fn on_drop(&self, ticket: Ticket) {
+        let panicking = std::thread::panicking();
+        if ticket.start == UNTIMED && !panicking {
+            // Its age is unknown: neutral, and no clock read.
+            return self.drop_neutral(ticket);
+        }
+        let now = self.now();
+        let held = (ticket.start != UNTIMED).then(|| now.saturating_duration_since(ticket.start));
+        let verdict = self.shared.config.judge_drop(held, panicking);
+        if verdict == Verdict::Dropped {
+            return self.drop_neutral(ticket);
+        }
+        if panicking {
+            // The observer runs on this thread while it already unwinds: a
+            // second panic escaping this drop would abort the process. The
+            // transition is complete before the observer runs, so swallowing
+            // the observer's panic loses nothing of the breaker's state.
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                self.on_verdict(ticket, verdict, now)
+            }));
+        } else {
+            let _ = self.on_verdict(ticket, verdict, now);
+        }
+    }
+
+    /// A drop that means nothing: frees a probe's slot, counts it, and does
+    /// not end a run of consecutive failures (an outer timeout that drops a
+    /// hung call's permit early must not keep resetting the run).
+    pub(crate) fn drop_neutral(&self, ticket: Ticket) {
         if ticket.probe {
-            let _ = self.on_verdict(ticket, Outcome::Ignored, ticket.start);
+            let _ = self.on_verdict(ticket, Verdict::Dropped, ticket.start);
         } else if let Some(c) = &self.counters {
-            c.verdict(Outcome::Ignored, false);
+            c.verdict(Verdict::Dropped, false);
         }
     }
 
     fn record_closed(
         &self,
         s: Snapshot,
-        outcome: Outcome,
+        verdict: Verdict,
         slow: bool,
         now: Nanos,
     ) -> Option<Transition> {
         let config = &self.shared.config;
         let generation = s.generation();
-        let consecutive = match outcome {
-            Outcome::Failure if config.consecutive_failures.is_some() => {
+        let failure = verdict.is_failure();
+        let consecutive = match verdict {
+            _ if failure && config.consecutive_failures.is_some() => {
                 self.update_run(s, |run| run.saturating_add(1))?
             }
+            // A drop proves nothing about the run; a slow abandonment is
+            // slowness, not a failure: neither ends nor extends it.
+            Verdict::Dropped | Verdict::AbandonedSlow => s.count(),
             // Invariant 8: no write unless there is a run to end.
             _ if s.count() > 0 => self.update_run(s, |_| 0)?,
             _ => 0,
         };
-        if outcome == Outcome::Ignored {
+        if !verdict.counts() {
             return None;
         }
-        let failure = outcome == Outcome::Failure;
         self.window.record(config.window, now, failure, slow);
         if !failure && !slow {
             return None; // a fast success never trips
@@ -584,7 +629,7 @@ impl<C: Clock> Breaker<C> {
     fn record_probe(
         &self,
         mut s: Snapshot,
-        outcome: Outcome,
+        verdict: Verdict,
         slow: bool,
         now: Nanos,
     ) -> Option<Transition> {
@@ -594,23 +639,26 @@ impl<C: Clock> Breaker<C> {
             if s.generation() != generation || !s.is_half_open() {
                 return None;
             }
-            let (next, reason) = match outcome {
+            let reopen = s.enter(State::Open).with_trips(s.trips() + 1);
+            let (next, reason) = match verdict {
                 // Frees the slot for another probe of this round.
-                Outcome::Ignored => (s.with_count(s.count().saturating_sub(1)), None),
-                Outcome::Failure => (
-                    s.enter(State::Open).with_trips(s.trips() + 1),
-                    Some(Reason::ProbeFailed),
-                ),
+                Verdict::Ignored | Verdict::Dropped => {
+                    (s.with_count(s.count().saturating_sub(1)), None)
+                }
+                Verdict::Failure | Verdict::Panicked => (reopen, Some(Reason::ProbeFailed)),
+                // Invariant 5: a caller that gave up on a hung probe fails
+                // the round, so impatient clients cannot turn one probe per
+                // open period into one probe per client.
+                Verdict::AbandonedSlow | Verdict::AbandonedFailure => {
+                    (reopen, Some(Reason::ProbeAbandoned))
+                }
                 // Invariant 6: a slow probe fails the round.
-                Outcome::Success if slow => (
-                    s.enter(State::Open).with_trips(s.trips() + 1),
-                    Some(Reason::ProbeSlow),
-                ),
-                Outcome::Success if s.successes() + 1 >= config.probes => (
+                Verdict::Success if slow => (reopen, Some(Reason::ProbeSlow)),
+                Verdict::Success if s.successes() + 1 >= config.probes => (
                     s.enter(State::Closed).with_trips(0),
                     Some(Reason::ProbesSucceeded),
                 ),
-                Outcome::Success => (s.with_successes(s.successes() + 1), None),
+                Verdict::Success => (s.with_successes(s.successes() + 1), None),
             };
             let Some(reason) = reason else {
                 match self.cell.compare_exchange(s, next) {
@@ -768,6 +816,9 @@ impl<C: Clock> Breaker<C> {
         let s = self.cell.load();
         let since = self.cell.tripped_at(s);
         let window = self.window.counts(self.shared.config.window, now);
+        // The trip conditions judge rates only from `min_calls` calls on;
+        // below that a rate is noise (one failure in one call is not 100 %).
+        let enough = window.calls >= self.shared.config.min_calls;
         let retry_after = s
             .is_open()
             .then(|| self.ready_at(s).saturating_duration_since(now));
@@ -776,8 +827,8 @@ impl<C: Clock> Breaker<C> {
             generation: s.generation(),
             time_in_state: now.saturating_duration_since(since),
             retry_after,
-            failure_rate: window.failure_rate(),
-            slow_call_rate: window.slow_call_rate(),
+            failure_rate: enough.then(|| window.failure_rate()),
+            slow_call_rate: enough.then(|| window.slow_call_rate()),
             window,
             consecutive_failures: if s.is_half_open() { 0 } else { s.count() },
             trips_in_a_row: s.trips(),
@@ -795,6 +846,22 @@ impl<C: Clock> Breaker<C> {
         }
         let w = self.window.counts(self.shared.config.window, now);
         w.failures == 0 && w.slow == 0
+    }
+}
+
+/// Frees the probe slot of `ticket` if dropped: armed while the observer of a
+/// round start runs, forgotten once it returns.
+struct ReleaseOnUnwind<'a, C: Clock> {
+    breaker: &'a Breaker<C>,
+    ticket: Ticket,
+}
+
+impl<C: Clock> Drop for ReleaseOnUnwind<'_, C> {
+    fn drop(&mut self) {
+        // Neutral: the observer's panic says nothing about the dependency.
+        let _ = self
+            .breaker
+            .on_verdict(self.ticket, Verdict::Dropped, self.ticket.start);
     }
 }
 
@@ -881,7 +948,7 @@ mod mutants_tests {
         assert!(new.is_probe() && new.generation() != old.generation());
         let newer = b.cell.load();
         assert_eq!(
-            b.record_probe(round, Outcome::Success, false, secs(2)),
+            b.record_probe(round, Verdict::Success, false, secs(2)),
             None
         );
         assert_eq!(b.cell.load(), newer);

@@ -16,6 +16,10 @@ use crate::sync::Arc;
 pub const MAX_COUNT_WINDOW: u32 = 4096;
 /// Most buckets in a time window.
 pub const MAX_TIME_BUCKETS: u32 = 1024;
+/// Longest open duration, backoff cap, probe lease, slow-call threshold or
+/// `abandoned_after`: one day. A longer value is almost always a unit mistake,
+/// and a probe lease of years would let a lost probe wedge a breaker.
+pub const MAX_DURATION: Duration = Duration::from_secs(24 * 60 * 60);
 
 /// Builds a [`Breaker`]: set the trip conditions, then `build()`.
 ///
@@ -25,7 +29,8 @@ pub const MAX_TIME_BUCKETS: u32 = 1024;
 /// window, `min_calls` 10 (or the count window's size if smaller), 1 half-open
 /// probe, an open duration of 30 s doubling per trip in a row up to 5 min with
 /// no jitter, a probe lease equal to the base open duration, no slow-call
-/// threshold, no call counters.
+/// threshold, `abandoned_after` equal to the slow-call threshold (else the
+/// probe lease), no call counters. Durations are at most [`MAX_DURATION`].
 ///
 /// ```
 /// use failfast::Breaker;
@@ -56,6 +61,7 @@ pub struct Builder {
     min_calls: Option<u32>,
     probes: u32,
     probe_lease: Option<Duration>,
+    abandoned_after: Option<Duration>,
     open_base: Duration,
     multiplier: f64,
     cap: Option<Duration>,
@@ -76,6 +82,7 @@ impl Default for Builder {
             min_calls: None,
             probes: 1,
             probe_lease: None,
+            abandoned_after: None,
             open_base: Duration::from_secs(30),
             multiplier: 2.0,
             cap: None,
@@ -98,6 +105,7 @@ impl fmt::Debug for Builder {
             .field("min_calls", &self.min_calls)
             .field("probes", &self.probes)
             .field("probe_lease", &self.probe_lease)
+            .field("abandoned_after", &self.abandoned_after)
             .field("open_base", &self.open_base)
             .field("multiplier", &self.multiplier)
             .field("cap", &self.cap)
@@ -174,6 +182,26 @@ impl Builder {
     /// open duration. Set it to your call timeout.
     pub fn probe_lease(mut self, lease: Duration) -> Self {
         self.probe_lease = Some(lease);
+        self
+    }
+
+    /// A permit dropped without a verdict after being held at least `after`
+    /// was abandoned: its caller gave up on a call that hung (a client that
+    /// went away, an outer timeout, a cancelled future). It then counts
+    /// against the dependency — as a slow call when the policy has a
+    /// slow-call rate, else as a failure — and an abandoned probe fails its
+    /// round. Dropped sooner it stays neutral. Default: the slow-call
+    /// threshold if set, else the probe lease. Set it below your callers'
+    /// outer timeouts (> 0, ≤ 1 day).
+    ///
+    /// The age of a call is known when its admission read the clock:
+    /// always for [`call_async`](Breaker::call_async), the tower layers,
+    /// half-open probes, `_at(now)` admissions and breakers with a
+    /// slow-call threshold; a plain [`try_acquire`](Breaker::try_acquire)
+    /// on a breaker that does not time calls skips that read, so its drop
+    /// stays neutral.
+    pub fn abandoned_after(mut self, after: Duration) -> Self {
+        self.abandoned_after = Some(after);
         self
     }
 
@@ -268,8 +296,12 @@ impl Builder {
         let failure_rate = rate("failure_rate", self.failure_rate)?;
         let slow_call_rate = rate("slow_call_rate", self.slow_call_rate)?;
         if let Some(t) = self.slow_call_threshold {
-            if t.is_zero() {
-                return Err(ConfigError::new("slow_call_threshold", "> 0", t));
+            if t.is_zero() || t > MAX_DURATION {
+                return Err(ConfigError::new(
+                    "slow_call_threshold",
+                    "> 0 and ≤ 1 day",
+                    t,
+                ));
             }
         }
         if slow_call_rate.is_some() && self.slow_call_threshold.is_none() {
@@ -333,8 +365,12 @@ impl Builder {
         if self.probes == 0 || self.probes > SUCCESS_MAX {
             return Err(ConfigError::new("half_open_probes", "1..=255", self.probes));
         }
-        if self.open_base.is_zero() {
-            return Err(ConfigError::new("open_duration", "> 0", self.open_base));
+        if self.open_base.is_zero() || self.open_base > MAX_DURATION {
+            return Err(ConfigError::new(
+                "open_duration",
+                "> 0 and ≤ 1 day",
+                self.open_base,
+            ));
         }
         if !(self.multiplier >= 1.0 && self.multiplier <= 1000.0) {
             return Err(ConfigError::new(
@@ -346,10 +382,10 @@ impl Builder {
         let cap = self
             .cap
             .unwrap_or_else(|| self.open_base.max(Duration::from_secs(300)));
-        if cap < self.open_base {
+        if cap < self.open_base || cap > MAX_DURATION {
             return Err(ConfigError::new(
                 "backoff.cap",
-                "at least open_duration",
+                "at least open_duration and ≤ 1 day",
                 cap,
             ));
         }
@@ -357,8 +393,23 @@ impl Builder {
             return Err(ConfigError::new("jitter", "[0, 1)", self.jitter));
         }
         let probe_lease = self.probe_lease.unwrap_or(self.open_base);
-        if probe_lease.is_zero() {
-            return Err(ConfigError::new("probe_lease", "> 0", probe_lease));
+        if probe_lease.is_zero() || probe_lease > MAX_DURATION {
+            return Err(ConfigError::new(
+                "probe_lease",
+                "> 0 and ≤ 1 day",
+                probe_lease,
+            ));
+        }
+        let abandoned_after = self
+            .abandoned_after
+            .or(self.slow_call_threshold)
+            .unwrap_or(probe_lease);
+        if abandoned_after.is_zero() || abandoned_after > MAX_DURATION {
+            return Err(ConfigError::new(
+                "abandoned_after",
+                "> 0 and ≤ 1 day",
+                abandoned_after,
+            ));
         }
         Ok(Config {
             consecutive_failures: self.consecutive_failures,
@@ -369,6 +420,7 @@ impl Builder {
             min_calls,
             probes: self.probes,
             probe_lease,
+            abandoned_after,
             backoff: Backoff::new(self.open_base, self.multiplier, cap, self.jitter),
             count_calls: self.count_calls,
             plain: window == WindowKind::None

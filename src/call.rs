@@ -57,6 +57,7 @@ impl<E: std::error::Error + 'static> std::error::Error for CallError<E> {
 impl<C: Clock> Breaker<C> {
     /// Runs `f` if the breaker admits it, and records its result (`Ok` =
     /// success, `Err` = failure), timed if a slow-call threshold is set.
+    /// A panic in `f` counts as a failure, then propagates unchanged.
     ///
     /// ```
     /// use failfast::{Breaker, CallError};
@@ -110,8 +111,15 @@ impl<C: Clock> Breaker<C> {
     }
 
     /// Awaits `fut` if the breaker admits it, and records its result. No
-    /// runtime needed. If the returned future is dropped before it finishes,
-    /// the call counts as ignored and frees any probe slot.
+    /// runtime needed.
+    ///
+    /// The admission reads the clock, so a call that never finishes is judged
+    /// by its age: if the returned future is dropped (an outer timeout, a
+    /// client that went away) after the call ran for the slow-call threshold
+    /// or [`abandoned_after`](crate::Builder::abandoned_after), it counts
+    /// against the dependency and a probe's round fails; dropped sooner it is
+    /// neutral and frees any probe slot. A panic while awaiting `fut` counts
+    /// as a failure, then propagates unchanged.
     ///
     /// ```
     /// use failfast::Breaker;
@@ -147,7 +155,10 @@ impl<C: Clock> Breaker<C> {
         classify: impl FnOnce(&Result<T, E>) -> Outcome,
         fut: impl Future<Output = Result<T, E>>,
     ) -> Result<T, CallError<E>> {
-        let permit = self.try_acquire().map_err(CallError::Rejected)?;
+        // Timed even when calls are not: an async call can be abandoned.
+        let permit = self
+            .try_acquire_at(self.now())
+            .map_err(CallError::Rejected)?;
         let result = fut.await;
         let _ = permit.record(classify(&result));
         result.map_err(CallError::Inner)

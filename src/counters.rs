@@ -6,7 +6,7 @@
 //! needs totals per breaker.
 
 use crate::observe::CallCounts;
-use crate::outcome::Outcome;
+use crate::outcome::Verdict;
 use crate::sync::{AtomicU64, Ordering};
 
 #[derive(Debug, Default)]
@@ -16,6 +16,9 @@ pub(crate) struct CallCounters {
     successes: AtomicU64,
     failures: AtomicU64,
     ignored: AtomicU64,
+    dropped: AtomicU64,
+    abandoned: AtomicU64,
+    panicked: AtomicU64,
     slow: AtomicU64,
 }
 
@@ -29,11 +32,14 @@ impl CallCounters {
         self.rejected.fetch_add(1, Ordering::Relaxed);
     }
 
-    pub(crate) fn verdict(&self, outcome: Outcome, slow: bool) {
-        let counter = match outcome {
-            Outcome::Success => &self.successes,
-            Outcome::Failure => &self.failures,
-            Outcome::Ignored => &self.ignored,
+    pub(crate) fn verdict(&self, verdict: Verdict, slow: bool) {
+        let counter = match verdict {
+            Verdict::Success => &self.successes,
+            Verdict::Failure => &self.failures,
+            Verdict::Ignored => &self.ignored,
+            Verdict::Dropped => &self.dropped,
+            Verdict::AbandonedSlow | Verdict::AbandonedFailure => &self.abandoned,
+            Verdict::Panicked => &self.panicked,
         };
         counter.fetch_add(1, Ordering::Relaxed);
         if slow {
@@ -48,6 +54,9 @@ impl CallCounters {
             successes: self.successes.load(Ordering::Relaxed),
             failures: self.failures.load(Ordering::Relaxed),
             ignored: self.ignored.load(Ordering::Relaxed),
+            dropped: self.dropped.load(Ordering::Relaxed),
+            abandoned: self.abandoned.load(Ordering::Relaxed),
+            panicked: self.panicked.load(Ordering::Relaxed),
             slow: self.slow.load(Ordering::Relaxed),
         }
     }

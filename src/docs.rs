@@ -72,11 +72,19 @@
 //! 4. **Stale verdicts are ignored.** A permit carries its generation; a
 //!    verdict whose generation is not the current one changes nothing: it
 //!    cannot open, close, count, or extend an open period.
-//! 5. **No wedge.** A permit dropped without a verdict frees its probe slot
-//!    at once (it is counted as ignored, and, being no evidence either way,
-//!    does not end a run of consecutive failures). A probe that never reports is superseded:
-//!    once the probe lease has passed since the round began, the next request
-//!    starts a new round (a HalfOpen → HalfOpen transition), lazily.
+//! 5. **No wedge.** A probe that never reports cannot keep the breaker
+//!    HALF_OPEN: once the probe lease has passed since the round began, the
+//!    next request starts a new round (a HalfOpen → HalfOpen transition),
+//!    lazily. A permit dropped without a verdict is judged by how long it was
+//!    held (the table "How every call ends" on the crate's front page):
+//!    dropped early it frees its probe slot at once and counts for nothing;
+//!    dropped after the slow-call threshold or `abandoned_after` (a caller
+//!    gave up on a hung call) it counts against the dependency, and a
+//!    probe's round fails; dropped while the thread panics it is a failure.
+//!    User code — observers, hooks — runs only after a transition is
+//!    published and outside every CAS loop; if an observer of a round start
+//!    panics, the probe slot its admission took is given back as the panic
+//!    unwinds.
 //! 6. **Slow probes fail.** A probe that succeeds slower than the slow-call
 //!    threshold reopens the breaker.
 //! 7. **Nothing in the background.** No thread, task, timer or allocation per
@@ -126,10 +134,33 @@
 //!   inside admission: [`Permit::transition`](crate::Permit::transition)
 //!   rebuilds it from a few bytes in the permit's ticket, which stays two
 //!   words so a permit travels in registers.
-//! * **A dropped permit is neutral**: it frees its probe slot and is counted
-//!   as ignored, but does not end a run of consecutive failures (an outer
-//!   timeout dropping a hung call's permit must not reset the run forever).
-//!   An explicit `ignore()` — a business error — does end it.
+//! * **A dropped permit is judged by its age** (revised after the first
+//!   wave, where every drop was neutral and outer timeouts and impatient
+//!   clients turned the breaker off): early it is neutral — it frees its
+//!   probe slot and neither counts nor ends a run of consecutive failures;
+//!   late it is a slow call or a failure (a failed round for a probe);
+//!   while panicking it is a failure. The policy decides (`Config::judge_drop`,
+//!   pure); the breaker reads the clock on this path only, never on a
+//!   verdict. A permit from a clock-free admission (`try_acquire` in CLOSED
+//!   without a slow-call threshold) has no age, so its drop is neutral: the
+//!   success path of the plainest breaker keeps its single load.
+//! * **An abandoned call counts as slow, not failed, when the policy has a
+//!   slow-call rate**: the slow-call rate already counts a hung call against
+//!   the dependency, and counting it as a failure too would report the
+//!   wrong trip reason. A slow abandonment never ends nor extends a run of
+//!   consecutive failures.
+//! * **Rates below `min_calls` are not published**: the snapshot's rates are
+//!   `None` (the metrics gauges -1, Resilience4j's convention, the status
+//!   JSON `null`) until the window holds `min_calls` calls, exactly when the
+//!   trip conditions start to judge them.
+//! * **Durations are bounded**: the open duration, backoff cap, probe lease,
+//!   slow-call threshold and `abandoned_after` are at most one day
+//!   ([`MAX_DURATION`](crate::MAX_DURATION)); a longer value is a
+//!   `ConfigError` (a lease of years would let a lost probe wedge a breaker).
+//! * **A full time-window bucket halves its counts** (one CAS) instead of
+//!   stopping: at 2²⁰ calls in one bucket its rates stay those of its calls,
+//!   weighted toward the recent ones; a bucket that stopped counting went
+//!   blind to the failures that followed a million successes.
 //! * **A plain breaker** (no window, no slow-call threshold, no counters) has
 //!   a shorter success path: one load and one branch in the verdict.
 //! * **Only a failure or a slow call can trip the breaker.** The trip

@@ -36,6 +36,39 @@
 //! # Ok::<(), failfast::ConfigError>(())
 //! ```
 //!
+//! # How every call ends
+//!
+//! A breaker that only hears clean verdicts fails *open* in a real proxy:
+//! clients give up, outer timeouts drop futures, handlers panic. So every
+//! ending counts, by how the call ended and how long it ran:
+//!
+//! | how the call ended | in CLOSED | a half-open probe |
+//! |---|---|---|
+//! | a verdict: [`success`](Permit::success), [`failure`](Permit::failure), [`record`](Permit::record) | counted as reported; slow if it took the slow-call threshold | a fast success counts toward closing; a failure or a slow success reopens |
+//! | [`ignore`](Permit::ignore) (a business error: 4xx, a declined card) | not counted; ends a run of consecutive failures | frees its slot |
+//! | dropped early: sooner than the slow-call threshold and [`abandoned_after`](Builder::abandoned_after) | neutral: not counted, a failure run stays | frees its slot at once |
+//! | dropped late: after the slow-call threshold or `abandoned_after` (the caller gave up on a hung call) | a slow call if the policy has a slow-call rate, else a failure | fails the round ([`Reason::ProbeAbandoned`]); the next open period is one backoff step longer |
+//! | a panic while the permit is held (in [`Breaker::call`], [`Breaker::call_async`], the tower layers) | a failure; the panic goes on unchanged | fails the round ([`Reason::ProbeFailed`]) |
+//! | the tower layer's own `timeout` fires | a failure *and* a slow call, at the deadline | fails the round |
+//! | a timeout outside the layer (`ServiceBuilder::timeout` before it, `tokio::time::timeout` around `call_async`) | as a drop: late → counted, early → neutral | as a drop |
+//!
+//! `abandoned_after` defaults to the slow-call threshold, else the probe
+//! lease: set it below the timeouts your callers apply from outside. A drop
+//! can be judged only if the admission read the clock: `call_async`, the
+//! tower layers, half-open probes, `_at(now)` admissions and breakers with a
+//! slow-call threshold always do; a plain [`Breaker::try_acquire`] on a
+//! breaker that times nothing skips that read (it is the cheapest path), so
+//! its drop is neutral. An observer or hook that panics runs after the
+//! transition is complete and outside every CAS loop: the panic reaches the
+//! caller, the breaker keeps the state it reached, and a probe slot taken by
+//! the admission that ran the observer is given back.
+//!
+//! **Order of tower layers**: give the call its deadline with the layer's
+//! own `timeout` (inside the breaker, so an expired call is a failure and a
+//! slow call); keep retries and a total request deadline *outside* it (a
+//! rejection then stops the retry loop at once, and an outer deadline that
+//! fires first is judged by `abandoned_after`).
+//!
 //! Start with [`Breaker`] and its [`Builder`]; wrap calls with
 //! [`Breaker::call`] / [`Breaker::call_async`] or use the [`Permit`] API; put a
 //! [`Bulkhead`] in front to cap calls in flight. The [`docs`] module holds the
@@ -73,7 +106,7 @@ pub mod tower;
 mod window;
 
 pub use breaker::Breaker;
-pub use builder::{Builder, MAX_COUNT_WINDOW, MAX_TIME_BUCKETS};
+pub use builder::{Builder, MAX_COUNT_WINDOW, MAX_DURATION, MAX_TIME_BUCKETS};
 pub use bulkhead::{Bulkhead, BulkheadPermit};
 pub use call::CallError;
 pub use clock::{Clock, ManualClock, Nanos, QuantaClock, StdClock};

@@ -30,6 +30,9 @@ pub enum Reason {
     ProbeFailed,
     /// HalfOpen → Open: a probe succeeded, but slower than the slow-call threshold.
     ProbeSlow,
+    /// HalfOpen → Open: a probe's caller gave up on it (its permit was dropped
+    /// without a verdict after the slow-call threshold or `abandoned_after`).
+    ProbeAbandoned,
     /// HalfOpen → Closed: every probe of the round succeeded fast.
     ProbesSucceeded,
     /// Manual: [`force_open`](crate::Breaker::force_open).
@@ -53,6 +56,7 @@ impl Reason {
             Reason::ProbeLeaseExpired => "probe_lease_expired",
             Reason::ProbeFailed => "probe_failed",
             Reason::ProbeSlow => "probe_slow",
+            Reason::ProbeAbandoned => "probe_abandoned",
             Reason::ProbesSucceeded => "probes_succeeded",
             Reason::ForceOpen => "force_open",
             Reason::Disable => "disable",
@@ -70,6 +74,7 @@ impl Reason {
                 | Reason::SlowCallRate
                 | Reason::ProbeFailed
                 | Reason::ProbeSlow
+                | Reason::ProbeAbandoned
         )
     }
 }
@@ -160,10 +165,12 @@ pub struct BreakerSnapshot {
     pub retry_after: Option<Duration>,
     /// The window's calls, failures and slow calls.
     pub window: WindowCounts,
-    /// The window's failure rate (0 with no calls).
-    pub failure_rate: f64,
-    /// The window's slow-call rate (0 with no calls).
-    pub slow_call_rate: f64,
+    /// The window's failure rate, or `None` while the window holds fewer than
+    /// `min_calls` calls: not enough calls yet to judge (the trip conditions
+    /// ignore the rates then too).
+    pub failure_rate: Option<f64>,
+    /// The window's slow-call rate, or `None` below `min_calls` (as above).
+    pub slow_call_rate: Option<f64>,
     /// Consecutive failures (Closed and MetricsOnly).
     pub consecutive_failures: u32,
     /// Trips in a row (the backoff exponent).
@@ -184,8 +191,16 @@ pub struct CallCounts {
     pub successes: u64,
     /// Verdicts: failures.
     pub failures: u64,
-    /// Verdicts: ignored (business errors and permits dropped without a verdict).
+    /// Verdicts: ignored (business errors).
     pub ignored: u64,
+    /// Permits dropped without a verdict before they could mean anything
+    /// (sooner than the slow-call threshold and `abandoned_after`): neutral.
+    pub dropped: u64,
+    /// Permits dropped without a verdict after the call hung (counted as slow
+    /// calls or failures, see [`Builder::abandoned_after`](crate::Builder::abandoned_after)).
+    pub abandoned: u64,
+    /// Permits dropped while the thread panicked (counted as failures).
+    pub panicked: u64,
     /// Slow calls among the successes and failures.
     pub slow: u64,
 }

@@ -23,8 +23,9 @@ macro_rules! verdict_methods {
             self.ticket.generation
         }
 
-        /// When the call was admitted (`Nanos::ZERO` when the breaker does not
-        /// time calls and the permit came from a clock-free admission).
+        /// When the call was admitted, or [`Nanos::NEVER`] when the admission
+        /// did not read the clock (a breaker that does not time calls, through
+        /// [`try_acquire`](crate::Breaker::try_acquire) in CLOSED).
         pub fn started_at(&self) -> Nanos {
             self.ticket.start
         }
@@ -58,7 +59,16 @@ macro_rules! verdict_methods {
         #[inline]
         pub fn record_at(mut self, outcome: Outcome, now: Nanos) -> Option<Transition> {
             self.done = true;
-            self.breaker.on_verdict(self.ticket, outcome, now)
+            self.breaker.on_verdict(self.ticket, outcome.into(), now)
+        }
+
+        /// Gives the permit back with no verdict, neutral whatever its age or
+        /// the thread's state: for the crate's own code that must let go of a
+        /// permit while user code (a hook) panics.
+        #[allow(dead_code)] // not every permit shape is released this way
+        pub(crate) fn release(mut self) {
+            self.done = true;
+            self.breaker.drop_neutral(self.ticket);
         }
 
         /// Reports a success.
@@ -104,10 +114,18 @@ macro_rules! verdict_methods {
 ///
 /// The permit remembers the generation it was admitted in: a verdict that
 /// arrives after the breaker moved on (it opened, or a probe round was
-/// superseded) changes nothing (invariant 4). Dropping a permit without a
-/// verdict — a cancelled future, an early return — frees its probe slot at
-/// once (invariant 5) and counts as ignored, without ending a run of
-/// consecutive failures (a cancelled call proves nothing either way).
+/// superseded) changes nothing (invariant 4).
+///
+/// Dropping a permit without a verdict is judged by how the call ended (the
+/// crate docs have the whole table):
+/// * dropped while the thread panics: a **failure** (a probe's round fails);
+/// * dropped after the call hung — at least the slow-call threshold, or
+///   [`abandoned_after`](crate::Builder::abandoned_after) — the caller gave
+///   up on it (an outer timeout, a client that went away): a **slow call**
+///   when the policy has a slow-call rate, else a **failure**; a probe's
+///   round fails ([`Reason::ProbeAbandoned`](crate::Reason::ProbeAbandoned));
+/// * dropped sooner, or with no known start: **neutral** — it frees its probe
+///   slot at once (invariant 5) and ends no run of consecutive failures.
 ///
 /// Each verdict returns the [`Transition`] it caused, if any.
 ///
@@ -126,11 +144,11 @@ macro_rules! verdict_methods {
 /// assert!(permit.record_at(Outcome::Success, Nanos::from_millis(800)).is_none());
 ///
 /// let permit = breaker.try_acquire_at(Nanos::from_secs(1)).unwrap();
-/// drop(permit); // no verdict: ignored
+/// drop(permit); // no verdict, dropped at once: neutral
 /// assert_eq!(breaker.state(), State::Closed);
 /// # Ok::<(), failfast::ConfigError>(())
 /// ```
-#[must_use = "a permit reports its call's outcome; dropping it counts as ignored"]
+#[must_use = "a permit reports its call's outcome; dropping it is judged by its age"]
 pub struct Permit<'a, C: Clock> {
     breaker: &'a Breaker<C>,
     ticket: Ticket,
@@ -181,7 +199,7 @@ impl<C: Clock> fmt::Debug for Permit<'_, C> {
 /// std::thread::spawn(move || { permit.success_at(Nanos::ZERO); }).join().unwrap();
 /// # Ok::<(), failfast::ConfigError>(())
 /// ```
-#[must_use = "a permit reports its call's outcome; dropping it counts as ignored"]
+#[must_use = "a permit reports its call's outcome; dropping it is judged by its age"]
 pub struct OwnedPermit<C: Clock, B: Deref<Target = Breaker<C>> = std::sync::Arc<Breaker<C>>> {
     breaker: B,
     ticket: Ticket,

@@ -9,6 +9,7 @@ use core::time::Duration;
 
 use crate::clock::Nanos;
 use crate::observe::Reason;
+use crate::outcome::Verdict;
 
 /// Where window-based rates are measured.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -185,6 +186,9 @@ pub struct Config {
     pub(crate) min_calls: u32,
     pub(crate) probes: u32,
     pub(crate) probe_lease: Duration,
+    /// A permit dropped without a verdict after at least this long was
+    /// abandoned by a caller that gave up on a hung call (see [`Ending`]).
+    pub(crate) abandoned_after: Duration,
     pub(crate) backoff: Backoff,
     pub(crate) count_calls: bool,
     /// No window, no slow-call threshold, no call counters: a success has
@@ -234,6 +238,12 @@ impl Config {
         self.probe_lease
     }
 
+    /// How long a permit must be held before dropping it without a verdict
+    /// counts against the dependency (see [`Builder::abandoned_after`](crate::Builder::abandoned_after)).
+    pub fn abandoned_after(&self) -> Duration {
+        self.abandoned_after
+    }
+
     /// The un-jittered open duration after `trips` trips in a row (1 = first).
     pub fn open_duration(&self, trips: u32) -> Duration {
         self.backoff.step(trips)
@@ -281,6 +291,28 @@ impl Config {
     pub(crate) fn is_slow(&self, start: Nanos, end: Nanos) -> bool {
         // The threshold first: without one, no duration is computed at all.
         matches!(self.slow_call_threshold, Some(t) if end.saturating_duration_since(start) >= t)
+    }
+
+    /// Pure: what a permit dropped without a verdict tells about the
+    /// dependency, given how long it was held (`None` when its admission did
+    /// not read the clock, so its age is unknown) and whether the thread is
+    /// panicking. The rules are the table on [`Verdict`].
+    pub(crate) fn judge_drop(&self, held: Option<Duration>, panicking: bool) -> Verdict {
+        if panicking {
+            return Verdict::Panicked;
+        }
+        let Some(held) = held else {
+            return Verdict::Dropped;
+        };
+        let abandoned = held >= self.abandoned_after;
+        let slow = matches!(self.slow_call_threshold, Some(t) if held >= t);
+        match (abandoned, slow) {
+            (false, false) => Verdict::Dropped,
+            // The slow-call rate already counts a hung call against the
+            // dependency; counting it as a failure too would count it twice.
+            (true, _) if self.slow_call_rate.is_none() => Verdict::AbandonedFailure,
+            _ => Verdict::AbandonedSlow,
+        }
     }
 
     /// Pure: should a CLOSED breaker with these counts trip, and why?

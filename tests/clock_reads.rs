@@ -40,13 +40,15 @@ fn closed_admission_and_a_fast_success_read_no_clock_without_timing() {
         .unwrap();
     let p = b.try_acquire().unwrap();
     assert_eq!(clock.reads(), 0, "admission in Closed is one load");
-    assert_eq!(p.started_at(), Nanos::ZERO);
+    assert_eq!(p.started_at(), Nanos::NEVER, "untimed: no known start");
     p.success();
     assert_eq!(clock.reads(), 0, "a success needs no time here");
     b.try_acquire().unwrap().ignore();
     assert_eq!(clock.reads(), 0, "nor does a business error");
     b.try_acquire().unwrap().record(Outcome::Ignored);
     assert_eq!(clock.reads(), 0);
+    drop(b.try_acquire().unwrap());
+    assert_eq!(clock.reads(), 0, "a drop with no known start is neutral");
     b.try_acquire().unwrap().failure();
     assert_eq!(clock.reads(), 1, "a failure may trip: it reads the time");
 }

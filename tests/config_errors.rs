@@ -1,7 +1,9 @@
 //! Every invalid builder value is refused at `build` with a `ConfigError`
 //! naming the field and the allowed range; valid edge values are accepted.
 
-use failfast::{Breaker, Builder, ConfigError, ManualClock, State, WindowKind, MAX_COUNT_WINDOW};
+use failfast::{
+    Breaker, Builder, ConfigError, ManualClock, State, WindowKind, MAX_COUNT_WINDOW, MAX_DURATION,
+};
 use std::time::Duration;
 
 /// A builder that is valid on its own: every case below breaks one value.
@@ -376,22 +378,68 @@ fn min_calls_zero_is_refused_even_without_a_window() {
 }
 
 #[test]
+fn durations_past_one_day_are_refused() {
+    // A lease of years would let a lost probe wedge a breaker; a day is
+    // already far past any sane open period, and longer is a unit mistake.
+    let past = MAX_DURATION + Duration::from_nanos(1);
+    refused(valid().open_duration(past), "open_duration", "1 day");
+    refused(
+        valid().open_duration(Duration::MAX),
+        "open_duration",
+        "1 day",
+    );
+    refused(valid().probe_lease(past), "probe_lease", "1 day");
+    refused(valid().probe_lease(Duration::MAX), "probe_lease", "1 day");
+    refused(valid().backoff(2.0, Duration::MAX), "backoff.cap", "1 day");
+    refused(
+        valid().slow_call_threshold(past),
+        "slow_call_threshold",
+        "1 day",
+    );
+    refused(valid().abandoned_after(past), "abandoned_after", "1 day");
+    refused(
+        valid().abandoned_after(Duration::ZERO),
+        "abandoned_after",
+        "> 0",
+    );
+}
+
+#[test]
 fn the_largest_durations_are_accepted_and_saturate() {
     use failfast::{Nanos, RejectReason};
     let b = valid()
         .consecutive_failures(1)
-        .open_duration(Duration::MAX)
-        .probe_lease(Duration::MAX)
-        .slow_call_threshold(Duration::MAX)
+        .open_duration(MAX_DURATION)
+        .probe_lease(MAX_DURATION)
+        .slow_call_threshold(MAX_DURATION)
+        .abandoned_after(MAX_DURATION)
         .build_with_clock(ManualClock::new())
         .unwrap();
+    assert_eq!(b.config().abandoned_after(), MAX_DURATION);
     let now = Nanos::from_secs(1);
     let t = b.try_acquire_at(now).unwrap().failure_at(now).unwrap();
-    assert!(t.open_for.unwrap() >= Duration::from_secs(100 * 365 * 24 * 3600));
-    let r = b.try_acquire_at(Nanos::from_secs(1_000_000)).unwrap_err();
+    assert_eq!(t.open_for, Some(MAX_DURATION));
+    let r = b.try_acquire_at(Nanos::from_secs(1_000)).unwrap_err();
     assert_eq!(r.reason(), RejectReason::Open);
-    assert!(r.retry_after().unwrap() > Duration::from_secs(1_000_000));
+    assert_eq!(
+        r.retry_after(),
+        Some(MAX_DURATION - Duration::from_secs(999))
+    );
     // Saturating arithmetic: at the end of time the period has passed.
     assert!(b.try_acquire_at(Nanos::NEVER).unwrap().is_probe());
     assert_eq!(b.state(), State::HalfOpen);
+}
+
+#[test]
+fn abandoned_after_defaults_to_the_slow_threshold_else_the_probe_lease() {
+    let c = accepted(valid().probe_lease(Duration::from_secs(7)));
+    assert_eq!(c.abandoned_after(), Duration::from_secs(7));
+    let c = accepted(valid().slow_call_threshold(Duration::from_millis(300)));
+    assert_eq!(c.abandoned_after(), Duration::from_millis(300));
+    let c = accepted(
+        valid()
+            .slow_call_threshold(Duration::from_millis(300))
+            .abandoned_after(Duration::from_secs(2)),
+    );
+    assert_eq!(c.abandoned_after(), Duration::from_secs(2));
 }

@@ -35,9 +35,15 @@
 //!   not after a fast success (a success can only lower a rate — except by
 //!   bringing the window up to `min_calls`, where the crate waits for the
 //!   next failure or slow call; invariant 8 keeps successes to one write).
-//! * A permit dropped without a verdict frees a probe's slot but neither
-//!   counts nor ends a run of consecutive failures; an explicit `ignore()`
-//!   ends the run.
+//! * A permit dropped without a verdict is judged by how long it was held
+//!   (the crate's table of endings): before the slow-call threshold and
+//!   `abandoned_after` it frees a probe's slot but neither counts nor ends a
+//!   run of consecutive failures (an explicit `ignore()` ends the run); after
+//!   them it counts as a slow call (the policy has a slow-call rate) or a
+//!   failure (it has none), and a probe fails its round; dropped while the
+//!   thread panics it is a failure. A permit whose admission did not read
+//!   the clock (`try_acquire` in CLOSED without a slow-call threshold) has no
+//!   age: its drop is neutral unless the thread panics.
 //!
 //! # What the model chooses not to compare
 //!
@@ -108,6 +114,7 @@ struct Spec {
     min_calls: Option<u32>,
     probes: u32,
     lease_ms: Option<u64>,
+    abandoned_after_ms: Option<u64>,
     base_ms: u64,
     /// `backoff(multiplier, base × cap_factor)`, or the default (2, max(base, 300 s)).
     backoff: Option<(Multiplier, u64)>,
@@ -157,6 +164,9 @@ impl Spec {
         if let Some(l) = self.lease_ms {
             b = b.probe_lease(Duration::from_millis(l));
         }
+        if let Some(a) = self.abandoned_after_ms {
+            b = b.abandoned_after(Duration::from_millis(a));
+        }
         if let Some((m, factor)) = self.backoff {
             b = b.backoff(m.as_f64(), Duration::from_millis(self.base_ms * factor));
         }
@@ -203,11 +213,13 @@ fn spec_strategy() -> impl Strategy<Value = Spec> {
             prop::bool::weighted(0.3),
             1u32..=9,
         ),
+        prop::option::weighted(0.4, 1u64..=1500),
     )
         .prop_map(
             |(
                 (consecutive, failure, slow, threshold, window, min_ix, set_min),
                 (probes, lease_ms, base_ms, backoff, jitter, id, count_calls, manual, failing),
+                abandoned_after_ms,
             )| {
                 let mut s = Spec {
                     consecutive,
@@ -218,6 +230,7 @@ fn spec_strategy() -> impl Strategy<Value = Spec> {
                     min_calls: None,
                     probes,
                     lease_ms,
+                    abandoned_after_ms,
                     base_ms,
                     backoff,
                     jitter,
@@ -262,6 +275,7 @@ struct Policy {
     min_calls: u32,
     probes: u32,
     lease: Duration,
+    abandoned_after: Duration,
     base_ns: u128,
     multiplier: Multiplier,
     cap_ns: u128,
@@ -279,7 +293,8 @@ enum Win {
 impl Policy {
     /// Defaults from the builder's documentation: a count window of 100 when
     /// a rate is set without a window; `min_calls` 10 (or the count window's
-    /// size if smaller); probe lease = base open duration; multiplier 2 up to
+    /// size if smaller); probe lease = base open duration; `abandoned_after`
+    /// = the slow-call threshold, else the probe lease; multiplier 2 up to
     /// max(base, 5 min).
     fn of(s: &Spec) -> Policy {
         let rates = s.failure_permille.is_some() || s.slow_permille.is_some();
@@ -301,6 +316,11 @@ impl Policy {
             Some((m, factor)) => (m, base_ns * u128::from(factor)),
             None => (Multiplier(2, 1), base_ns.max(300_000 * u128::from(MS))),
         };
+        let lease = Duration::from_millis(s.lease_ms.unwrap_or(s.base_ms));
+        let abandoned_after = match (s.abandoned_after_ms, s.slow_threshold_ms) {
+            (Some(a), _) | (None, Some(a)) => Duration::from_millis(a),
+            (None, None) => lease,
+        };
         Policy {
             consecutive: s.consecutive,
             failure_permille: s.failure_permille,
@@ -309,7 +329,8 @@ impl Policy {
             window,
             min_calls,
             probes: s.probes,
-            lease: Duration::from_millis(s.lease_ms.unwrap_or(s.base_ms)),
+            lease,
+            abandoned_after,
             base_ns,
             multiplier,
             cap_ns,
@@ -352,7 +373,18 @@ struct Call {
 struct Ticket {
     generation: u32,
     probe: bool,
+    /// When the call was admitted; `Nanos::NEVER` when the admission did not
+    /// read the clock (the call then has no age).
     start: Nanos,
+}
+
+/// How a call that got no verdict ended, by the crate's table of endings.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Ending {
+    Dropped,
+    AbandonedSlow,
+    AbandonedFailure,
+    Panicked,
 }
 
 /// An admission as the model predicts it: a ticket, or why not and when to retry.
@@ -471,13 +503,18 @@ impl Model {
         }
     }
 
-    fn acquire(&mut self, now: Nanos) -> (Admission, Option<Expected>) {
+    /// An admission at `now`; `timed` is false for a clock-free admission
+    /// (`try_acquire` without a slow-call threshold), which reads the clock
+    /// only outside CLOSED.
+    fn acquire(&mut self, now: Nanos, timed: bool) -> (Admission, Option<Expected>) {
+        let untimed = !timed && self.p.slow_threshold.is_none();
         let admit = |m: &mut Model, probe: bool| {
             m.counters.admitted += 1;
+            let closed = m.mode == State::Closed && !probe;
             Ok(Ticket {
                 generation: m.generation,
                 probe,
-                start: now,
+                start: if closed && untimed { Nanos::NEVER } else { now },
             })
         };
         match self.mode {
@@ -550,35 +587,91 @@ impl Model {
             return None; // stale: changes nothing
         }
         match self.mode {
-            State::Closed | State::MetricsOnly => self.record_closed(outcome, slow, now),
+            State::Closed | State::MetricsOnly => {
+                self.record_closed(outcome == Outcome::Failure, Some(outcome), slow, now)
+            }
             State::HalfOpen if t.probe => self.record_probe(outcome, slow, now),
             _ => None,
         }
     }
 
-    /// A permit dropped without a verdict (a cancelled call) proves nothing:
-    /// a probe's drop frees its slot like an ignored verdict; any other drop
-    /// is only counted as ignored — it does not end a run of failures, so an
-    /// outer timeout dropping hung calls cannot keep a breaker from tripping.
-    fn drop(&mut self, t: Ticket) -> Option<Expected> {
-        if t.probe {
-            return self.verdict(t, Outcome::Ignored, t.start);
+    /// A permit dropped without a verdict at `now`, judged by how long it was
+    /// held: a cancelled call proves nothing (a probe's drop frees its slot;
+    /// any other is only counted — it does not end a run of failures, so an
+    /// outer timeout dropping hung calls cannot keep a breaker from
+    /// tripping); a call dropped after it hung counts against the
+    /// dependency; a panic is a failure.
+    fn drop(&mut self, t: Ticket, now: Nanos, panicking: bool) -> Option<Expected> {
+        let held = (t.start != Nanos::NEVER).then(|| now.saturating_duration_since(t.start));
+        let ending = match held {
+            _ if panicking => Ending::Panicked,
+            None => Ending::Dropped,
+            Some(held) => {
+                let abandoned = held >= self.p.abandoned_after;
+                let slow = self.p.is_slow(held);
+                match (abandoned, slow) {
+                    (false, false) => Ending::Dropped,
+                    (true, _) if self.p.slow_permille.is_none() => Ending::AbandonedFailure,
+                    _ => Ending::AbandonedSlow,
+                }
+            }
+        };
+        let slow = match ending {
+            Ending::Dropped => false,
+            Ending::AbandonedSlow => true,
+            _ => held.is_some_and(|h| self.p.is_slow(h)),
+        };
+        match ending {
+            Ending::Dropped => self.counters.dropped += 1,
+            Ending::AbandonedSlow | Ending::AbandonedFailure => self.counters.abandoned += 1,
+            Ending::Panicked => self.counters.panicked += 1,
         }
-        self.counters.ignored += 1;
-        None
+        self.counters.slow += u64::from(slow);
+        if t.generation != self.generation {
+            return None;
+        }
+        let failure = matches!(ending, Ending::AbandonedFailure | Ending::Panicked);
+        match self.mode {
+            State::Closed | State::MetricsOnly if ending != Ending::Dropped => {
+                self.record_closed(failure, None, slow, now)
+            }
+            State::HalfOpen if t.probe => {
+                let z = WindowCounts::default();
+                let reason = match ending {
+                    Ending::Dropped => {
+                        self.taken = self.taken.saturating_sub(1);
+                        return None;
+                    }
+                    Ending::Panicked => Reason::ProbeFailed,
+                    _ => Reason::ProbeAbandoned,
+                };
+                self.trips = (self.trips + 1).min(63);
+                Some(self.enter(State::Open, reason, now, z))
+            }
+            _ => None,
+        }
     }
 
-    fn record_closed(&mut self, outcome: Outcome, slow: bool, now: Nanos) -> Option<Expected> {
-        // A failure extends the run (when that policy is on); anything else ends it.
-        self.run = if outcome == Outcome::Failure && self.p.consecutive.is_some() {
-            (self.run + 1).min(32_767)
-        } else {
-            0
-        };
-        if outcome == Outcome::Ignored {
+    /// Records a call in CLOSED (or MetricsOnly): `reported` is the caller's
+    /// outcome, `None` for a call that ended without one (abandoned or
+    /// panicked), which never ends a run.
+    fn record_closed(
+        &mut self,
+        failure: bool,
+        reported: Option<Outcome>,
+        slow: bool,
+        now: Nanos,
+    ) -> Option<Expected> {
+        // A failure extends the run (when that policy is on); a reported
+        // success or ignored call ends it; a slow abandonment leaves it.
+        if failure && self.p.consecutive.is_some() {
+            self.run = (self.run + 1).min(32_767);
+        } else if reported.is_some() {
+            self.run = 0;
+        }
+        if reported == Some(Outcome::Ignored) {
             return None; // proves the dependency is up; not a call of the window
         }
-        let failure = outcome == Outcome::Failure;
         self.calls.push(Call {
             at: now,
             failure,
@@ -679,8 +772,13 @@ enum Op {
     Advance(u64),
     ToEdge(Edge, i64),
     Acquire,
+    /// `try_acquire` (the clock-free admission where the breaker allows it).
+    AcquireUntimed,
     Verdict(Index, Outcome, Took),
-    Drop(Index),
+    /// The permit is dropped without a verdict when the call has taken this long.
+    Drop(Index, Took),
+    /// The permit is dropped while the thread panics.
+    Panic(Index, Took),
     ForceOpen,
     Disable,
     MetricsOnly,
@@ -697,6 +795,7 @@ fn op_strategy(manual: bool, failing: u32) -> BoxedStrategy<Op> {
     let took = prop_oneof![
         3 => (0u64..=20).prop_map(Took::Ms),
         1 => (0u64..=1000).prop_map(Took::Ms),
+        1 => (0u64..=3000).prop_map(Took::Ms),
         2 => (-1i64..=1).prop_map(Took::Threshold),
     ];
     let machine = prop_oneof![
@@ -705,9 +804,11 @@ fn op_strategy(manual: bool, failing: u32) -> BoxedStrategy<Op> {
         4 => (0u64..=1000).prop_map(Op::Advance),
         10 => (prop_oneof![3 => Just(Edge::Deadline), 1 => Just(Edge::Bucket)], -1i64..=1)
             .prop_map(|(e, n)| Op::ToEdge(e, n)),
-        60 => Just(Op::Acquire),
-        60 => (any::<Index>(), outcome, took).prop_map(|(i, o, t)| Op::Verdict(i, o, t)),
-        8 => any::<Index>().prop_map(Op::Drop),
+        50 => Just(Op::Acquire),
+        10 => Just(Op::AcquireUntimed),
+        60 => (any::<Index>(), outcome, took.clone()).prop_map(|(i, o, t)| Op::Verdict(i, o, t)),
+        8 => (any::<Index>(), took.clone()).prop_map(|(i, t)| Op::Drop(i, t)),
+        3 => (any::<Index>(), took).prop_map(|(i, t)| Op::Panic(i, t)),
         1 => Just(Op::Nothing),
     ];
     if !manual {
@@ -865,6 +966,25 @@ impl Pair {
         }
     }
 
+    /// Moves the clock to the end of a call that took `took`: `took` after
+    /// it started (after now, for a call with no known start), or now if
+    /// that is past.
+    fn end_call(&mut self, ticket: Ticket, took: Took) {
+        let took = match (took, self.model.p.slow_threshold) {
+            (Took::Ms(ms), _) => Duration::from_millis(ms),
+            (Took::Threshold(n), Some(t)) => {
+                Duration::from_nanos((t.as_nanos() as u64).saturating_add_signed(n))
+            }
+            (Took::Threshold(_), None) => Duration::ZERO,
+        };
+        let start = if ticket.start == Nanos::NEVER {
+            self.now
+        } else {
+            ticket.start
+        };
+        self.advance_to(start + took);
+    }
+
     fn take(&mut self, which: Index) -> Option<(OwnedPermit<ManualClock>, Ticket)> {
         if self.permits.is_empty() {
             return None;
@@ -892,9 +1012,14 @@ impl Pair {
                 }
                 (Returned::Transition(None), None)
             }
-            Op::Acquire => {
-                let real = self.breaker.try_acquire_owned_at(now);
-                let (want, expected) = self.model.acquire(now);
+            Op::Acquire | Op::AcquireUntimed => {
+                let timed = matches!(op, Op::Acquire);
+                let real = if timed {
+                    self.breaker.try_acquire_owned_at(now)
+                } else {
+                    self.breaker.try_acquire_owned()
+                };
+                let (want, expected) = self.model.acquire(now, timed);
                 match (real, want) {
                     (Ok(permit), Ok(ticket)) => {
                         assert_eq!(
@@ -917,25 +1042,23 @@ impl Pair {
                 let Some((permit, ticket)) = self.take(which) else {
                     return;
                 };
-                let took = match (took, self.model.p.slow_threshold) {
-                    (Took::Ms(ms), _) => Duration::from_millis(ms),
-                    (Took::Threshold(n), Some(t)) => {
-                        Duration::from_nanos((t.as_nanos() as u64).saturating_add_signed(n))
-                    }
-                    (Took::Threshold(_), None) => Duration::ZERO,
-                };
-                // The call ends `took` after it started, or now if that is past.
-                self.advance_to(ticket.start + took);
+                self.end_call(ticket, took);
                 let real = permit.record_at(outcome, self.now);
                 let expected = self.model.verdict(ticket, outcome, self.now);
                 (Returned::Transition(real), expected)
             }
-            Op::Drop(which) => {
+            Op::Drop(which, took) | Op::Panic(which, took) => {
                 let Some((permit, ticket)) = self.take(which) else {
                     return;
                 };
-                drop(permit);
-                let expected = self.model.drop(ticket);
+                self.end_call(ticket, took);
+                let panicking = matches!(op, Op::Panic(..));
+                if panicking {
+                    drop_while_panicking(permit);
+                } else {
+                    drop(permit);
+                }
+                let expected = self.model.drop(ticket, self.now, panicking);
                 (Returned::ObserverOnly, expected)
             }
             Op::ForceOpen => (
@@ -989,6 +1112,28 @@ impl Pair {
         );
         assert_eq!(self.breaker.state(), m.mode);
     }
+}
+
+/// The marker payload of the model's deliberate panics.
+struct ModelPanic;
+
+/// Drops `permit` while the thread unwinds from a panic, as a panicking call
+/// would; the panic is caught here, and the default hook stays quiet for it.
+fn drop_while_panicking(permit: OwnedPermit<ManualClock>) {
+    static QUIET: std::sync::Once = std::sync::Once::new();
+    QUIET.call_once(|| {
+        let default = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !info.payload().is::<ModelPanic>() {
+                default(info);
+            }
+        }));
+    });
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+        let _held = permit;
+        std::panic::panic_any(ModelPanic);
+    }));
+    assert!(caught.is_err());
 }
 
 struct BreakerMachine;

@@ -91,7 +91,7 @@ fn opens_at_the_tenth_slow_success_and_the_eleventh_call_does_not_run() {
     );
     assert_eq!(
         breaker.snapshot().failure_rate,
-        0.0,
+        Some(0.0),
         "the error rate stayed 0 %"
     );
 }
@@ -306,7 +306,7 @@ fn an_error_only_breaker_never_opens() {
     let snap = r.breaker.unwrap();
     assert_eq!(snap.state, State::Closed);
     assert_eq!(snap.generation, 0, "never opened");
-    assert_eq!(snap.failure_rate, 0.0);
+    assert_eq!(snap.failure_rate, Some(0.0));
     assert_eq!(snap.window.calls, 20);
     assert_eq!(snap.window.failures, 0);
     assert_eq!(r.rejected_by_breaker, 0);
@@ -365,7 +365,7 @@ fn a_slow_call_breaker_opens_and_stops_admitting() {
     let calls = snap.calls.unwrap();
     assert_eq!(calls.admitted, r.admitted);
     assert_eq!(calls.rejected, r.rejected_by_breaker);
-    assert_eq!(snap.failure_rate, 0.0, "never a single error");
+    assert_eq!(snap.failure_rate, Some(0.0), "never a single error");
 }
 
 #[test]

@@ -196,7 +196,7 @@ fn s2_4_one_slow_call_among_fast_ones_does_not_open() {
     let snap = f.breaker.snapshot();
     assert_eq!(snap.generation, 0);
     assert_eq!((snap.window.calls, snap.window.slow), (10, 1));
-    assert_eq!(snap.slow_call_rate, 0.1);
+    assert_eq!(snap.slow_call_rate, Some(0.1));
     assert!(f.events().is_empty());
 }
 

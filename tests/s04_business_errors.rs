@@ -49,7 +49,7 @@ fn any_number_of_declines_never_opens_a_rate_breaker() {
     assert_eq!(snap.state, State::Closed);
     assert_eq!(snap.generation, 0);
     assert_eq!(snap.window.calls, 0, "declines never enter the window");
-    assert_eq!(snap.failure_rate, 0.0);
+    assert_eq!(snap.failure_rate, None, "no call to judge a rate by");
     let calls = snap.calls.unwrap();
     assert_eq!(
         (calls.ignored, calls.failures, calls.successes),

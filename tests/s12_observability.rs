@@ -43,8 +43,8 @@ fn snapshot_fields_follow_the_breaker_through_its_states() {
             time_in_state: Duration::from_secs(3),
             retry_after: None,
             window: WindowCounts::default(),
-            failure_rate: 0.0,
-            slow_call_rate: 0.0,
+            failure_rate: None,
+            slow_call_rate: None,
             consecutive_failures: 0,
             trips_in_a_row: 0,
             calls: Some(CallCounts::default()),
@@ -71,8 +71,9 @@ fn snapshot_fields_follow_the_breaker_through_its_states() {
             slow: 1
         }
     );
-    assert_eq!(s.failure_rate, 1.0 / 3.0);
-    assert_eq!(s.slow_call_rate, 1.0 / 3.0);
+    // 3 calls, below min_calls (4): not enough calls yet to judge a rate
+    // (1 failure in 3 calls is not a 33 % failure rate worth publishing).
+    assert_eq!((s.failure_rate, s.slow_call_rate), (None, None));
     assert_eq!(s.consecutive_failures, 0, "the ignored call ended the run");
     assert_eq!(
         s.calls,
@@ -83,6 +84,7 @@ fn snapshot_fields_follow_the_breaker_through_its_states() {
             failures: 1,
             ignored: 1,
             slow: 1,
+            ..CallCounts::default()
         })
     );
 
@@ -102,7 +104,8 @@ fn snapshot_fields_follow_the_breaker_through_its_states() {
     assert_eq!(s.retry_after, Some(OPEN - Duration::from_secs(3)));
     assert_eq!(s.trips_in_a_row, 1);
     assert_eq!(
-        s.failure_rate, 0.5,
+        (s.failure_rate, s.slow_call_rate),
+        (Some(0.5), Some(0.25)),
         "the window that tripped it is still visible"
     );
     let calls = s.calls.unwrap();
@@ -137,7 +140,11 @@ fn snapshot_fields_follow_the_breaker_through_its_states() {
     );
     assert_eq!(s.time_in_state, Duration::from_secs(7) - ms(1));
     assert_eq!(s.window, WindowCounts::default());
-    assert_eq!((s.failure_rate, s.slow_call_rate), (0.0, 0.0));
+    assert_eq!(
+        (s.failure_rate, s.slow_call_rate),
+        (None, None),
+        "a fresh window: no rate yet"
+    );
     assert_eq!(
         s.calls,
         Some(CallCounts {
@@ -147,6 +154,7 @@ fn snapshot_fields_follow_the_breaker_through_its_states() {
             failures: 2,
             ignored: 1,
             slow: 2,
+            ..CallCounts::default()
         })
     );
 

@@ -62,6 +62,9 @@ fn no_thread_task_or_unsafe_in_the_library() {
     ];
     let offenders: Vec<_> = code_lines()
         .into_iter()
+        // Asking whether this thread unwinds (a panicking call is a failure)
+        // starts nothing.
+        .map(|(file, n, code)| (file, n, code.replace("std::thread::panicking()", "")))
         .filter(|(_, _, code)| forbidden.iter().any(|f| code.contains(f)))
         .filter(|(_, _, code)| !code.contains("forbid(unsafe_code)"))
         .collect();

@@ -29,6 +29,9 @@ struct Tally {
     successes: u64,
     failures: u64,
     ignored: u64,
+    /// Dropped without a verdict: the clock the drop reads stands still, so
+    /// every drop is early and neutral.
+    dropped: u64,
     slow: u64,
     resets: u64,
 }
@@ -40,6 +43,7 @@ impl std::ops::AddAssign for Tally {
         self.successes += o.successes;
         self.failures += o.failures;
         self.ignored += o.ignored;
+        self.dropped += o.dropped;
         self.slow += o.slow;
         self.resets += o.resets;
     }
@@ -119,14 +123,14 @@ fn worker(index: usize, b: &Breaker<ManualClock>, time: &AtomicU64, start: &Barr
             t.ignored += 1;
             let _ = p.ignore();
         } else {
-            t.ignored += 1; // dropped without a verdict counts as ignored
+            t.dropped += 1; // dropped early without a verdict: neutral
             drop(p);
         }
     }
     if let Some((held, _)) = parked {
         pending.push(held);
     }
-    t.ignored += pending.len() as u64;
+    t.dropped += pending.len() as u64;
     drop(pending);
     t
 }
@@ -188,10 +192,11 @@ fn conservation_one_event_per_generation_legal_final_state() {
     assert_eq!(calls.successes, total.successes);
     assert_eq!(calls.failures, total.failures);
     assert_eq!(calls.ignored, total.ignored);
+    assert_eq!(calls.dropped, total.dropped);
     assert_eq!(calls.slow, total.slow);
     assert_eq!(
         calls.admitted,
-        calls.successes + calls.failures + calls.ignored
+        calls.successes + calls.failures + calls.ignored + calls.dropped
     );
 
     // Exactly one observer event per generation change, in a consistent chain.

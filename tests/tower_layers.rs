@@ -112,7 +112,7 @@ async fn classifier_ignores_4xx_and_counts_429() {
 }
 
 #[tokio::test]
-async fn a_dropped_response_future_counts_as_ignored_and_frees_the_probe() {
+async fn an_early_dropped_response_future_is_neutral_and_frees_the_probe() {
     let clock = ManualClock::new();
     let breaker = Arc::new(
         Breaker::builder()
@@ -131,8 +131,8 @@ async fn a_dropped_response_future_counts_as_ignored_and_frees_the_probe() {
     let mut fut = Box::pin(svc.call(()));
     assert!(fut.as_mut().poll(&mut noop_cx()).is_pending());
     assert_eq!(breaker.state(), State::HalfOpen);
-    drop(fut);
-    assert_eq!(breaker.snapshot().calls.unwrap().ignored, 1);
+    drop(fut); // at once: sooner than abandoned_after (the 20 ms lease)
+    assert_eq!(breaker.snapshot().calls.unwrap().dropped, 1);
     // Its slot is free at once: the next call probes.
     let probe = breaker.try_acquire().expect("the probe slot was freed");
     assert!(probe.is_probe());

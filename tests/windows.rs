@@ -52,8 +52,10 @@ fn count_window_keeps_exactly_the_last_n_calls() {
         );
         let s = b.snapshot_at(now);
         assert_eq!(s.window, expected, "after call {i}");
-        assert_eq!(s.failure_rate, expected.failure_rate());
-        assert_eq!(s.slow_call_rate, expected.slow_call_rate());
+        // Rates only once the window holds min_calls (8) calls.
+        let judged = expected.calls >= 8;
+        assert_eq!(s.failure_rate, judged.then(|| expected.failure_rate()));
+        assert_eq!(s.slow_call_rate, judged.then(|| expected.slow_call_rate()));
     }
 }
 
@@ -90,7 +92,11 @@ fn min_calls_is_respected() {
             "{i}"
         );
     }
-    assert_eq!(b.snapshot_at(now).failure_rate, 1.0);
+    assert_eq!(
+        b.snapshot_at(now).failure_rate,
+        None,
+        "not enough calls yet to judge a rate"
+    );
     assert_eq!(
         b.state(),
         State::Closed,
@@ -120,7 +126,7 @@ fn the_rate_is_judged_at_a_failure_not_at_a_fast_success() {
     for _ in 0..5 {
         assert!(b.try_acquire_at(now).unwrap().success_at(now).is_none());
     }
-    assert_eq!(b.snapshot_at(now).failure_rate, 0.5);
+    assert_eq!(b.snapshot_at(now).failure_rate, Some(0.5));
     assert_eq!(b.state(), State::Closed);
     // The next failure pushes out the oldest failure: still 5 of 10 → trips.
     let t = b.try_acquire_at(now).unwrap().failure_at(now).unwrap();
@@ -382,6 +388,32 @@ fn probe_lease_defaults_to_the_base_open_duration() {
     let _hung = b.try_acquire_at(next_round).unwrap();
     let r = b.try_acquire_at(next_round).unwrap_err();
     assert_eq!(r.retry_after(), Some(Duration::from_secs(7)));
+}
+
+/// No silent cap: 1.1 M successes then 2 M failures inside one 10 s bucket
+/// (200k requests a second to one host) trip a 50 % failure-rate breaker.
+#[test]
+fn a_bucket_past_two_million_calls_still_sees_its_failures() {
+    let b = Breaker::builder()
+        .failure_rate(0.5)
+        .time_window(Duration::from_secs(10), 1)
+        .min_calls(100)
+        .build_with_clock(ManualClock::new())
+        .unwrap();
+    let now = Nanos::from_secs(1);
+    for _ in 0..1_100_000 {
+        let _ = b.try_acquire_at(now).unwrap().success_at(now);
+    }
+    let mut failures = 0u32;
+    while b.state() == State::Closed && failures < 2_000_000 {
+        let _ = b.try_acquire_at(now).unwrap().failure_at(now);
+        failures += 1;
+    }
+    assert_eq!(b.state(), State::Open, "after {failures} failures");
+    // The million successes still weigh: it takes hundreds of thousands of
+    // failures (a halved bucket weighs recent calls more than old ones, so
+    // fewer than the exact 1.1 M).
+    assert!(failures > 400_000, "tripped too early: {failures}");
 }
 
 #[test]

@@ -10,9 +10,9 @@
 //! | series | kind | labels | from |
 //! |---|---|---|---|
 //! | `circuit_breaker_state` | gauge, 1 for the current state and 0 for the others | `upstream`, `state` | [`Breaker::snapshot`] |
-//! | `circuit_breaker_calls_total` | counter (absolute) | `upstream`, `outcome` = `success`, `failure`, `ignored`, `rejected` | the breaker's call counters: needs [`Builder::count_calls(true)`](crate::Builder::count_calls) |
-//! | `circuit_breaker_failure_ratio` | gauge, 0..1 | `upstream` | the window |
-//! | `circuit_breaker_slow_call_ratio` | gauge, 0..1 | `upstream` | the window |
+//! | `circuit_breaker_calls_total` | counter (absolute) | `upstream`, `outcome` = `success`, `failure`, `ignored`, `dropped`, `abandoned`, `panicked`, `rejected` | the breaker's call counters: needs [`Builder::count_calls(true)`](crate::Builder::count_calls) |
+//! | `circuit_breaker_failure_ratio` | gauge, 0..1, or -1 below `min_calls` | `upstream` | the window |
+//! | `circuit_breaker_slow_call_ratio` | gauge, 0..1, or -1 below `min_calls` | `upstream` | the window |
 //! | `circuit_breaker_transitions_total` | counter | `from`, `to`, `reason` | [`record_transition`] / [`MetricsObserver`] |
 //! | `circuit_breaker_open` | gauge | — | registry counters |
 //! | `circuit_breaker_half_open` | gauge | — | registry counters |
@@ -195,13 +195,23 @@ impl MetricsExporter {
     }
 }
 
-fn outcomes(calls: &CallCounts) -> [(&'static str, u64); 4] {
+fn outcomes(calls: &CallCounts) -> [(&'static str, u64); 7] {
     [
         ("success", calls.successes),
         ("failure", calls.failures),
         ("ignored", calls.ignored),
+        ("dropped", calls.dropped),
+        ("abandoned", calls.abandoned),
+        ("panicked", calls.panicked),
         ("rejected", calls.rejected),
     ]
+}
+
+/// A rate gauge's value: the rate, or -1 while the window holds fewer than
+/// `min_calls` calls (Resilience4j's convention). A gauge keeps its last
+/// value, so skipping it would leave a stale rate on the dashboard.
+fn ratio_or_unknown(rate: Option<f64>) -> f64 {
+    rate.unwrap_or(-1.0)
 }
 
 /// Publishes the per-host series of one snapshot under `upstream`.
@@ -211,9 +221,10 @@ pub fn export_snapshot(upstream: &str, snapshot: &BreakerSnapshot) {
         metrics::gauge!(STATE, "upstream" => upstream.to_owned(), "state" => state.as_str())
             .set(value);
     }
-    metrics::gauge!(FAILURE_RATIO, "upstream" => upstream.to_owned()).set(snapshot.failure_rate);
+    metrics::gauge!(FAILURE_RATIO, "upstream" => upstream.to_owned())
+        .set(ratio_or_unknown(snapshot.failure_rate));
     metrics::gauge!(SLOW_CALL_RATIO, "upstream" => upstream.to_owned())
-        .set(snapshot.slow_call_rate);
+        .set(ratio_or_unknown(snapshot.slow_call_rate));
     if let Some(calls) = snapshot.calls {
         for (outcome, n) in outcomes(&calls) {
             metrics::counter!(CALLS_TOTAL, "upstream" => upstream.to_owned(), "outcome" => outcome)

@@ -263,7 +263,7 @@ where
             if self.permit.is_some() {
                 break;
             }
-            match admit(&self.breaker, self.timeout, self.reporter.as_ref()) {
+            match admit(&self.breaker, self.reporter.as_ref()) {
                 Ok(permit) => self.permit = Some(permit),
                 Err(rejected) => {
                     let wait = rejected
@@ -286,7 +286,7 @@ where
     fn call(&mut self, req: Req) -> Self::Future {
         let admitted = match self.permit.take() {
             Some(permit) => Ok(permit),
-            None => admit(&self.breaker, self.timeout, self.reporter.as_ref()),
+            None => admit(&self.breaker, self.reporter.as_ref()),
         };
         ResponseFuture::admitted(
             admitted,

@@ -82,6 +82,22 @@ impl<K, C: Clock> LayerPermit<K, C> {
         }
     }
 
+    /// The registry key the permit's breaker belongs to, if any.
+    pub(crate) fn key(&self) -> Option<&K> {
+        match self {
+            LayerPermit::Owned(_) => None,
+            LayerPermit::Keyed(p) => Some(p.key()),
+        }
+    }
+
+    /// Gives the permit back neutrally, whatever its age (see [`shielded`]).
+    pub(crate) fn release(self) {
+        match self {
+            LayerPermit::Owned(p) => p.release(),
+            LayerPermit::Keyed(p) => p.release(),
+        }
+    }
+
     /// Records `outcome` (at `at`, or now) and reports any transition.
     fn record(self, outcome: Outcome, at: Option<Nanos>, reporter: Option<&Reporter<K>>) {
         match self {
@@ -108,22 +124,55 @@ impl<K, C: Clock> fmt::Debug for LayerPermit<K, C> {
     }
 }
 
-/// Admits a call on `breaker`, reading the clock when a deadline must be
-/// measured from the admission.
-/// Reports the transition the admission itself caused (Open → HalfOpen).
+/// Admits a call on `breaker` and reports the transition the admission
+/// itself caused (Open → HalfOpen).
+///
+/// The admission always reads the clock: a call through a layer can be
+/// abandoned (an outer timeout, a client that goes away), and only a permit
+/// that knows when it started can be judged by its age when it is dropped.
 pub(crate) fn admit<K, C: Clock>(
     breaker: &Arc<Breaker<C>>,
-    timeout: Option<Duration>,
     reporter: Option<&Reporter<K>>,
 ) -> Result<LayerPermit<K, C>, Rejected> {
-    let permit = match timeout {
-        Some(_) => breaker.try_acquire_owned_at(breaker.now()),
-        None => breaker.try_acquire_owned(),
-    }?;
-    if let (Some(t), Some(r)) = (permit.transition(), reporter) {
-        r.report(None, &t);
+    let permit = breaker.try_acquire_owned_at(breaker.now())?;
+    let transition = permit.transition();
+    let permit = LayerPermit::Owned(permit);
+    Ok(match (transition, reporter) {
+        (Some(t), Some(r)) => shielded(permit, |_| r.report(None, &t)),
+        _ => permit,
+    })
+}
+
+/// Runs user code (a transition hook) while `permit` is held. Should it
+/// panic, the permit is given back neutrally — the hook's panic says nothing
+/// about the dependency, and a probe's slot must not stay taken until the
+/// lease ends — and the panic goes on unchanged.
+pub(crate) fn shielded<K, C: Clock>(
+    permit: LayerPermit<K, C>,
+    hook: impl FnOnce(&LayerPermit<K, C>),
+) -> LayerPermit<K, C> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| hook(&permit))) {
+        Ok(()) => permit,
+        Err(panic) => {
+            permit.release();
+            std::panic::resume_unwind(panic)
+        }
     }
-    Ok(LayerPermit::Owned(permit))
+}
+
+/// Drops the permit if the inner future panics while it is polled, so the
+/// drop happens *during* the unwind and counts the call as a failure. Without
+/// it the permit would wait in the future until whoever caught the panic
+/// (tokio's task harness, say) drops the future — no longer panicking, so the
+/// call would be judged by its age instead.
+struct FailOnUnwind<'a, K, C: Clock>(&'a mut Option<LayerPermit<K, C>>);
+
+impl<K, C: Clock> Drop for FailOnUnwind<'_, K, C> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            drop(self.0.take());
+        }
+    }
 }
 
 pin_project! {
@@ -234,7 +283,11 @@ where
             }
             KindProj::Called { fut } => fut,
         };
-        if let Poll::Ready(result) = fut.poll(cx) {
+        let polled = {
+            let _guard = FailOnUnwind(this.permit);
+            fut.poll(cx)
+        };
+        if let Poll::Ready(result) = polled {
             if let Some(permit) = this.permit.take() {
                 let outcome = this.classify.classify(&result);
                 permit.record(outcome, None, this.reporter.as_ref());

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use tower::{BoxError, Layer, Service};
 
 use super::classify::{Classify, DefaultClassifier};
-use super::future::{LayerPermit, Reporter, ResponseFuture};
+use super::future::{shielded, LayerPermit, Reporter, ResponseFuture};
 use super::{Hook, OnTransition};
 use crate::breaker::Ticket;
 use crate::clock::{Clock, Nanos, QuantaClock};
@@ -73,7 +73,8 @@ impl<B> KeyFn<http::Request<B>> for AuthorityKey {
 
 /// A permit on a registry handle: keeps the handle (so the breaker is not
 /// evicted while the call runs) and reports through the breaker's own
-/// [`Permit`] logic. Dropped without a verdict, it counts as ignored.
+/// [`Permit`] logic. Dropped without a verdict, it is judged by its age
+/// like any permit.
 pub(crate) struct KeyedPermit<K, C: Clock> {
     handle: Handle<K, C>,
     ticket: Ticket,
@@ -81,26 +82,35 @@ pub(crate) struct KeyedPermit<K, C: Clock> {
 }
 
 impl<K, C: Clock> KeyedPermit<K, C> {
-    /// Admits a call on `handle`'s breaker and reports the transition the
-    /// admission itself caused (Open → HalfOpen), with the key.
+    /// Admits a call at `now` on `handle`'s breaker and reports the
+    /// transition the admission itself caused (Open → HalfOpen), with the key.
+    /// A hook that panics gives the permit back neutrally (see [`shielded`]).
     pub(crate) fn acquire(
         handle: Handle<K, C>,
-        now: Option<Nanos>,
+        now: Nanos,
         reporter: Option<&Reporter<K>>,
-    ) -> Result<Self, Rejected> {
-        let breaker = handle.breaker();
-        let ticket = match now {
-            Some(now) => breaker.ticket_at(now)?,
-            None => breaker.ticket_now()?,
-        };
-        if let (Some(t), Some(r)) = (breaker.admission_transition(&ticket), reporter) {
-            r.report(Some(handle.key()), &t);
-        }
-        Ok(KeyedPermit {
+    ) -> Result<LayerPermit<K, C>, Rejected> {
+        let ticket = handle.breaker().ticket_at(now)?;
+        let transition = handle.breaker().admission_transition(&ticket);
+        let permit = LayerPermit::Keyed(KeyedPermit {
             handle,
             ticket,
             done: false,
+        });
+        Ok(match (transition, reporter) {
+            (Some(t), Some(r)) => shielded(permit, |p| r.report(p.key(), &t)),
+            _ => permit,
         })
+    }
+
+    pub(crate) fn key(&self) -> &K {
+        self.handle.key()
+    }
+
+    /// Gives the permit back neutrally, whatever its age.
+    pub(crate) fn release(mut self) {
+        self.done = true;
+        self.handle.breaker().drop_neutral(self.ticket);
     }
 
     pub(crate) fn started_at(&self) -> Nanos {
@@ -128,7 +138,7 @@ impl<K, C: Clock> KeyedPermit<K, C> {
 impl<K, C: Clock> Drop for KeyedPermit<K, C> {
     fn drop(&mut self) {
         if !self.done {
-            drop(Permit::new(self.handle.breaker(), self.ticket)); // ignored
+            drop(Permit::new(self.handle.breaker(), self.ticket)); // judged by its age
         }
     }
 }
@@ -326,9 +336,11 @@ where
             return ResponseFuture::unguarded(self.inner.call(req), self.classify.clone());
         };
         let handle = self.registry.get_or_insert(key);
-        let now = self.timeout.map(|_| handle.breaker().now());
+        // Always timed: a call through the layer can be abandoned, and only
+        // a permit that knows its start can be judged by its age.
+        let now = handle.breaker().now();
         ResponseFuture::admitted(
-            KeyedPermit::acquire(handle, now, self.reporter.as_ref()).map(LayerPermit::Keyed),
+            KeyedPermit::acquire(handle, now, self.reporter.as_ref()),
             || self.inner.call(req),
             self.classify.clone(),
             self.timeout,

@@ -180,7 +180,7 @@ where
 
     fn call(&mut self, req: Req) -> Self::Future {
         ResponseFuture::admitted(
-            admit(&self.breaker, self.timeout, self.reporter.as_ref()),
+            admit(&self.breaker, self.reporter.as_ref()),
             || self.inner.call(req),
             self.classify.clone(),
             self.timeout,

@@ -42,6 +42,7 @@
 
 mod balance;
 mod classify;
+mod clock;
 mod future;
 mod keyed;
 mod layer;
@@ -50,6 +51,7 @@ mod timeout;
 
 pub use balance::{Eject, EjectLayer, DEFAULT_RECHECK};
 pub use classify::{Classify, DefaultClassifier, HttpClassifier};
+pub use clock::TokioClock;
 pub use future::ResponseFuture;
 pub use keyed::{AuthorityKey, KeyFn, Keyed, KeyedLayer};
 pub use layer::{FailFast, FailFastLayer};

@@ -76,9 +76,12 @@ pub fn error_response<B>(err: &BoxError, body: impl FnOnce() -> B) -> Option<Res
 ///
 /// ```json
 /// {"tracked":2,"open":1,"half_open":0,"upstreams":[
-///   {"upstream":"127.0.0.1:9002","state":"open","retry_after_ms":812,
+///   {"upstream":"127.0.0.1:9002","state":"open","retry_after_ms":812,"enough_calls":true,
 ///    "failure_rate":0,"slow_call_rate":0.8,"calls":10,"failures":0,"slow":8,"trips_in_a_row":1}]}
 /// ```
+///
+/// While a window holds fewer than `min_calls` calls, `enough_calls` is
+/// `false` and both rates are `null`: not enough calls yet to judge.
 ///
 /// Upstreams are sorted by name. Reads snapshots only (one pass, each shard
 /// under its read lock).
@@ -91,12 +94,13 @@ pub fn status_json<K: fmt::Display, H, C: Clock>(registry: &Registry<K, H, C>) -
         json_string(&mut row, &name);
         let _ = write!(
             row,
-            ",\"state\":\"{}\",\"retry_after_ms\":{},\"failure_rate\":{},\"slow_call_rate\":{},\
-             \"calls\":{},\"failures\":{},\"slow\":{},\"trips_in_a_row\":{}}}",
+            ",\"state\":\"{}\",\"retry_after_ms\":{},\"enough_calls\":{},\"failure_rate\":{},\
+             \"slow_call_rate\":{},\"calls\":{},\"failures\":{},\"slow\":{},\"trips_in_a_row\":{}}}",
             s.state.as_str(),
             s.retry_after.map_or(0, millis),
-            s.failure_rate,
-            s.slow_call_rate,
+            s.failure_rate.is_some(),
+            JsonRate(s.failure_rate),
+            JsonRate(s.slow_call_rate),
             s.window.calls,
             s.window.failures,
             s.window.slow,
@@ -119,6 +123,19 @@ pub fn status_json<K: fmt::Display, H, C: Clock>(registry: &Registry<K, H, C>) -
     }
     out.push_str("]}");
     out
+}
+
+/// A rate in JSON: the number, or `null` while there are not enough calls
+/// yet to judge one (fewer than `min_calls` in the window).
+struct JsonRate(Option<f64>);
+
+impl fmt::Display for JsonRate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(rate) => write!(f, "{rate}"),
+            None => f.write_str("null"),
+        }
+    }
 }
 
 fn millis(d: Duration) -> u64 {

@@ -7,9 +7,14 @@
 //! No timer rotates the buckets. The first writer that sees a newer epoch
 //! advances it with one CAS and, as the winner, zeroes the buckets it skipped.
 //! A healthy call is one load of the epoch, one load of the bucket and one
-//! `fetch_add`. A bucket stops counting at 2²⁰ calls (its rates are then those
-//! of its first 2²⁰ calls), which leaves room below the field widths for 2²⁰
-//! writers racing past the check.
+//! `fetch_add`.
+//!
+//! A bucket never silently stops counting. The writer that finds it holding
+//! [`BUCKET_LIMIT`] (2²⁰) calls halves all three counts with one CAS before
+//! adding its own, so the bucket's failure and slow-call rates stay those of
+//! its calls (weighted toward the recent ones once it has halved) at any
+//! request rate — 200k requests a second to one host fill a 10 s bucket
+//! twice over. The fields leave room for 2²⁰ writers racing past the check.
 
 use core::time::Duration;
 
@@ -22,8 +27,9 @@ const FAILURES_SHIFT: u32 = 22;
 const SLOW_SHIFT: u32 = 43;
 const CALLS_MASK: u64 = (1 << 22) - 1;
 const FIELD21_MASK: u64 = (1 << 21) - 1;
-/// A bucket stops counting at this many calls.
-pub(crate) const BUCKET_LIMIT: u64 = 1 << 20;
+/// A bucket holding this many calls is halved before the next one is added.
+/// Small under loom, so a model reaches it in a few calls.
+pub(crate) const BUCKET_LIMIT: u64 = if cfg!(failfast_loom) { 4 } else { 1 << 20 };
 
 pub(crate) fn slots_for(buckets: u32) -> usize {
     1 + buckets as usize
@@ -57,13 +63,32 @@ pub(crate) fn record(
     }
     let bucket = &slots[1 + (epoch % u64::from(buckets)) as usize];
     // Relaxed: statistics (see above).
-    if bucket.load(Ordering::Relaxed) & CALLS_MASK >= BUCKET_LIMIT {
-        return;
+    let seen = bucket.load(Ordering::Relaxed);
+    if seen & CALLS_MASK >= BUCKET_LIMIT {
+        halve(bucket, seen);
     }
     let add = (1 << CALLS_SHIFT)
         | (u64::from(failure) << FAILURES_SHIFT)
         | (u64::from(slow) << SLOW_SHIFT);
     bucket.fetch_add(add, Ordering::Relaxed);
+}
+
+/// Halves a full bucket's three counts, keeping its rates. A CAS loop, not a
+/// store: a store would wipe out the calls added since `seen`. Stops as soon
+/// as the bucket is below the limit (another writer halved it, or a rotation
+/// zeroed it).
+#[cold]
+fn halve(bucket: &AtomicU64, mut seen: u64) {
+    while seen & CALLS_MASK >= BUCKET_LIMIT {
+        let half = (((seen >> CALLS_SHIFT) & CALLS_MASK) / 2) << CALLS_SHIFT
+            | (((seen >> FAILURES_SHIFT) & FIELD21_MASK) / 2) << FAILURES_SHIFT
+            | (((seen >> SLOW_SHIFT) & FIELD21_MASK) / 2) << SLOW_SHIFT;
+        // Relaxed: statistics, as for the `fetch_add` it precedes.
+        match bucket.compare_exchange_weak(seen, half, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => return,
+            Err(actual) => seen = actual,
+        }
+    }
 }
 
 /// Moves the epoch from `seen` to `epoch`; the CAS winner zeroes the buckets
@@ -181,12 +206,47 @@ mod tests {
     }
 
     #[test]
-    fn a_full_bucket_stops_counting_instead_of_overflowing() {
+    fn a_full_bucket_halves_its_counts_then_counts_on() {
         let w = window(1);
-        w[1].store(BUCKET_LIMIT, Ordering::Relaxed);
+        let full = BUCKET_LIMIT | (BUCKET_LIMIT / 4) << FAILURES_SHIFT | 6 << SLOW_SHIFT;
+        w[1].store(full, Ordering::Relaxed);
         record(&w, W, 1, at(0), true, true);
-        assert_eq!(counts(&w, W, 1, at(0)).calls, BUCKET_LIMIT as u32);
-        assert_eq!(counts(&w, W, 1, at(0)).failures, 0);
+        assert_eq!(
+            counts(&w, W, 1, at(0)),
+            WindowCounts {
+                calls: (BUCKET_LIMIT / 2 + 1) as u32,
+                failures: (BUCKET_LIMIT / 8 + 1) as u32,
+                slow: 3 + 1,
+            }
+        );
+    }
+
+    /// Far past the limit, in one bucket, the rates stay those of the calls.
+    #[test]
+    fn rates_survive_millions_of_calls_in_one_bucket() {
+        let w = window(1);
+        for i in 0..3 * BUCKET_LIMIT {
+            record(&w, W, 1, at(0), i % 4 == 0, i % 10 == 0);
+        }
+        let c = counts(&w, W, 1, at(0));
+        assert!(u64::from(c.calls) <= BUCKET_LIMIT + 1, "{c:?}");
+        assert!((c.failure_rate() - 0.25).abs() < 0.001, "{c:?}");
+        assert!((c.slow_call_rate() - 0.1).abs() < 0.001, "{c:?}");
+    }
+
+    /// A bucket that has seen a million successes still sees the failures
+    /// that follow them: 1.1 M successes, then 2 M failures, all in one bucket.
+    #[test]
+    fn failures_after_a_million_successes_still_count() {
+        let w = window(1);
+        for _ in 0..1_100_000 {
+            record(&w, W, 1, at(0), false, false);
+        }
+        for _ in 0..2_000_000 {
+            record(&w, W, 1, at(0), true, false);
+        }
+        let c = counts(&w, W, 1, at(0));
+        assert!(c.failure_rate() > 0.6, "{c:?}");
     }
 
     #[test]
