@@ -425,6 +425,8 @@ async fn balancer_endpoint_idle_across_a_trip_and_recovery_takes_a_fresh_permit(
         Breaker::builder()
             .consecutive_failures(1)
             .open_duration(Duration::from_millis(10))
+            .abandoned_after(Duration::from_millis(15))
+            .count_calls(true)
             .build_with_clock(clock.clone())
             .unwrap(),
     );
@@ -460,4 +462,9 @@ async fn balancer_endpoint_idle_across_a_trip_and_recovery_takes_a_fresh_permit(
         State::Open,
         "the failure was recorded on a permit of the current generation"
     );
+    // The stale permit, idle for longer than `abandoned_after`, was given
+    // back unused: not counted as an abandoned call.
+    let calls = breaker.snapshot().calls.unwrap();
+    assert_eq!((calls.dropped, calls.abandoned), (1, 0));
+    assert_eq!(calls.failures, 2, "the trip's and the endpoint's");
 }

@@ -138,10 +138,10 @@ impl<S, Cl: Clone, C: Clock> Layer<S> for EjectLayer<Cl, C> {
 /// * The permit is held between `poll_ready` and `call` (and timed from the
 ///   admission). A repeated `poll_ready` keeps the permit while the breaker
 ///   has made no transition since admitting it (same generation); otherwise
-///   it drops it — a verdict on it would no longer count — and asks again,
-///   so an endpoint left idle across a trip and a recovery calls on a fresh
-///   permit, and a stale readiness check never holds a probe slot for longer
-///   than the next poll.
+///   it gives it back unused (neutral, however long it sat idle) — a verdict
+///   on it would no longer count — and asks again, so an endpoint left idle
+///   across a trip and a recovery calls on a fresh permit, and a stale
+///   readiness check never holds a probe slot for longer than the next poll.
 /// * `call` uses the held permit; called without a ready `poll_ready` it
 ///   asks the breaker itself and may return [`Rejected`](crate::Rejected)
 ///   like [`FailFast`](super::FailFast).
@@ -198,7 +198,11 @@ impl<S, Cl, C: Clock> Eject<S, Cl, C> {
             Some(LayerPermit::Keyed(_)) => true,
         };
         if stale {
-            self.permit = None; // dropped unused: its generation is over
+            if let Some(unused) = self.permit.take() {
+                // Given back neutrally: however long it sat idle, no call
+                // ran on it, so it says nothing about the endpoint.
+                unused.release();
+            }
         }
     }
 
