@@ -18,7 +18,7 @@ use crate::counters::CallCounters;
 use crate::error::{RejectReason, Rejected};
 use crate::fleet::Fleet;
 use crate::observe::{BreakerSnapshot, Observer, Reason, Transition};
-use crate::outcome::Verdict;
+use crate::outcome::{Outcome, Verdict};
 use crate::permit::{OwnedPermit, Permit};
 use crate::policy::{Config, WindowCounts, WindowKind};
 use crate::state::{Snapshot, State, StateCell};
@@ -433,7 +433,7 @@ impl<C: Clock> Breaker<C> {
     pub(crate) fn on_verdict(
         &self,
         ticket: Ticket,
-        verdict: Verdict,
+        outcome: Outcome,
         now: Nanos,
     ) -> Option<Transition> {
         let config = &self.shared.config;
@@ -442,20 +442,16 @@ impl<C: Clock> Breaker<C> {
         // 82 instructions per permit-API success against 99 through the
         // general path below (callgrind). A probe takes this path too: with no
         // threshold it cannot be slow, and `verdict_slow` decides it as below.
-        if config.plain && verdict == Verdict::Success {
+        if config.plain && outcome == Outcome::Success {
             let s = self.cell.load();
             if s.generation() != ticket.generation || (s.is_closed() && s.count() == 0) {
                 return None;
             }
-            return self.verdict_slow(s, ticket, verdict, false, now);
+            return self.verdict_slow(s, ticket, Verdict::Success, false, now);
         }
-        let slow = match verdict {
-            Verdict::Ignored | Verdict::Dropped => false,
-            Verdict::AbandonedSlow => true,
-            _ => config.is_slow(ticket.start, now),
-        };
+        let slow = outcome != Outcome::Ignored && config.is_slow(ticket.start, now);
         if let Some(c) = &self.counters {
-            c.verdict(verdict, slow);
+            c.verdict(outcome.into(), slow);
         }
         let s = self.cell.load();
         if s.generation() != ticket.generation {
@@ -464,10 +460,30 @@ impl<C: Clock> Breaker<C> {
         // Invariant 8, inlined into the caller: a fast success in Closed with
         // no failure run to end is this load plus the window's write, exactly
         // what `record_closed` does for it.
-        if s.is_closed() && verdict == Verdict::Success && !slow && s.count() == 0 {
+        if s.is_closed() && outcome == Outcome::Success && !slow && s.count() == 0 {
             if config.window != WindowKind::None {
                 self.window.record(config.window, now, false, false);
             }
+            return None;
+        }
+        self.verdict_slow(s, ticket, outcome.into(), slow, now)
+    }
+
+    /// How a call that got no verdict ended (see [`on_drop`](Self::on_drop)),
+    /// recorded like a verdict. Out of line: only drops come here, and the
+    /// verdict paths above stay as short as they were.
+    #[inline(never)]
+    fn on_ending(&self, ticket: Ticket, verdict: Verdict, now: Nanos) -> Option<Transition> {
+        let slow = match verdict {
+            Verdict::Ignored | Verdict::Dropped => false,
+            Verdict::AbandonedSlow => true,
+            _ => self.shared.config.is_slow(ticket.start, now),
+        };
+        if let Some(c) = &self.counters {
+            c.verdict(verdict, slow);
+        }
+        let s = self.cell.load();
+        if s.generation() != ticket.generation {
             return None;
         }
         self.verdict_slow(s, ticket, verdict, slow, now)
@@ -517,10 +533,10 @@ impl<C: Clock> Breaker<C> {
             // transition is complete before the observer runs, so swallowing
             // the observer's panic loses nothing of the breaker's state.
             let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                self.on_verdict(ticket, verdict, now)
+                self.on_ending(ticket, verdict, now)
             }));
         } else {
-            let _ = self.on_verdict(ticket, verdict, now);
+            let _ = self.on_ending(ticket, verdict, now);
         }
     }
 
@@ -529,7 +545,7 @@ impl<C: Clock> Breaker<C> {
     /// hung call's permit early must not keep resetting the run).
     pub(crate) fn drop_neutral(&self, ticket: Ticket) {
         if ticket.probe {
-            let _ = self.on_verdict(ticket, Verdict::Dropped, ticket.start);
+            let _ = self.on_ending(ticket, Verdict::Dropped, ticket.start);
         } else if let Some(c) = &self.counters {
             c.verdict(Verdict::Dropped, false);
         }
@@ -861,7 +877,7 @@ impl<C: Clock> Drop for ReleaseOnUnwind<'_, C> {
         // Neutral: the observer's panic says nothing about the dependency.
         let _ = self
             .breaker
-            .on_verdict(self.ticket, Verdict::Dropped, self.ticket.start);
+            .on_ending(self.ticket, Verdict::Dropped, self.ticket.start);
     }
 }
 

@@ -59,7 +59,7 @@ macro_rules! verdict_methods {
         #[inline]
         pub fn record_at(mut self, outcome: Outcome, now: Nanos) -> Option<Transition> {
             self.done = true;
-            self.breaker.on_verdict(self.ticket, outcome.into(), now)
+            self.breaker.on_verdict(self.ticket, outcome, now)
         }
 
         /// Gives the permit back with no verdict, neutral whatever its age or
