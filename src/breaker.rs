@@ -168,6 +168,11 @@ impl<C: Clock> Breaker<C> {
         self.cell.load().state()
     }
 
+    /// The current generation (one atomic load).
+    pub(crate) fn generation(&self) -> u32 {
+        self.cell.load().generation()
+    }
+
     /// Bytes this breaker occupies: the struct plus its window and counters on
     /// the heap (the shared config is not counted: one per registry).
     pub fn memory_bytes(&self) -> usize {

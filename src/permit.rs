@@ -62,6 +62,13 @@ macro_rules! verdict_methods {
             self.breaker.on_verdict(self.ticket, outcome, now)
         }
 
+        /// Restarts the call's clock at `now`: for a permit taken ahead of its
+        /// call (a balancer's readiness), so the wait is not timed.
+        #[allow(dead_code)] // not every permit shape is taken ahead of its call
+        pub(crate) fn restart_at(&mut self, now: Nanos) {
+            self.ticket.start = now;
+        }
+
         /// Gives the permit back with no verdict, neutral whatever its age or
         /// the thread's state: for the crate's own code that must let go of a
         /// permit while user code (a hook) panics.

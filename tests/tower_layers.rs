@@ -468,3 +468,35 @@ async fn balancer_endpoint_idle_across_a_trip_and_recovery_takes_a_fresh_permit(
     assert_eq!((calls.dropped, calls.abandoned), (1, 0));
     assert_eq!(calls.failures, 2, "the trip's and the endpoint's");
 }
+
+#[tokio::test(start_paused = true)]
+async fn eject_times_a_call_from_call_not_from_poll_ready_and_gives_back_an_unused_permit() {
+    let clock = ManualClock::new();
+    let breaker = Arc::new(
+        Breaker::builder()
+            .consecutive_failures(1)
+            .slow_call_threshold(Duration::from_millis(100))
+            .count_calls(true)
+            .build_with_clock(clock.clone())
+            .unwrap(),
+    );
+    let ok = tower::service_fn(|_: ()| async { Ok::<(), Infallible>(()) });
+    let mut endpoint = EjectLayer::new(breaker.clone()).layer(ok);
+
+    // Ready, then idle in the balancer for a second before the call comes:
+    // the call itself is fast, so it is not slow.
+    endpoint.ready().await.unwrap();
+    clock.advance(Duration::from_secs(1));
+    endpoint.call(()).await.unwrap();
+    let calls = breaker.snapshot().calls.unwrap();
+    assert_eq!((calls.successes, calls.slow), (1, 0));
+
+    // Ready, then the endpoint is dropped (discovery removed it) long after:
+    // the unused permit is given back neutrally, not counted as abandoned.
+    endpoint.ready().await.unwrap();
+    clock.advance(Duration::from_secs(60));
+    drop(endpoint);
+    let calls = breaker.snapshot().calls.unwrap();
+    assert_eq!((calls.dropped, calls.abandoned, calls.failures), (1, 0, 0));
+    assert_eq!(breaker.state(), State::Closed);
+}

@@ -190,10 +190,7 @@ impl<S, Cl, C: Clock> Eject<S, Cl, C> {
     fn drop_stale_permit(&mut self) {
         let stale = match &self.permit {
             None => return,
-            // Read at the permit's own start time: no clock read.
-            Some(LayerPermit::Owned(p)) => {
-                self.breaker.snapshot_at(p.started_at()).generation != p.generation()
-            }
+            Some(LayerPermit::Owned(p)) => self.breaker.generation() != p.generation(),
             // Not admitted by `admit` on this breaker: ask again.
             Some(LayerPermit::Keyed(_)) => true,
         };
@@ -219,6 +216,17 @@ impl<S, Cl, C: Clock> Eject<S, Cl, C> {
                 .insert(Box::pin(tokio::time::sleep_until(deadline))),
         };
         sleep.as_mut().poll(cx)
+    }
+}
+
+impl<S, Cl, C: Clock> Drop for Eject<S, Cl, C> {
+    /// A permit held for a `call` that never came is given back neutrally:
+    /// the balancer dropped the endpoint (discovery removed it, or the
+    /// balancer itself went away), and no call ran on the permit.
+    fn drop(&mut self) {
+        if let Some(unused) = self.permit.take() {
+            unused.release();
+        }
     }
 }
 
@@ -289,7 +297,13 @@ where
 
     fn call(&mut self, req: Req) -> Self::Future {
         let admitted = match self.permit.take() {
-            Some(permit) => Ok(permit),
+            Some(mut permit) => {
+                // The call starts now, not when `poll_ready` took the permit:
+                // time spent idle in the balancer is neither slowness nor
+                // abandonment.
+                permit.restart_at(self.breaker.now());
+                Ok(permit)
+            }
             None => admit(&self.breaker, self.reporter.as_ref()),
         };
         ResponseFuture::admitted(

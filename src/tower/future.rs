@@ -82,6 +82,14 @@ impl<K, C: Clock> LayerPermit<K, C> {
         }
     }
 
+    /// Restarts the call's clock at `now` (a permit taken ahead of its call).
+    pub(crate) fn restart_at(&mut self, now: Nanos) {
+        match self {
+            LayerPermit::Owned(p) => p.restart_at(now),
+            LayerPermit::Keyed(p) => p.restart_at(now),
+        }
+    }
+
     /// The registry key the permit's breaker belongs to, if any.
     pub(crate) fn key(&self) -> Option<&K> {
         match self {

@@ -107,6 +107,10 @@ impl<K, C: Clock> KeyedPermit<K, C> {
         self.handle.key()
     }
 
+    pub(crate) fn restart_at(&mut self, now: Nanos) {
+        self.ticket.start = now;
+    }
+
     /// Gives the permit back neutrally, whatever its age.
     pub(crate) fn release(mut self) {
         self.done = true;
