@@ -5,7 +5,8 @@
 //! own), over many repetitions of every breaker path: CLOSED success, failure
 //! and ignore per policy, the `call` wrapper, owned permits, permit drop, OPEN
 //! and half-open rejections, every transition (trip, probe, close, reopen,
-//! lease expiry) and the manual modes. Observers are excluded (none is set:
+//! lease expiry), permits dropped early, late and while panicking, and the
+//! manual modes. Observers are excluded (none is set:
 //! transitions are returned by value). Building a breaker allocates (its
 //! window and shared config), and is done outside the counted section.
 //!
@@ -266,6 +267,54 @@ fn open_half_open_and_every_transition_allocate_nothing() {
             assert_eq!(b.state(), State::Closed);
         }
     });
+}
+
+#[test]
+fn drops_judged_by_age_allocate_nothing() {
+    let (b, clock) = manual(1);
+    let abandoned = Duration::from_secs(5); // the probe lease: the default bound
+    assert_no_alloc("early and late drops, in CLOSED and as probes", || {
+        for _ in 0..REPS {
+            // CLOSED: an early drop (neutral), a late one (a failure: trips).
+            drop(b.try_acquire_at(b.now()).unwrap());
+            let late = b.try_acquire_at(b.now()).unwrap();
+            clock.advance(abandoned);
+            drop(late);
+            assert_eq!(b.state(), State::Open);
+            // HALF_OPEN: an early drop frees the slot; a late one reopens.
+            clock.advance(Duration::from_secs(11));
+            drop(b.try_acquire().unwrap());
+            let probe = b.try_acquire().unwrap();
+            clock.advance(abandoned);
+            drop(probe);
+            assert_eq!(b.state(), State::Open);
+            clock.advance(Duration::from_secs(11));
+            assert!(b.try_acquire().unwrap().success().is_some());
+        }
+    });
+}
+
+#[test]
+fn a_permit_dropped_while_panicking_adds_no_allocation_to_the_panic() {
+    // Unwinding allocates (the payload's box); the breaker's failure
+    // recorded during the unwind adds nothing to it. (`resume_unwind` runs
+    // no panic hook: nothing is printed.)
+    let (b, _clock) = manual(1);
+    let bare = allocations(|| {
+        let _ = std::panic::catch_unwind(|| std::panic::resume_unwind(Box::new(0u8)));
+    });
+    let with_permit = allocations(|| {
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _held = b.try_acquire().unwrap();
+            std::panic::resume_unwind(Box::new(0u8))
+        }));
+    });
+    assert_eq!(
+        b.state(),
+        State::Open,
+        "the panic was recorded as a failure"
+    );
+    assert_eq!(with_permit, bare);
 }
 
 #[test]
