@@ -6,12 +6,14 @@
 //! one slow call for the slow-rate policy), with `abandoned_after` = 1 s, so
 //! every row shows at once whether it counted against the dependency.
 
+mod common;
+
 use std::future::Future;
 use std::pin::pin;
-use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
+use common::{Log, LogTransitions};
 use failfast::{Breaker, CallError, ManualClock, Nanos, Reason, State, Transition};
 
 const ABANDONED_AFTER: Duration = Duration::from_secs(1);
@@ -39,18 +41,17 @@ const POLICIES: [Policy; 4] = [
 struct Fixture {
     breaker: Breaker<ManualClock>,
     clock: ManualClock,
-    log: Arc<Mutex<Vec<Transition>>>,
+    log: Log,
 }
 
 impl Fixture {
     fn new(policy: Policy) -> Fixture {
-        let log: Arc<Mutex<Vec<Transition>>> = Arc::default();
-        let sink = log.clone();
+        let log = Log::default();
         let b = Breaker::builder()
             .abandoned_after(ABANDONED_AFTER)
             .open_duration(OPEN)
             .count_calls(true)
-            .observer(move |t: &Transition| sink.lock().unwrap().push(*t));
+            .log_transitions(&log);
         let b = match policy {
             Policy::Consecutive => b.consecutive_failures(1),
             Policy::CountWindow => b.failure_rate(1.0).count_window(5).min_calls(1),

@@ -4,6 +4,8 @@
 //! breakers on a [`TokioClock`], so timeouts, open periods and probe leases
 //! move together and nothing sleeps for real.
 
+mod common;
+
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::pin;
@@ -12,6 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
+use common::{Log, LogTransitions};
 use failfast::tower::{FailFastLayer, KeyedLayer, TimedOut, TokioClock};
 use failfast::{Breaker, Reason, Registry, RejectReason, Rejected, State, Transition};
 use tokio::time::Instant;
@@ -38,15 +41,6 @@ impl Hung {
             std::future::pending::<Result<(), Infallible>>()
         })
     }
-}
-
-fn log() -> (
-    Arc<Mutex<Vec<Transition>>>,
-    impl Fn(&Transition) + Send + Sync + 'static,
-) {
-    let log: Arc<Mutex<Vec<Transition>>> = Arc::default();
-    let sink = log.clone();
-    (log, move |t: &Transition| sink.lock().unwrap().push(*t))
 }
 
 fn request(uri: &str) -> http::Request<()> {
@@ -171,14 +165,14 @@ async fn an_outer_tower_timeout_outside_the_keyed_layer_trips_that_host_only() {
 // upstream sees one probe per open period, and the open period doubles.
 #[tokio::test(start_paused = true)]
 async fn impatient_clients_get_one_probe_per_open_period_and_the_backoff_grows() {
-    let (log, observer) = log();
+    let log = Log::default();
     let breaker = Arc::new(
         Breaker::builder()
             .consecutive_failures(3)
             .open_duration(Duration::from_secs(2))
             .backoff(2.0, Duration::from_secs(60))
             .abandoned_after(Duration::from_millis(500))
-            .observer(observer)
+            .log_transitions(&log)
             .build_with_clock(TokioClock::new())
             .unwrap(),
     );
@@ -298,12 +292,12 @@ async fn a_panicking_handler_in_a_task_counts_as_a_failure() {
 #[tokio::test(start_paused = true)]
 async fn a_panicking_probe_reopens_with_the_next_backoff_step() {
     quiet_panics();
-    let (log, observer) = log();
+    let log = Log::default();
     let breaker = Arc::new(
         Breaker::builder()
             .consecutive_failures(1)
             .open_duration(Duration::from_secs(5))
-            .observer(observer)
+            .log_transitions(&log)
             .build_with_clock(TokioClock::new())
             .unwrap(),
     );
