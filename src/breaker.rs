@@ -30,12 +30,16 @@ use crate::window::Window;
 pub(crate) struct Shared<C> {
     pub(crate) config: Config,
     pub(crate) clock: C,
-    observer: Option<Box<dyn Observer>>,
+    observer: Option<std::sync::Arc<dyn Observer>>,
     pub(crate) fleet: Option<Arc<Fleet>>,
 }
 
 impl<C> Shared<C> {
-    pub(crate) fn new(config: Config, clock: C, observer: Option<Box<dyn Observer>>) -> Shared<C> {
+    pub(crate) fn new(
+        config: Config,
+        clock: C,
+        observer: Option<std::sync::Arc<dyn Observer>>,
+    ) -> Shared<C> {
         Shared {
             config,
             clock,
@@ -792,7 +796,10 @@ impl<C: Clock> Breaker<C> {
         self.set_mode(State::ForcedOpen, Reason::ForceOpen, now)
     }
 
-    /// Admits every call and records nothing until [`reset`](Self::reset).
+    /// Admits every call and never trips until [`reset`](Self::reset): the
+    /// window and the failure run record nothing. Call counters, if kept
+    /// ([`Builder::count_calls`](crate::Builder::count_calls)), still count
+    /// what passes through.
     pub fn disable(&self) -> Option<Transition> {
         self.disable_at(self.now())
     }

@@ -52,6 +52,7 @@ pub const MAX_DURATION: Duration = Duration::from_secs(24 * 60 * 60);
 /// # Ok::<(), failfast::ConfigError>(())
 /// ```
 #[must_use = "a builder does nothing until `build`"]
+#[derive(Clone)]
 pub struct Builder {
     consecutive_failures: Option<u32>,
     failure_rate: Option<f64>,
@@ -66,9 +67,11 @@ pub struct Builder {
     multiplier: f64,
     cap: Option<Duration>,
     jitter: f64,
+    /// `backoff_off()`: the cap follows the base, whatever it is set to later.
+    backoff_off: bool,
     count_calls: bool,
-    observer: Option<Box<dyn Observer>>,
-    id: u64,
+    observer: Option<std::sync::Arc<dyn Observer>>,
+    id: Option<u64>,
 }
 
 impl Default for Builder {
@@ -87,9 +90,10 @@ impl Default for Builder {
             multiplier: 2.0,
             cap: None,
             jitter: 0.0,
+            backoff_off: false,
             count_calls: false,
             observer: None,
-            id: 0,
+            id: None,
         }
     }
 }
@@ -110,6 +114,7 @@ impl fmt::Debug for Builder {
             .field("multiplier", &self.multiplier)
             .field("cap", &self.cap)
             .field("jitter", &self.jitter)
+            .field("backoff_off", &self.backoff_off)
             .field("count_calls", &self.count_calls)
             .field("observer", &self.observer.is_some())
             .field("id", &self.id)
@@ -121,6 +126,60 @@ impl Builder {
     /// A builder with the defaults listed above.
     pub fn new() -> Builder {
         Builder::default()
+    }
+
+    /// Envoy's outlier detection, as a breaker: ejected after 5 consecutive
+    /// failures (`consecutive_5xx`), for a 30 s base ejection time growing
+    /// with each ejection in a row up to 300 s (`max_ejection_time`). Envoy
+    /// grows the time linearly (30, 60, 90 s …); this preset doubles it (30,
+    /// 60, 120, 240, 300 s). Envoy's `max_ejection_percent` (10 %) is a
+    /// registry setting here:
+    /// [`RegistryBuilder::max_open`](crate::RegistryBuilder::max_open).
+    ///
+    /// ```
+    /// use failfast::Builder;
+    /// use std::time::Duration;
+    ///
+    /// let config = Builder::envoy_outlier_detection().build_config()?;
+    /// assert_eq!(config.consecutive_failures(), Some(5));
+    /// assert_eq!(config.open_duration(1), Duration::from_secs(30));
+    /// assert_eq!(config.open_duration_cap(), Duration::from_secs(300));
+    /// # Ok::<(), failfast::ConfigError>(())
+    /// ```
+    pub fn envoy_outlier_detection() -> Builder {
+        Builder::new()
+            .consecutive_failures(5)
+            .open_duration(Duration::from_secs(30))
+            .backoff(2.0, Duration::from_secs(300))
+    }
+
+    /// Resilience4j's default circuit breaker: open at a 50 % failure rate
+    /// over the last 100 calls, once 100 were seen; slow calls are those of
+    /// 60 s or more, and 100 % of them opens it; open for 60 s (no backoff),
+    /// then 10 calls probe.
+    ///
+    /// ```
+    /// use failfast::{Builder, WindowKind};
+    /// use std::time::Duration;
+    ///
+    /// let config = Builder::resilience4j_defaults().build_config()?;
+    /// assert_eq!(config.failure_rate(), Some(0.5));
+    /// assert_eq!(config.window(), WindowKind::Count { size: 100 });
+    /// assert_eq!(config.min_calls(), 100);
+    /// assert_eq!(config.half_open_probes(), 10);
+    /// assert_eq!(config.open_duration(3), Duration::from_secs(60));
+    /// # Ok::<(), failfast::ConfigError>(())
+    /// ```
+    pub fn resilience4j_defaults() -> Builder {
+        Builder::new()
+            .failure_rate(0.5)
+            .slow_call_rate(1.0)
+            .slow_call_threshold(Duration::from_secs(60))
+            .count_window(100)
+            .min_calls(100)
+            .open_duration(Duration::from_secs(60))
+            .backoff_off()
+            .half_open_probes(10)
     }
 
     /// Trip after `k` failures in a row (1..=32767). Ignored calls and
@@ -212,10 +271,33 @@ impl Builder {
     }
 
     /// Each trip in a row multiplies the open period by `multiplier` (1..=1000)
-    /// up to `cap` (≥ the base). `backoff(1.0, base)` keeps it constant.
+    /// up to `cap` (≥ the base, ≤ 1 day). Default: ×2 up to 5 min.
     pub fn backoff(mut self, multiplier: f64, cap: Duration) -> Self {
         self.multiplier = multiplier;
         self.cap = Some(cap);
+        self.backoff_off = false;
+        self
+    }
+
+    /// Every open period lasts the base [`open_duration`](Self::open_duration)
+    /// (minus jitter), however many trips in a row.
+    ///
+    /// ```
+    /// use failfast::Breaker;
+    /// use std::time::Duration;
+    ///
+    /// let b = Breaker::builder()
+    ///     .consecutive_failures(3)
+    ///     .open_duration(Duration::from_secs(10))
+    ///     .backoff_off()
+    ///     .build()?;
+    /// assert_eq!(b.config().open_duration(5), Duration::from_secs(10));
+    /// # Ok::<(), failfast::ConfigError>(())
+    /// ```
+    pub fn backoff_off(mut self) -> Self {
+        self.multiplier = 1.0;
+        self.cap = None;
+        self.backoff_off = true;
         self
     }
 
@@ -234,16 +316,19 @@ impl Builder {
         self
     }
 
-    /// Notify `observer` of every transition.
+    /// Notify `observer` of every transition. A cloned builder shares it.
     pub fn observer(mut self, observer: impl Observer) -> Self {
-        self.observer = Some(Box::new(observer));
+        self.observer = Some(std::sync::Arc::new(observer));
         self
     }
 
     /// The breaker's id: the seed of its jitter, reported in each
-    /// [`Transition`](crate::Transition). Give replicas or hosts distinct ids.
+    /// [`Transition`](crate::Transition). Without one, each breaker this
+    /// builder builds gets its own, drawn from the process's random hash
+    /// keys: breakers and replicas spread their probes without configuration.
+    /// Set it for a reproducible schedule (tests, simulations).
     pub fn id(mut self, id: u64) -> Self {
-        self.id = id;
+        self.id = Some(id);
         self
     }
 
@@ -262,7 +347,7 @@ impl Builder {
     ///
     /// As [`build`](Self::build).
     pub fn build_with_clock<C: Clock>(self, clock: C) -> Result<Breaker<C>, ConfigError> {
-        let id = self.id;
+        let id = self.id.unwrap_or_else(distinct_id);
         Ok(Breaker::from_shared(self.build_shared(clock)?, id))
     }
 
@@ -379,9 +464,11 @@ impl Builder {
                 self.multiplier,
             ));
         }
-        let cap = self
-            .cap
-            .unwrap_or_else(|| self.open_base.max(Duration::from_secs(300)));
+        let cap = match (self.cap, self.backoff_off) {
+            (_, true) => self.open_base,
+            (Some(cap), false) => cap,
+            (None, false) => self.open_base.max(Duration::from_secs(300)),
+        };
         if cap < self.open_base || cap > MAX_DURATION {
             return Err(ConfigError::new(
                 "backoff.cap",
@@ -428,4 +515,12 @@ impl Builder {
                 && !self.count_calls,
         })
     }
+}
+
+/// An id for a breaker built without one: a hash of nothing under a fresh
+/// `RandomState`, whose keys are random per process and advance with each
+/// call. Distinct for each breaker and each replica, with no shared state.
+fn distinct_id() -> u64 {
+    use std::hash::BuildHasher;
+    std::collections::hash_map::RandomState::new().hash_one(())
 }
