@@ -184,7 +184,7 @@ fn debug_output_shows_the_state_the_window_and_the_permit() {
     let at = Nanos::from_secs(50);
     let snap = b.snapshot_at(at);
     assert!(s.starts_with("Breaker "), "{s}");
-    assert_eq!(debug_field(&s, "id"), format!("{:?}", Some(b.id())));
+    assert_eq!(debug_field(&s, "id"), format!("{:?}", b.id()));
     assert_eq!(debug_field(&s, "state"), format!("{:?}", snap.state));
     assert_eq!(
         debug_field(&s, "generation"),
