@@ -1,37 +1,54 @@
-//! [`Breaker`]: admission, recording, lazy recovery and the manual modes.
+//! [`Breaker`]: admission, verdicts, lazy recovery and the manual modes.
 //!
-//! The breaker composes the pieces below it: the state word ([`state`]), the
-//! window ([`window`]) and the pure policy ([`policy`]). Every decision that
-//! changes the state is a strong CAS on the state word from an exact snapshot
-//! (invariant 1); everything else is a load.
+//! The breaker holds what a decision needs besides the word — the clock, the
+//! window, the call counters, the observer and the trip gate — and composes
+//! the pieces below it: every change of the state word goes through
+//! [`StateCell::update`] with a pure decision from [`machine`]; everything
+//! else here is a load, a window write, or a report of a transition this
+//! caller won.
 //!
-//! [`state`]: crate::state
-//! [`window`]: crate::window
-//! [`policy`]: crate::policy
+//! [`machine`]: crate::machine
 
 use core::fmt;
 use core::time::Duration;
 
-use crate::builder::Builder;
 use crate::clock::{Clock, Nanos, QuantaClock};
 use crate::counters::CallCounters;
 use crate::error::{RejectReason, Rejected};
-use crate::fleet::Fleet;
+use crate::machine::{self, Admission};
 use crate::observe::{BreakerSnapshot, Observer, Reason, Transition};
 use crate::outcome::{Outcome, Verdict};
-use crate::permit::{OwnedPermit, Permit};
-use crate::policy::{Config, WindowCounts, WindowKind};
+use crate::policy::{Config, Flags};
 use crate::state::{Snapshot, State, StateCell};
 use crate::sync::Arc;
-use crate::window::Window;
+use crate::window::{Window, WindowCounts};
+
+/// A budget of ejections shared by several breakers (a registry's cap on
+/// open breakers), consulted only on transitions.
+///
+/// A trip from CLOSED first asks [`admit_trip`](Self::admit_trip); the
+/// answer travels with the ejection in the state word (`counted`) until the
+/// breaker leaves OPEN/HALF_OPEN, when [`on_transition`](Self::on_transition)
+/// sees it go.
+pub(crate) trait TripGate: Send + Sync + 'static {
+    /// Before a trip from CLOSED: `None` refuses it (the breaker stays
+    /// CLOSED); `Some(true)` reserved a slot of the budget; `Some(false)`
+    /// allows it without one (a breaker never seen succeeding, whose
+    /// ejection the budget does not count).
+    fn admit_trip(&self, proven: bool) -> Option<bool>;
+    /// The trip that reserved a slot lost its CAS: gives the slot back.
+    fn cancel_trip(&self);
+    /// After a published transition (a trip this gate admitted included).
+    fn on_transition(&self, from: State, to: State, released_slot: bool);
+}
 
 /// What every breaker of one configuration shares: the validated config, the
-/// clock, the observer and (in a registry) the fleet counters.
+/// clock, the observer and (in a registry) the trip gate.
 pub(crate) struct Shared<C> {
     pub(crate) config: Config,
     pub(crate) clock: C,
     observer: Option<std::sync::Arc<dyn Observer>>,
-    pub(crate) fleet: Option<Arc<Fleet>>,
+    gate: Option<std::sync::Arc<dyn TripGate>>,
 }
 
 impl<C> Shared<C> {
@@ -44,13 +61,14 @@ impl<C> Shared<C> {
             config,
             clock,
             observer,
-            fleet: None,
+            gate: None,
         }
     }
 
-    /// Attaches fleet counters (the registry does this once, before any breaker exists).
-    pub(crate) fn with_fleet(mut self, fleet: Arc<Fleet>) -> Shared<C> {
-        self.fleet = Some(fleet);
+    /// Attaches a trip gate (a registry does this once, before any breaker
+    /// exists).
+    pub(crate) fn with_gate(mut self, gate: std::sync::Arc<dyn TripGate>) -> Shared<C> {
+        self.gate = Some(gate);
         self
     }
 }
@@ -95,15 +113,10 @@ pub struct Breaker<C: Clock = QuantaClock> {
     window: Window,
     counters: Option<Box<CallCounters>>,
     id: u64,
+    /// The configuration's hot-path bits, copied here: one field of the
+    /// breaker instead of a read through `shared`.
+    flags: Flags,
     shared: Arc<Shared<C>>,
-}
-
-impl Breaker {
-    /// A builder for a breaker on the default [`QuantaClock`] (or any clock,
-    /// with [`Builder::build_with_clock`]).
-    pub fn builder() -> Builder {
-        Builder::new()
-    }
 }
 
 /// The start of a call whose admission did not read the clock (CLOSED, no
@@ -111,21 +124,36 @@ impl Breaker {
 /// neutral and the call is never slow.
 pub(crate) const UNTIMED: Nanos = Nanos::NEVER;
 
-/// The probe flag and generation a permit carries back to its verdict.
+/// What a permit carries back to its verdict: two words, so a permit
+/// travels in registers.
 #[derive(Copy, Clone, Debug)]
 pub(crate) struct Ticket {
     pub(crate) generation: u32,
     pub(crate) probe: bool,
     /// Whether this admission won a transition: the move to HalfOpen, or a
     /// superseded round. Kept in a few bytes (with `trips` and
-    /// `prior_successes`) so the ticket stays two words and a permit travels
-    /// in registers; [`Breaker::admission_transition`] rebuilds the rest.
+    /// `prior_successes`); [`Breaker::admission_transition`] rebuilds the
+    /// rest.
     pub(crate) round: RoundStart,
     /// Trips in a row when the round started (only with `round`).
     pub(crate) trips: u8,
     /// Probe successes of the superseded round (only with `RoundStart::Superseded`).
     pub(crate) prior_successes: u8,
     pub(crate) start: Nanos,
+}
+
+impl Ticket {
+    #[inline]
+    const fn new(generation: u32, probe: bool, start: Nanos) -> Ticket {
+        Ticket {
+            generation,
+            probe,
+            round: RoundStart::None,
+            trips: 0,
+            prior_successes: 0,
+            start,
+        }
+    }
 }
 
 /// How an admission started a probe round, if it did.
@@ -147,6 +175,7 @@ impl<C: Clock> Breaker<C> {
             window: Window::new(shared.config.window),
             counters,
             id,
+            flags: shared.config.flags(),
             shared,
         }
     }
@@ -154,6 +183,12 @@ impl<C: Clock> Breaker<C> {
     /// The validated configuration.
     pub fn config(&self) -> &Config {
         &self.shared.config
+    }
+
+    /// The configuration's hot-path bits.
+    #[inline]
+    pub(crate) fn flags(&self) -> Flags {
+        self.flags
     }
 
     /// The breaker's id (its jitter seed).
@@ -177,6 +212,11 @@ impl<C: Clock> Breaker<C> {
         self.cell.load().generation()
     }
 
+    /// Whether this breaker's ejection holds a slot of its trip gate's budget.
+    pub(crate) fn holds_gate_slot(&self) -> bool {
+        self.cell.load().is_counted()
+    }
+
     /// Bytes this breaker occupies: the struct plus its window and counters on
     /// the heap (the shared config is not counted: one per registry).
     pub fn memory_bytes(&self) -> usize {
@@ -188,58 +228,7 @@ impl<C: Clock> Breaker<C> {
                 .map_or(0, |_| core::mem::size_of::<CallCounters>())
     }
 
-    /// Asks to make a call now; see [`try_acquire_at`](Self::try_acquire_at).
-    ///
-    /// In CLOSED this is one atomic load, plus one clock read only when a
-    /// slow-call threshold is set.
-    ///
-    /// # Errors
-    ///
-    /// [`Rejected`] when the breaker is open, forced open, or half-open with
-    /// every probe slot taken.
-    #[inline]
-    pub fn try_acquire(&self) -> Result<Permit<'_, C>, Rejected> {
-        self.ticket_now().map(|t| Permit::new(self, t))
-    }
-
-    /// Asks to make a call at `now`: a [`Permit`] to report the outcome with,
-    /// or a [`Rejected`] saying why not and when to retry.
-    ///
-    /// OPEN turns into HALF_OPEN here, lazily: the first request after the open
-    /// duration wins a CAS and becomes the first probe; at most
-    /// `half_open_probes` are admitted per round.
-    ///
-    /// # Errors
-    ///
-    /// As [`try_acquire`](Self::try_acquire).
-    #[inline]
-    pub fn try_acquire_at(&self, now: Nanos) -> Result<Permit<'_, C>, Rejected> {
-        self.ticket_at(now).map(|t| Permit::new(self, t))
-    }
-
-    /// [`try_acquire`](Self::try_acquire) for a breaker held in an `Arc`: the
-    /// permit owns a clone of the `Arc` and can move into a `'static` future.
-    ///
-    /// # Errors
-    ///
-    /// As [`try_acquire`](Self::try_acquire).
-    #[inline]
-    pub fn try_acquire_owned(self: &std::sync::Arc<Self>) -> Result<OwnedPermit<C>, Rejected> {
-        OwnedPermit::acquire(self.clone())
-    }
-
-    /// [`try_acquire_at`](Self::try_acquire_at) with an owned permit.
-    ///
-    /// # Errors
-    ///
-    /// As [`try_acquire`](Self::try_acquire).
-    #[inline]
-    pub fn try_acquire_owned_at(
-        self: &std::sync::Arc<Self>,
-        now: Nanos,
-    ) -> Result<OwnedPermit<C>, Rejected> {
-        OwnedPermit::acquire_at(self.clone(), now)
-    }
+    // ===== Admission =====
 
     /// Admission reading the clock only where needed (invariant 8: CLOSED
     /// without slow-call timing is one load and no clock read).
@@ -247,38 +236,75 @@ impl<C: Clock> Breaker<C> {
     pub(crate) fn ticket_now(&self) -> Result<Ticket, Rejected> {
         let s = self.cell.load();
         if s.is_closed() {
-            let start = if self.shared.config.measures_time() {
+            let start = if self.flags.times_calls() {
                 self.now()
             } else {
                 UNTIMED
             };
-            return Ok(self.admit(s.generation(), false, start));
+            return Ok(self.admitted(Ticket::new(s.generation(), false, start)));
         }
-        self.acquire_slow(s, self.now())
+        self.admit_slow(s, self.now())
     }
 
+    /// Admission at `now`.
     #[inline]
     pub(crate) fn ticket_at(&self, now: Nanos) -> Result<Ticket, Rejected> {
         let s = self.cell.load();
         if s.is_closed() {
-            return Ok(self.admit(s.generation(), false, now));
+            return Ok(self.admitted(Ticket::new(s.generation(), false, now)));
         }
-        self.acquire_slow(s, now)
+        self.admit_slow(s, now)
     }
 
     #[inline]
-    fn admit(&self, generation: u32, probe: bool, start: Nanos) -> Ticket {
+    fn admitted(&self, ticket: Ticket) -> Ticket {
         if let Some(c) = &self.counters {
             c.admitted();
         }
-        Ticket {
-            generation,
-            probe,
-            start,
-            round: RoundStart::None,
-            trips: 0,
-            prior_successes: 0,
+        ticket
+    }
+
+    /// Admission outside CLOSED: the decision is [`machine::admit`]; loops
+    /// only while the word changes under it (someone else made progress),
+    /// never to retry a lost election.
+    #[inline]
+    fn admit_slow(&self, mut s: Snapshot, now: Nanos) -> Result<Ticket, Rejected> {
+        loop {
+            let config = &self.shared.config;
+            let u = self.cell.update_from(s, now, |s| {
+                machine::admit(s, self.cell.since(s), now, config, self.id)
+            });
+            return match u.value {
+                Admission::Call => Ok(self.admitted(Ticket::new(u.seen.generation(), false, now))),
+                Admission::Probe => Ok(self.admitted(Ticket::new(u.seen.generation(), true, now))),
+                Admission::Round(reason) => {
+                    let to = u.entered.unwrap_or(u.seen);
+                    Ok(self.start_round(u.seen, to, reason, now))
+                }
+                Admission::Reject(reason, until) => {
+                    // The rejection was decided on a stamp read after `seen`,
+                    // which may belong to a newer state (a racer that won the
+                    // move to HalfOpen stamped its round start): before
+                    // rejecting, re-decide on the current word rather than
+                    // report a wait that belongs to a state the breaker left.
+                    let current = self.cell.load();
+                    if current != u.seen {
+                        s = current;
+                        continue;
+                    }
+                    Err(self.reject(reason, until, now))
+                }
+            };
         }
+    }
+
+    #[cold]
+    fn reject(&self, reason: RejectReason, until: Nanos, now: Nanos) -> Rejected {
+        if let Some(c) = &self.counters {
+            c.rejected();
+        }
+        let retry_after = (until != Nanos::NEVER).then(|| until.saturating_duration_since(now));
+        Rejected::new(reason, retry_after)
     }
 
     /// Admits the first probe of a round this caller's CAS just started, and
@@ -288,18 +314,19 @@ impl<C: Clock> Breaker<C> {
     /// the observer panic, the guard frees the probe slot this caller holds
     /// (as a neutral drop) while the panic unwinds, so the round stays open
     /// to the next request instead of waiting out the probe lease.
+    #[cold]
     fn start_round(&self, from: Snapshot, to: Snapshot, reason: Reason, now: Nanos) -> Ticket {
         let round = if reason == Reason::OpenElapsed {
             RoundStart::Opened
         } else {
             RoundStart::Superseded
         };
-        let ticket = Ticket {
+        let ticket = self.admitted(Ticket {
             round,
             trips: from.trips() as u8,               // ≤ TRIPS_MAX (63)
             prior_successes: from.successes() as u8, // ≤ SUCCESS_MAX (255)
-            ..self.admit(to.generation(), true, now)
-        };
+            ..Ticket::new(to.generation(), true, now)
+        });
         let guard = ReleaseOnUnwind {
             breaker: self,
             ticket,
@@ -323,118 +350,14 @@ impl<C: Clock> Breaker<C> {
             .with_successes(u32::from(ticket.prior_successes));
         Some(self.describe(
             from,
-            round_start(from),
+            machine::round_start(from),
             reason,
             ticket.start,
             WindowCounts::default(),
         ))
     }
 
-    fn reject(&self, reason: RejectReason, retry_after: Option<Duration>) -> Rejected {
-        if let Some(c) = &self.counters {
-            c.rejected();
-        }
-        Rejected::new(reason, retry_after)
-    }
-
-    /// The jittered open duration of the OPEN state `s`.
-    fn open_duration(&self, s: Snapshot) -> Duration {
-        self.shared
-            .config
-            .backoff
-            .open_duration(s.trips(), self.id, s.generation())
-    }
-
-    /// When the OPEN state `s` lets the next request probe: its stamp plus
-    /// its jittered open duration, in nanoseconds (the rejection path's form).
-    #[inline]
-    fn ready_at(&self, s: Snapshot) -> Nanos {
-        let open_for = self
-            .shared
-            .config
-            .backoff
-            .open_nanos(s.trips(), self.id, s.generation());
-        Nanos::from_nanos(self.cell.tripped_at(s).as_nanos().saturating_add(open_for))
-    }
-
-    /// The current word if it is no longer `s`. A rejection is decided on a
-    /// stamp read after `s`, which may belong to a newer state (a racer that
-    /// won the move to HalfOpen stamped its round start): before rejecting,
-    /// re-decide on the current word rather than report a wait that belongs to
-    /// a state the breaker has left.
-    #[inline]
-    fn moved_on(&self, s: Snapshot) -> Option<Snapshot> {
-        let current = self.cell.load();
-        (current != s).then_some(current)
-    }
-
-    /// Admission outside CLOSED. Loops only while the word changes under it
-    /// (someone else made progress); never retries a lost election.
-    #[cold]
-    fn acquire_slow(&self, mut s: Snapshot, now: Nanos) -> Result<Ticket, Rejected> {
-        let config = &self.shared.config;
-        loop {
-            match s.state() {
-                State::Closed | State::Disabled | State::MetricsOnly => {
-                    return Ok(self.admit(s.generation(), false, now));
-                }
-                State::ForcedOpen => return Err(self.reject(RejectReason::ForcedOpen, None)),
-                State::Open => {
-                    // Invariant 2 (no early probe): `tripped_at` is at least this
-                    // trip's stamp (invariant 3), so nothing passes before it.
-                    let ready_at = self.ready_at(s);
-                    if now < ready_at {
-                        if let Some(current) = self.moved_on(s) {
-                            s = current;
-                            continue;
-                        }
-                        let wait = ready_at.saturating_duration_since(now);
-                        return Err(self.reject(RejectReason::Open, Some(wait)));
-                    }
-                    let next = round_start(s);
-                    match self.cell.transition(s, next, now) {
-                        Ok(()) => return Ok(self.start_round(s, next, Reason::OpenElapsed, now)),
-                        // Lost the election: look at what the winner made of it.
-                        Err(actual) => s = actual,
-                    }
-                }
-                State::HalfOpen => {
-                    let lease_end = self.cell.tripped_at(s) + config.probe_lease;
-                    if now >= lease_end {
-                        // Invariant 5 (no wedge): an unresolved round is superseded
-                        // lazily; the old round's verdicts become stale.
-                        let next = round_start(s);
-                        match self.cell.transition(s, next, now) {
-                            Ok(()) => {
-                                return Ok(self.start_round(
-                                    s,
-                                    next,
-                                    Reason::ProbeLeaseExpired,
-                                    now,
-                                ))
-                            }
-                            Err(actual) => {
-                                s = actual;
-                                continue;
-                            }
-                        }
-                    }
-                    if s.count() >= config.probes {
-                        if let Some(current) = self.moved_on(s) {
-                            s = current;
-                            continue;
-                        }
-                        let wait = lease_end.saturating_duration_since(now);
-                        return Err(self.reject(RejectReason::HalfOpenFull, Some(wait)));
-                    }
-                    match self.cell.compare_exchange(s, s.with_count(s.count() + 1)) {
-                        Ok(()) => return Ok(self.admit(s.generation(), true, now)),
-                        Err(actual) => s = actual,
-                    }
-                }
-            }
-        }
-    }
+    // ===== Verdicts =====
 
     /// A permit's verdict. Invariant 4: a verdict from another generation than
     /// the current one changes nothing.
@@ -445,20 +368,18 @@ impl<C: Clock> Breaker<C> {
         outcome: Outcome,
         now: Nanos,
     ) -> Option<Transition> {
-        let config = &self.shared.config;
         // The plainest breaker (no window, no timing, no counters): a success
-        // that ends no run is one load and one branch (invariant 8). Measured:
-        // 82 instructions per permit-API success against 99 through the
-        // general path below (callgrind). A probe takes this path too: with no
-        // threshold it cannot be slow, and `verdict_slow` decides it as below.
-        if config.plain && outcome == Outcome::Success {
+        // that ends no run is one load and one compare (invariant 8).
+        if self.flags.plain() && outcome == Outcome::Success {
             let s = self.cell.load();
-            if s.generation() != ticket.generation || (s.is_closed() && s.count() == 0) {
+            if s.generation() != ticket.generation || s.is_settled_closed() {
                 return None;
             }
-            return self.verdict_slow(s, ticket, Verdict::Success, false, now);
+            return self.settle(s, ticket, Verdict::Success, false, now);
         }
-        let slow = outcome != Outcome::Ignored && config.is_slow(ticket.start, now);
+        let slow = outcome != Outcome::Ignored
+            && self.flags.times_calls()
+            && self.shared.config.is_slow(ticket.start, now);
         if let Some(c) = &self.counters {
             c.verdict(outcome.into(), slow);
         }
@@ -466,16 +387,15 @@ impl<C: Clock> Breaker<C> {
         if s.generation() != ticket.generation {
             return None;
         }
-        // Invariant 8, inlined into the caller: a fast success in Closed with
-        // no failure run to end is this load plus the window's write, exactly
-        // what `record_closed` does for it.
-        if s.is_closed() && outcome == Outcome::Success && !slow && s.count() == 0 {
-            if config.window != WindowKind::None {
-                self.window.record(config.window, now, false, false);
+        // Invariant 8: a fast success in a settled CLOSED breaker is this
+        // load plus the window's write.
+        if outcome == Outcome::Success && !slow && s.is_settled_closed() {
+            if self.flags.has_window() {
+                self.window.record(self.shared.config.window, now, false, false);
             }
             return None;
         }
-        self.verdict_slow(s, ticket, outcome.into(), slow, now)
+        self.settle(s, ticket, outcome.into(), slow, now)
     }
 
     /// How a call that got no verdict ended (see [`on_drop`](Self::on_drop)),
@@ -495,12 +415,13 @@ impl<C: Clock> Breaker<C> {
         if s.generation() != ticket.generation {
             return None;
         }
-        self.verdict_slow(s, ticket, verdict, slow, now)
+        self.settle(s, ticket, verdict, slow, now)
     }
 
-    /// Every other verdict: failures, runs to end, probes, MetricsOnly.
+    /// Every verdict but the cheapest: failures, runs to end, a first
+    /// success, probes, MetricsOnly.
     #[inline(never)]
-    fn verdict_slow(
+    fn settle(
         &self,
         s: Snapshot,
         ticket: Ticket,
@@ -515,9 +436,9 @@ impl<C: Clock> Breaker<C> {
         }
     }
 
-    /// A permit dropped without a verdict: judged by how it ended (the table
-    /// on [`Verdict`]). A panic unwinding through the permit is a failure; a
-    /// drop after the call hung (the slow-call threshold, or
+    /// A permit dropped without a verdict: judged by how the call ended (the
+    /// table on [`Verdict`]). A panic unwinding through the permit is a
+    /// failure; a drop after the call hung (the slow-call threshold, or
     /// `abandoned_after`) counts against the dependency, and an abandoned
     /// probe fails its round; an earlier drop proves nothing either way: it
     /// frees a probe's slot (invariant 5) and changes nothing else.
@@ -560,6 +481,8 @@ impl<C: Clock> Breaker<C> {
         }
     }
 
+    /// A verdict in CLOSED (or MetricsOnly): the run of consecutive failures
+    /// ([`machine::closed_run`]), the window, and the trip conditions.
     fn record_closed(
         &self,
         s: Snapshot,
@@ -567,50 +490,30 @@ impl<C: Clock> Breaker<C> {
         slow: bool,
         now: Nanos,
     ) -> Option<Transition> {
-        let config = &self.shared.config;
         let generation = s.generation();
-        let failure = verdict.is_failure();
-        let consecutive = match verdict {
-            _ if failure && config.consecutive_failures.is_some() => {
-                self.update_run(s, |run| run.saturating_add(1))?
-            }
-            // A drop proves nothing about the run; a slow abandonment is
-            // slowness, not a failure: neither ends nor extends it.
-            Verdict::Dropped | Verdict::AbandonedSlow => s.count(),
-            // Invariant 8: no write unless there is a run to end.
-            _ if s.count() > 0 => self.update_run(s, |_| 0)?,
-            _ => 0,
-        };
+        let counts_runs = self.flags.counts_runs();
+        let run = self
+            .cell
+            .update_from(s, now, |s| {
+                machine::closed_run(s, generation, verdict, counts_runs)
+            })
+            .value?;
         if !verdict.counts() {
             return None;
         }
+        let config = &self.shared.config;
+        let failure = verdict.is_failure();
         self.window.record(config.window, now, failure, slow);
         if !failure && !slow {
             return None; // a fast success never trips
         }
         let counts = self.window.counts(config.window, now);
-        let reason = config.trip_reason(consecutive, counts)?;
+        let reason = config.trip_reason(run, counts)?;
         self.trip(generation, reason, now, counts)
     }
 
-    /// Sets the run of consecutive failures with a CAS loop on the count field;
-    /// returns the new run, or `None` if the generation moved on.
-    fn update_run(&self, mut s: Snapshot, f: impl Fn(u32) -> u32) -> Option<u32> {
-        let generation = s.generation();
-        loop {
-            let run = f(s.count());
-            if run == s.count() {
-                return Some(run);
-            }
-            match self.cell.compare_exchange(s, s.with_count(run)) {
-                Ok(()) => return Some(run),
-                Err(actual) if actual.generation() == generation => s = actual,
-                Err(_) => return None,
-            }
-        }
-    }
-
-    /// Closed → Open (or a shadow trip in MetricsOnly), for generation `generation`.
+    /// CLOSED → OPEN (or a shadow trip in MetricsOnly) for generation
+    /// `generation`, if the trip gate admits it.
     fn trip(
         &self,
         generation: u32,
@@ -618,102 +521,58 @@ impl<C: Clock> Breaker<C> {
         now: Nanos,
         counts: WindowCounts,
     ) -> Option<Transition> {
-        let mut s = self.cell.load();
-        loop {
-            if s.generation() != generation {
-                return None;
+        let s = self.cell.load();
+        let gate = self.shared.gate.as_deref().filter(|_| s.is_closed());
+        let counted = match gate {
+            // Over the budget: stay CLOSED; the gate counted the refusal.
+            Some(gate) => gate.admit_trip(s.is_proven())?,
+            None => false,
+        };
+        let u = self
+            .cell
+            .update_from(s, now, |s| machine::trip(s, generation, counted));
+        let Some(to) = u.entered else {
+            if let (Some(gate), true) = (gate, counted) {
+                gate.cancel_trip();
             }
-            let next = match s.state() {
-                State::Closed => s.enter(State::Open).with_trips(1),
-                State::MetricsOnly => s.enter(State::MetricsOnly),
-                _ => return None,
-            };
-            let fleet = self.shared.fleet.as_deref().filter(|_| next.is_open());
-            if let Some(fleet) = fleet {
-                if !fleet.try_reserve_trip() {
-                    return None; // over the fleet-wide cap: stay Closed, refusal counted
-                }
-            }
-            match self.cell.transition(s, next, now) {
-                Ok(()) => {
-                    if next.state() == State::MetricsOnly {
-                        self.window.reset(self.shared.config.window, now);
-                    }
-                    return Some(self.report(s, next, reason, now, counts));
-                }
-                Err(actual) => {
-                    if let Some(fleet) = fleet {
-                        fleet.cancel_trip();
-                    }
-                    s = actual;
-                }
-            }
+            return None;
+        };
+        if to.state() == State::MetricsOnly {
+            self.window.reset(self.shared.config.window, now);
         }
+        Some(self.report(u.seen, to, reason, now, counts))
     }
 
+    /// A probe's verdict ([`machine::probe_verdict`]).
     fn record_probe(
         &self,
-        mut s: Snapshot,
+        s: Snapshot,
         verdict: Verdict,
         slow: bool,
         now: Nanos,
     ) -> Option<Transition> {
         let generation = s.generation();
-        let config = &self.shared.config;
-        loop {
-            if s.generation() != generation || !s.is_half_open() {
-                return None;
-            }
-            let reopen = s.enter(State::Open).with_trips(s.trips() + 1);
-            let (next, reason) = match verdict {
-                // Frees the slot for another probe of this round.
-                Verdict::Ignored | Verdict::Dropped => {
-                    (s.with_count(s.count().saturating_sub(1)), None)
-                }
-                Verdict::Failure | Verdict::Panicked => (reopen, Some(Reason::ProbeFailed)),
-                // Invariant 5: a caller that gave up on a hung probe fails
-                // the round, so impatient clients cannot turn one probe per
-                // open period into one probe per client.
-                Verdict::AbandonedSlow | Verdict::AbandonedFailure => {
-                    (reopen, Some(Reason::ProbeAbandoned))
-                }
-                // Invariant 6: a slow probe fails the round.
-                Verdict::Success if slow => (reopen, Some(Reason::ProbeSlow)),
-                Verdict::Success if s.successes() + 1 >= config.probes => (
-                    s.enter(State::Closed).with_trips(0),
-                    Some(Reason::ProbesSucceeded),
-                ),
-                Verdict::Success => (s.with_successes(s.successes() + 1), None),
-            };
-            let Some(reason) = reason else {
-                match self.cell.compare_exchange(s, next) {
-                    Ok(()) => return None,
-                    Err(actual) => {
-                        s = actual;
-                        continue;
-                    }
-                }
-            };
-            match self.cell.transition(s, next, now) {
-                Ok(()) => {
-                    if next.is_closed() {
-                        self.window.reset(config.window, now);
-                    }
-                    // The closing success is one of the counts that caused the
-                    // transition: report it (as the failure that trips is).
-                    let from = if next.is_closed() {
-                        s.with_successes(s.successes() + 1)
-                    } else {
-                        s
-                    };
-                    return Some(self.report(from, next, reason, now, WindowCounts::default()));
-                }
-                Err(actual) => s = actual,
-            }
-        }
+        let probes = self.shared.config.probes;
+        let u = self.cell.update_from(s, now, |s| {
+            machine::probe_verdict(s, generation, verdict, slow, probes)
+        });
+        let (Some(reason), Some(to)) = (u.value, u.entered) else {
+            return None;
+        };
+        let from = if to.is_closed() {
+            self.window.reset(self.shared.config.window, now);
+            // The closing success is one of the counts that caused the
+            // transition: report it (as the failure that trips is).
+            u.seen.with_successes(u.seen.successes() + 1)
+        } else {
+            u.seen
+        };
+        Some(self.report(from, to, reason, now, WindowCounts::default()))
     }
 
-    /// Publishes a won transition: fleet counters, observer, and the value returned.
+    /// Publishes a won transition: the trip gate, the observer, and the value
+    /// returned. User code (the observer) runs last, after the word and the
+    /// gate are complete, and outside every CAS loop.
     fn report(
         &self,
         from: Snapshot,
@@ -722,8 +581,12 @@ impl<C: Clock> Breaker<C> {
         now: Nanos,
         window: WindowCounts,
     ) -> Transition {
-        if let Some(fleet) = &self.shared.fleet {
-            fleet.on_transition(from.state(), to.state());
+        if let Some(gate) = &self.shared.gate {
+            gate.on_transition(
+                from.state(),
+                to.state(),
+                from.is_counted() && !to.is_counted(),
+            );
         }
         let transition = self.describe(from, to, reason, now, window);
         if let Some(observer) = &self.shared.observer {
@@ -760,29 +623,26 @@ impl<C: Clock> Breaker<C> {
         }
     }
 
+    /// The jittered open duration of the OPEN state `s`.
+    fn open_duration(&self, s: Snapshot) -> Duration {
+        Duration::from_nanos(
+            self.shared
+                .config
+                .backoff
+                .open_nanos(s.trips(), self.id, s.generation()),
+        )
+    }
+
+    // ===== Manual modes =====
+
     /// Moves to a manual mode (or back to Closed) from any state.
     fn set_mode(&self, target: State, reason: Reason, now: Nanos) -> Option<Transition> {
-        let mut s = self.cell.load();
-        loop {
-            if s.state() == target && target != State::Closed {
-                return None; // already there
-            }
-            let trips = if target == State::ForcedOpen {
-                s.trips()
-            } else {
-                0
-            };
-            let next = s.enter(target).with_trips(trips);
-            match self.cell.transition(s, next, now) {
-                Ok(()) => {
-                    if matches!(target, State::Closed | State::MetricsOnly) {
-                        self.window.reset(self.shared.config.window, now);
-                    }
-                    return Some(self.report(s, next, reason, now, WindowCounts::default()));
-                }
-                Err(actual) => s = actual,
-            }
+        let u = self.cell.update(now, |s| machine::set_mode(s, target));
+        let to = u.entered?;
+        if matches!(target, State::Closed | State::MetricsOnly) {
+            self.window.reset(self.shared.config.window, now);
         }
+        Some(self.report(u.seen, to, reason, now, WindowCounts::default()))
     }
 
     /// Rejects every call until [`reset`](Self::reset). Returns the transition,
@@ -833,6 +693,8 @@ impl<C: Clock> Breaker<C> {
         self.set_mode(State::Closed, Reason::Reset, now)
     }
 
+    // ===== Reading =====
+
     /// A read-only view of the breaker; see [`snapshot_at`](Self::snapshot_at).
     pub fn snapshot(&self) -> BreakerSnapshot {
         self.snapshot_at(self.now())
@@ -842,14 +704,16 @@ impl<C: Clock> Breaker<C> {
     /// `now`. Loads only: reading it never disturbs the hot path.
     pub fn snapshot_at(&self, now: Nanos) -> BreakerSnapshot {
         let s = self.cell.load();
-        let since = self.cell.tripped_at(s);
-        let window = self.window.counts(self.shared.config.window, now);
+        let since = self.cell.since(s);
+        let config = &self.shared.config;
+        let window = self.window.counts(config.window, now);
         // The trip conditions judge rates only from `min_calls` calls on;
         // below that a rate is noise (one failure in one call is not 100 %).
-        let enough = window.calls >= self.shared.config.min_calls;
-        let retry_after = s
-            .is_open()
-            .then(|| self.ready_at(s).saturating_duration_since(now));
+        let enough = window.calls >= config.min_calls;
+        let retry_after = s.is_open().then(|| {
+            let ready = since.saturating_add(self.open_duration(s));
+            ready.saturating_duration_since(now)
+        });
         BreakerSnapshot {
             state: s.state(),
             generation: s.generation(),
@@ -893,12 +757,6 @@ impl<C: Clock> Drop for ReleaseOnUnwind<'_, C> {
     }
 }
 
-/// The word a new probe round starts from: next generation, HalfOpen, the
-/// winner holding the first probe slot, trips kept.
-fn round_start(from: Snapshot) -> Snapshot {
-    from.enter(State::HalfOpen).with_count(1)
-}
-
 impl<C: Clock> fmt::Debug for Breaker<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Breaker")
@@ -906,81 +764,5 @@ impl<C: Clock> fmt::Debug for Breaker<C> {
             .field("state", &self.cell)
             .field("window", &self.window)
             .finish_non_exhaustive()
-    }
-}
-
-/// Mutation testing (`.cargo/mutants.toml`): what no public API reaches.
-#[cfg(all(test, not(failfast_loom)))]
-mod mutants_tests {
-    use super::*;
-    use crate::clock::ManualClock;
-
-    #[test]
-    fn shared_debug_names_the_config_and_the_observer() {
-        let config = Breaker::builder()
-            .consecutive_failures(3)
-            .build_config()
-            .unwrap();
-        let shared = Shared::new(config, ManualClock::new(), None);
-        let s = format!("{shared:?}");
-        assert!(s.starts_with("Shared"), "{s}");
-        assert!(s.contains("consecutive_failures: Some(3)"), "{s}");
-        assert!(s.contains("observer: false"), "{s}");
-    }
-
-    fn failing_after(k: u32) -> Breaker<ManualClock> {
-        Breaker::builder()
-            .consecutive_failures(k)
-            .open_duration(Duration::from_secs(1))
-            .build_with_clock(ManualClock::new())
-            .unwrap()
-    }
-
-    /// A run update whose CAS loses to another failure of the same
-    /// generation retries on the word it found: no failure is lost.
-    #[test]
-    fn a_run_update_that_loses_to_a_failure_retries() {
-        let b = failing_after(3);
-        let s = b.cell.load();
-        b.try_acquire_at(Nanos::ZERO)
-            .unwrap()
-            .failure_at(Nanos::ZERO);
-        assert_eq!(b.update_run(s, |run| run + 1), Some(2));
-        assert_eq!(b.cell.load().count(), 2);
-    }
-
-    /// A run update whose CAS loses to a transition gives up (invariant 4):
-    /// it writes nothing into the new generation's word.
-    #[test]
-    fn a_run_update_that_loses_to_a_transition_gives_up() {
-        let b = failing_after(3);
-        let s = b.cell.load();
-        b.force_open_at(Nanos::ZERO).unwrap();
-        let after = b.cell.load();
-        assert_eq!(b.update_run(s, |run| run + 1), None);
-        assert_eq!(b.cell.load(), after);
-    }
-
-    /// A probe verdict whose CAS loses to a newer round (the lease expired)
-    /// changes nothing: it cannot close the newer round (invariants 4, 5).
-    #[test]
-    fn a_probe_verdict_that_loses_to_a_newer_round_gives_up() {
-        let b = failing_after(1);
-        let secs = Nanos::from_secs;
-        b.try_acquire_at(secs(0)).unwrap().failure_at(secs(0));
-        let old = b.try_acquire_at(secs(1)).unwrap();
-        assert!(old.is_probe());
-        let round = b.cell.load();
-        // The lease (= the open duration, 1 s) has passed: a new round.
-        let new = b.try_acquire_at(secs(2)).unwrap();
-        assert!(new.is_probe() && new.generation() != old.generation());
-        let newer = b.cell.load();
-        assert_eq!(
-            b.record_probe(round, Verdict::Success, false, secs(2)),
-            None
-        );
-        assert_eq!(b.cell.load(), newer);
-        assert_eq!(b.state(), State::HalfOpen);
-        drop((old, new));
     }
 }

@@ -8,7 +8,8 @@ use crate::breaker::{Breaker, Shared};
 use crate::clock::{Clock, QuantaClock};
 use crate::error::ConfigError;
 use crate::observe::Observer;
-use crate::policy::{Backoff, Config, Rate, WindowKind};
+use crate::policy::{Backoff, Config, Rate};
+use crate::window::WindowKind;
 use crate::state::{COUNT_MAX, SUCCESS_MAX};
 use crate::sync::Arc;
 
@@ -20,6 +21,14 @@ pub const MAX_TIME_BUCKETS: u32 = 1024;
 /// `abandoned_after`: one day. A longer value is almost always a unit mistake,
 /// and a probe lease of years would let a lost probe wedge a breaker.
 pub const MAX_DURATION: Duration = Duration::from_secs(24 * 60 * 60);
+
+impl Breaker {
+    /// A builder for a breaker on the default [`QuantaClock`] (or any clock,
+    /// with [`Builder::build_with_clock`]).
+    pub fn builder() -> Builder {
+        Builder::new()
+    }
+}
 
 /// Builds a [`Breaker`]: set the trip conditions, then `build()`.
 ///

@@ -77,6 +77,12 @@ impl Nanos {
     pub const fn saturating_add(self, d: Duration) -> Nanos {
         Nanos(self.0.saturating_add(Nanos::from_duration(d).0))
     }
+
+    /// `self + n` nanoseconds, saturating at [`Nanos::NEVER`].
+    #[inline]
+    pub(crate) const fn saturating_add_nanos(self, n: u64) -> Nanos {
+        Nanos(self.0.saturating_add(n))
+    }
 }
 
 impl core::ops::Add<Duration> for Nanos {

@@ -1,11 +1,18 @@
 //! Counters shared by the breakers of one registry: breakers per state, and
-//! the fleet-wide cap on open breakers (Envoy's max ejection percent).
+//! the fleet-wide cap on open breakers (Envoy's max ejection percent), as the
+//! breakers' [`TripGate`].
 //!
 //! Touched only on transitions and on registry inserts and evictions, never
-//! per call. A breaker is *ejected* while Open or HalfOpen; a trip from Closed
-//! first reserves an ejection slot and is refused (the breaker stays Closed,
-//! the refusal is counted) when none is left.
+//! per call. A breaker is *ejected* while Open or HalfOpen. A trip from Closed
+//! of a breaker that has been seen succeeding first reserves an ejection slot
+//! and is refused (the breaker stays Closed, the refusal is counted) when
+//! none is left. A breaker never seen succeeding — junk keys that never
+//! worked, a host that is down from the start — trips without a slot: it
+//! cannot use up the budget the real upstreams need. The slot travels with
+//! the ejection in the breaker's state word and is given back when the
+//! breaker closes, is forced, reset, or leaves the registry.
 
+use crate::breaker::TripGate;
 use crate::state::State;
 use crate::sync::{AtomicU64, AtomicUsize, Ordering};
 
@@ -35,9 +42,6 @@ fn index(state: State) -> usize {
     State::all().iter().position(|s| *s == state).unwrap_or(0)
 }
 
-const fn is_ejected(state: State) -> bool {
-    matches!(state, State::Open | State::HalfOpen)
-}
 
 impl Fleet {
     pub(crate) fn new(max_open: MaxOpen) -> Fleet {
@@ -61,8 +65,8 @@ impl Fleet {
         }
     }
 
-    /// Before a Closed → Open trip: takes an ejection slot, or counts a refusal.
-    pub(crate) fn try_reserve_trip(&self) -> bool {
+    /// Takes an ejection slot, or counts a refusal.
+    fn try_reserve(&self) -> bool {
         let limit = self.limit();
         let reserved = self
             .ejected
@@ -76,22 +80,9 @@ impl Fleet {
         reserved
     }
 
-    /// The reserved trip lost its CAS: gives the slot back.
-    pub(crate) fn cancel_trip(&self) {
+    /// Gives an ejection slot back.
+    fn release(&self) {
         self.ejected.fetch_sub(1, Ordering::Relaxed);
-    }
-
-    /// After a published transition: moves one breaker between state counts and
-    /// releases its ejection slot when it leaves Open/HalfOpen.
-    pub(crate) fn on_transition(&self, from: State, to: State) {
-        if from == to {
-            return;
-        }
-        self.by_state[index(from)].fetch_sub(1, Ordering::Relaxed);
-        self.by_state[index(to)].fetch_add(1, Ordering::Relaxed);
-        if is_ejected(from) && !is_ejected(to) {
-            self.ejected.fetch_sub(1, Ordering::Relaxed);
-        }
     }
 
     /// A new breaker (Closed) joined the fleet.
@@ -100,13 +91,19 @@ impl Fleet {
         self.tracked.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// A breaker in `state` left the fleet.
-    pub(crate) fn on_remove(&self, state: State) {
+    /// A breaker in `state` left the fleet, holding an ejection slot or not.
+    pub(crate) fn on_remove(&self, state: State, held_slot: bool) {
         self.by_state[index(state)].fetch_sub(1, Ordering::Relaxed);
         self.tracked.fetch_sub(1, Ordering::Relaxed);
-        if is_ejected(state) {
-            self.ejected.fetch_sub(1, Ordering::Relaxed);
+        if held_slot {
+            self.release();
         }
+    }
+
+    /// Breakers holding an ejection slot now.
+    #[cfg(test)]
+    pub(crate) fn ejected(&self) -> usize {
+        self.ejected.load(Ordering::Relaxed)
     }
 
     pub(crate) fn count(&self, state: State) -> usize {
@@ -119,5 +116,28 @@ impl Fleet {
 
     pub(crate) fn refused_trips(&self) -> u64 {
         self.refused.load(Ordering::Relaxed)
+    }
+}
+
+impl TripGate for Fleet {
+    fn admit_trip(&self, proven: bool) -> Option<bool> {
+        if !proven {
+            return Some(false); // ejected, but not out of the budget
+        }
+        self.try_reserve().then_some(true)
+    }
+
+    fn cancel_trip(&self) {
+        self.release();
+    }
+
+    fn on_transition(&self, from: State, to: State, released_slot: bool) {
+        if from != to {
+            self.by_state[index(from)].fetch_sub(1, Ordering::Relaxed);
+            self.by_state[index(to)].fetch_add(1, Ordering::Relaxed);
+        }
+        if released_slot {
+            self.release();
+        }
     }
 }

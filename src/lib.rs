@@ -94,6 +94,7 @@ mod error;
 #[cfg(any(feature = "tracing", feature = "metrics"))]
 pub mod export;
 mod fleet;
+mod machine;
 mod observe;
 mod outcome;
 mod permit;
@@ -115,7 +116,8 @@ pub use fleet::MaxOpen;
 pub use observe::{BreakerSnapshot, CallCounts, Observer, Reason, Transition};
 pub use outcome::Outcome;
 pub use permit::{OwnedPermit, Permit};
-pub use policy::{Config, WindowCounts, WindowKind};
+pub use policy::Config;
+pub use window::{WindowCounts, WindowKind};
 pub use registry::{Handle, Registry, RegistryBuilder, Snapshots};
 pub use state::State;
 

@@ -10,7 +10,7 @@ use core::fmt;
 use core::time::Duration;
 
 use crate::clock::Nanos;
-use crate::policy::WindowCounts;
+use crate::window::WindowCounts;
 use crate::state::State;
 
 /// Why a transition happened.

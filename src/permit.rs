@@ -1,123 +1,27 @@
-//! [`Permit`]: the right to make one call, and the duty to report it.
+//! The permit: the right to make one call, and the duty to report it. One
+//! type, [`OwnedPermit`], over any owner of a breaker — a reference (the
+//! [`Permit`] alias), an `Arc`, a registry [`Handle`](crate::Handle) — and
+//! the admissions that hand it out.
 
 use core::fmt;
 use core::ops::Deref;
 
 use crate::breaker::{Breaker, Ticket};
-use crate::clock::{Clock, Nanos};
+use crate::clock::{Clock, Nanos, QuantaClock};
 use crate::error::Rejected;
 use crate::observe::Transition;
 use crate::outcome::Outcome;
 
-/// The verdict methods, shared by [`Permit`] and [`OwnedPermit`] (both hold
-/// `breaker`, `ticket` and `done`).
-macro_rules! verdict_methods {
-    () => {
-        /// Whether this call is a half-open probe.
-        pub fn is_probe(&self) -> bool {
-            self.ticket.probe
-        }
-
-        /// The generation the call was admitted in.
-        pub fn generation(&self) -> u32 {
-            self.ticket.generation
-        }
-
-        /// When the call was admitted, or [`Nanos::NEVER`] when the admission
-        /// did not read the clock (a breaker that does not time calls, through
-        /// [`try_acquire`](crate::Breaker::try_acquire) in CLOSED).
-        pub fn started_at(&self) -> Nanos {
-            self.ticket.start
-        }
-
-        /// The transition this admission caused, if any: this call won the
-        /// move to HalfOpen (or superseded an expired round) and is the first
-        /// probe of its round. The observer saw the same value; a caller that
-        /// knows more (the upstream's name) can report it itself.
-        pub fn transition(&self) -> Option<Transition> {
-            self.breaker.admission_transition(&self.ticket)
-        }
-
-        /// Reports `outcome`, reading the clock only when the verdict needs the
-        /// time: the call is timed or lands in a time window, or the verdict can
-        /// cause a transition (a failure, or any probe verdict), whose
-        /// `tripped_at` stamp must be the real time.
-        #[inline]
-        pub fn record(self, outcome: Outcome) -> Option<Transition> {
-            let needs_time = outcome == Outcome::Failure
-                || self.ticket.probe
-                || self.breaker.config().records_need_time();
-            let now = if needs_time {
-                self.breaker.now()
-            } else {
-                self.ticket.start
-            };
-            self.record_at(outcome, now)
-        }
-
-        /// Reports `outcome` for a call that ended at `now`.
-        #[inline]
-        pub fn record_at(mut self, outcome: Outcome, now: Nanos) -> Option<Transition> {
-            self.done = true;
-            self.breaker.on_verdict(self.ticket, outcome, now)
-        }
-
-        /// Restarts the call's clock at `now`: for a permit taken ahead of its
-        /// call (a balancer's readiness), so the wait is not timed.
-        #[allow(dead_code)] // not every permit shape is taken ahead of its call
-        pub(crate) fn restart_at(&mut self, now: Nanos) {
-            self.ticket.start = now;
-        }
-
-        /// Gives the permit back with no verdict, neutral whatever its age or
-        /// the thread's state: for the crate's own code that must let go of a
-        /// permit while user code (a hook) panics.
-        #[allow(dead_code)] // not every permit shape is released this way
-        pub(crate) fn release(mut self) {
-            self.done = true;
-            self.breaker.drop_neutral(self.ticket);
-        }
-
-        /// Reports a success.
-        #[inline]
-        pub fn success(self) -> Option<Transition> {
-            self.record(Outcome::Success)
-        }
-
-        /// Reports a success that ended at `now`.
-        #[inline]
-        pub fn success_at(self, now: Nanos) -> Option<Transition> {
-            self.record_at(Outcome::Success, now)
-        }
-
-        /// Reports a failure.
-        #[inline]
-        pub fn failure(self) -> Option<Transition> {
-            self.record(Outcome::Failure)
-        }
-
-        /// Reports a failure that ended at `now` (a timeout: pass the instant it fired).
-        #[inline]
-        pub fn failure_at(self, now: Nanos) -> Option<Transition> {
-            self.record_at(Outcome::Failure, now)
-        }
-
-        /// Reports a business error: counts neither for nor against the dependency.
-        pub fn ignore(self) -> Option<Transition> {
-            let start = self.ticket.start;
-            self.record_at(Outcome::Ignored, start)
-        }
-
-        /// [`ignore`](Self::ignore) at `now` (the time is not used; kept for symmetry).
-        pub fn ignore_at(self, now: Nanos) -> Option<Transition> {
-            self.record_at(Outcome::Ignored, now)
-        }
-    };
-}
-
 /// An admitted call. Report its outcome with [`success`](Self::success),
 /// [`failure`](Self::failure), [`ignore`](Self::ignore) or
 /// [`record`](Self::record) (each with an `_at(now)` twin).
+///
+/// The permit owns its breaker through `B`: a reference for the borrowed
+/// [`Permit`] that [`Breaker::try_acquire`] returns, an `Arc<Breaker>` (the
+/// default) from [`Breaker::try_acquire_owned`], a registry
+/// [`Handle`](crate::Handle) — anything that derefs to the breaker — so it
+/// can travel into a `'static` future (a tower response future, a spawned
+/// task).
 ///
 /// The permit remembers the generation it was admitted in: a verdict that
 /// arrives after the breaker moved on (it opened, or a probe round was
@@ -135,6 +39,25 @@ macro_rules! verdict_methods {
 ///   slot at once (invariant 5) and ends no run of consecutive failures.
 ///
 /// Each verdict returns the [`Transition`] it caused, if any.
+///
+/// ```
+/// use failfast::{Breaker, ManualClock, Nanos};
+/// use std::sync::Arc;
+///
+/// let breaker = Arc::new(Breaker::builder().consecutive_failures(1).build_with_clock(ManualClock::new())?);
+/// let permit = breaker.try_acquire_owned_at(Nanos::ZERO).unwrap();
+/// std::thread::spawn(move || { permit.success_at(Nanos::ZERO); }).join().unwrap();
+/// # Ok::<(), failfast::ConfigError>(())
+/// ```
+#[must_use = "a permit reports its call's outcome; dropping it is judged by its age"]
+pub struct OwnedPermit<C: Clock = QuantaClock, B: Deref<Target = Breaker<C>> = std::sync::Arc<Breaker<C>>>
+{
+    breaker: B,
+    ticket: Ticket,
+    done: bool,
+}
+
+/// A permit that borrows its breaker: what [`Breaker::try_acquire`] returns.
 ///
 /// ```
 /// use failfast::{Breaker, ManualClock, Nanos, Outcome, State};
@@ -155,62 +78,61 @@ macro_rules! verdict_methods {
 /// assert_eq!(breaker.state(), State::Closed);
 /// # Ok::<(), failfast::ConfigError>(())
 /// ```
-#[must_use = "a permit reports its call's outcome; dropping it is judged by its age"]
-pub struct Permit<'a, C: Clock> {
-    breaker: &'a Breaker<C>,
-    ticket: Ticket,
-    done: bool,
-}
+pub type Permit<'a, C = QuantaClock> = OwnedPermit<C, &'a Breaker<C>>;
 
-impl<'a, C: Clock> Permit<'a, C> {
-    pub(crate) fn new(breaker: &'a Breaker<C>, ticket: Ticket) -> Permit<'a, C> {
-        Permit {
-            breaker,
-            ticket,
-            done: false,
-        }
+impl<C: Clock> Breaker<C> {
+    /// Asks to make a call now; see [`try_acquire_at`](Self::try_acquire_at).
+    ///
+    /// In CLOSED this is one atomic load, plus one clock read only when a
+    /// slow-call threshold is set.
+    ///
+    /// # Errors
+    ///
+    /// [`Rejected`] when the breaker is open, forced open, or half-open with
+    /// every probe slot taken.
+    #[inline]
+    pub fn try_acquire(&self) -> Result<Permit<'_, C>, Rejected> {
+        OwnedPermit::acquire(self)
     }
 
-    verdict_methods!();
-}
-
-impl<C: Clock> Drop for Permit<'_, C> {
-    fn drop(&mut self) {
-        if !self.done {
-            self.breaker.on_drop(self.ticket);
-        }
+    /// Asks to make a call at `now`: a [`Permit`] to report the outcome with,
+    /// or a [`Rejected`] saying why not and when to retry.
+    ///
+    /// OPEN turns into HALF_OPEN here, lazily: the first request after the open
+    /// duration wins a CAS and becomes the first probe; at most
+    /// `half_open_probes` are admitted per round.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_acquire`](Self::try_acquire).
+    #[inline]
+    pub fn try_acquire_at(&self, now: Nanos) -> Result<Permit<'_, C>, Rejected> {
+        OwnedPermit::acquire_at(self, now)
     }
-}
 
-impl<C: Clock> fmt::Debug for Permit<'_, C> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Permit")
-            .field("generation", &self.ticket.generation)
-            .field("probe", &self.ticket.probe)
-            .field("start", &self.ticket.start)
-            .finish()
+    /// [`try_acquire`](Self::try_acquire) for a breaker held in an `Arc`: the
+    /// permit owns a clone of the `Arc` and can move into a `'static` future.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_acquire`](Self::try_acquire).
+    #[inline]
+    pub fn try_acquire_owned(self: &std::sync::Arc<Self>) -> Result<OwnedPermit<C>, Rejected> {
+        OwnedPermit::acquire(self.clone())
     }
-}
 
-/// A [`Permit`] that owns its breaker through `B` — an `Arc<Breaker>` by
-/// default, or a registry [`Handle`](crate::Handle) — so it can travel into a
-/// `'static` future (a tower response future, a spawned task). Same verdicts,
-/// same drop rule.
-///
-/// ```
-/// use failfast::{Breaker, ManualClock, Nanos};
-/// use std::sync::Arc;
-///
-/// let breaker = Arc::new(Breaker::builder().consecutive_failures(1).build_with_clock(ManualClock::new())?);
-/// let permit = breaker.try_acquire_owned_at(Nanos::ZERO).unwrap();
-/// std::thread::spawn(move || { permit.success_at(Nanos::ZERO); }).join().unwrap();
-/// # Ok::<(), failfast::ConfigError>(())
-/// ```
-#[must_use = "a permit reports its call's outcome; dropping it is judged by its age"]
-pub struct OwnedPermit<C: Clock, B: Deref<Target = Breaker<C>> = std::sync::Arc<Breaker<C>>> {
-    breaker: B,
-    ticket: Ticket,
-    done: bool,
+    /// [`try_acquire_at`](Self::try_acquire_at) with an owned permit.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_acquire`](Self::try_acquire).
+    #[inline]
+    pub fn try_acquire_owned_at(
+        self: &std::sync::Arc<Self>,
+        now: Nanos,
+    ) -> Result<OwnedPermit<C>, Rejected> {
+        OwnedPermit::acquire_at(self.clone(), now)
+    }
 }
 
 impl<C: Clock, B: Deref<Target = Breaker<C>>> OwnedPermit<C, B> {
@@ -236,6 +158,7 @@ impl<C: Clock, B: Deref<Target = Breaker<C>>> OwnedPermit<C, B> {
         Ok(OwnedPermit::new(breaker, ticket))
     }
 
+    #[inline]
     pub(crate) fn new(breaker: B, ticket: Ticket) -> OwnedPermit<C, B> {
         OwnedPermit {
             breaker,
@@ -249,10 +172,123 @@ impl<C: Clock, B: Deref<Target = Breaker<C>>> OwnedPermit<C, B> {
         &self.breaker
     }
 
-    verdict_methods!();
+    /// Whether this call is a half-open probe.
+    pub fn is_probe(&self) -> bool {
+        self.ticket.probe
+    }
+
+    /// The generation the call was admitted in.
+    pub fn generation(&self) -> u32 {
+        self.ticket.generation
+    }
+
+    /// When the call was admitted, or [`Nanos::NEVER`] when the admission
+    /// did not read the clock (a breaker that does not time calls, through
+    /// [`try_acquire`](Breaker::try_acquire) in CLOSED).
+    pub fn started_at(&self) -> Nanos {
+        self.ticket.start
+    }
+
+    /// The transition this admission caused, if any: this call won the
+    /// move to HalfOpen (or superseded an expired round) and is the first
+    /// probe of its round. The observer saw the same value; a caller that
+    /// knows more (the upstream's name) can report it itself.
+    pub fn transition(&self) -> Option<Transition> {
+        self.breaker.admission_transition(&self.ticket)
+    }
+
+    /// Reports `outcome`, reading the clock only when the verdict needs the
+    /// time: the call is timed or lands in a time window, or the verdict can
+    /// cause a transition (a failure, or any probe verdict), whose stamp must
+    /// be the real time.
+    #[inline]
+    pub fn record(self, outcome: Outcome) -> Option<Transition> {
+        let now = if outcome == Outcome::Failure
+            || self.ticket.probe
+            || self.breaker.flags().records_need_time()
+        {
+            self.breaker.now()
+        } else {
+            self.ticket.start
+        };
+        self.record_at(outcome, now)
+    }
+
+    /// Reports `outcome` for a call that ended at `now`.
+    #[inline]
+    pub fn record_at(mut self, outcome: Outcome, now: Nanos) -> Option<Transition> {
+        self.done = true;
+        self.breaker.on_verdict(self.ticket, outcome, now)
+    }
+
+    /// Reports a success.
+    #[inline]
+    pub fn success(self) -> Option<Transition> {
+        self.record(Outcome::Success)
+    }
+
+    /// Reports a success that ended at `now`.
+    #[inline]
+    pub fn success_at(self, now: Nanos) -> Option<Transition> {
+        self.record_at(Outcome::Success, now)
+    }
+
+    /// Reports a failure.
+    #[inline]
+    pub fn failure(self) -> Option<Transition> {
+        self.record(Outcome::Failure)
+    }
+
+    /// Reports a failure that ended at `now` (a timeout: pass the instant it fired).
+    #[inline]
+    pub fn failure_at(self, now: Nanos) -> Option<Transition> {
+        self.record_at(Outcome::Failure, now)
+    }
+
+    /// Reports a business error: counts neither for nor against the dependency.
+    pub fn ignore(self) -> Option<Transition> {
+        let start = self.ticket.start;
+        self.record_at(Outcome::Ignored, start)
+    }
+
+    /// [`ignore`](Self::ignore) at `now` (the time is not used; kept for symmetry).
+    pub fn ignore_at(self, now: Nanos) -> Option<Transition> {
+        self.record_at(Outcome::Ignored, now)
+    }
+
+    /// Records `outcome` at `now` and gives the owner back with the
+    /// transition: for a caller that names the upstream from its owner (a
+    /// registry handle's key) only once it knows there was a transition.
+    pub(crate) fn record_keeping_owner(
+        mut self,
+        outcome: Outcome,
+        now: Nanos,
+    ) -> (Option<Transition>, B)
+    where
+        B: Clone,
+    {
+        self.done = true;
+        let transition = self.breaker.on_verdict(self.ticket, outcome, now);
+        (transition, self.breaker.clone())
+    }
+
+    /// Restarts the call's clock at `now`: for a permit taken ahead of its
+    /// call (a balancer's readiness), so the wait is not timed.
+    pub(crate) fn restart_at(&mut self, now: Nanos) {
+        self.ticket.start = now;
+    }
+
+    /// Gives the permit back with no verdict, neutral whatever its age or
+    /// the thread's state: for the crate's own code that must let go of a
+    /// permit no call ran on, or while user code (a hook) panics.
+    pub(crate) fn release(mut self) {
+        self.done = true;
+        self.breaker.drop_neutral(self.ticket);
+    }
 }
 
 impl<C: Clock, B: Deref<Target = Breaker<C>>> Drop for OwnedPermit<C, B> {
+    #[inline]
     fn drop(&mut self) {
         if !self.done {
             self.breaker.on_drop(self.ticket);

@@ -10,54 +10,56 @@ use core::time::Duration;
 use crate::clock::Nanos;
 use crate::observe::Reason;
 use crate::outcome::Verdict;
+use crate::window::{WindowCounts, WindowKind};
 
-/// Where window-based rates are measured.
+/// What a breaker's hot paths need of its configuration, as bits of one
+/// field of the breaker itself (see [`Config::flags`]).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub enum WindowKind {
-    /// No window: only consecutive failures can trip the breaker.
-    None,
-    /// The last `size` calls.
-    Count {
-        /// Number of calls in the window.
-        size: u32,
-    },
-    /// The calls of the last `length`, in `buckets` slices rotated lazily.
-    Time {
-        /// Length of the whole window.
-        length: Duration,
-        /// Number of slices; the window slides by `length / buckets`.
-        buckets: u32,
-    },
-}
+pub(crate) struct Flags(u32);
 
-/// What a window holds: calls, failures and slow calls (exact when sequential).
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
-pub struct WindowCounts {
-    /// Calls recorded (successes and failures; ignored calls are not counted).
-    pub calls: u32,
-    /// Failures among them.
-    pub failures: u32,
-    /// Slow calls among them, successes or failures.
-    pub slow: u32,
-}
+impl Flags {
+    /// No window, no timing, no counters: a success has nothing to record
+    /// but the end of a failure run.
+    const PLAIN: u32 = 1;
+    /// A slow-call threshold is set: every call is timed.
+    const TIMES_CALLS: u32 = 1 << 1;
+    /// Recording needs the time: a threshold or a time window.
+    const RECORDS_NEED_TIME: u32 = 1 << 2;
+    /// Lifetime call counters are kept.
+    const COUNTS_CALLS: u32 = 1 << 3;
+    /// A window records calls.
+    const HAS_WINDOW: u32 = 1 << 4;
+    /// Runs of consecutive failures trip the breaker.
+    const COUNTS_RUNS: u32 = 1 << 5;
 
-impl WindowCounts {
-    /// failures / calls, or 0 with no calls.
-    pub fn failure_rate(&self) -> f64 {
-        ratio(self.failures, self.calls)
+    #[inline]
+    pub(crate) const fn plain(self) -> bool {
+        self.0 & Self::PLAIN != 0
     }
 
-    /// slow / calls, or 0 with no calls.
-    pub fn slow_call_rate(&self) -> f64 {
-        ratio(self.slow, self.calls)
+    #[inline]
+    pub(crate) const fn times_calls(self) -> bool {
+        self.0 & Self::TIMES_CALLS != 0
     }
-}
 
-fn ratio(part: u32, whole: u32) -> f64 {
-    if whole == 0 {
-        0.0
-    } else {
-        f64::from(part) / f64::from(whole)
+    #[inline]
+    pub(crate) const fn records_need_time(self) -> bool {
+        self.0 & Self::RECORDS_NEED_TIME != 0
+    }
+
+    #[inline]
+    pub(crate) const fn counts_calls(self) -> bool {
+        self.0 & Self::COUNTS_CALLS != 0
+    }
+
+    #[inline]
+    pub(crate) const fn has_window(self) -> bool {
+        self.0 & Self::HAS_WINDOW != 0
+    }
+
+    #[inline]
+    pub(crate) const fn counts_runs(self) -> bool {
+        self.0 & Self::COUNTS_RUNS != 0
     }
 }
 
@@ -284,6 +286,43 @@ impl Config {
     #[inline]
     pub(crate) fn records_need_time(&self) -> bool {
         self.measures_time() || matches!(self.window, WindowKind::Time { .. })
+    }
+
+    /// When a full probe round's probes are due: they are judged slow (a
+    /// failed round) past the slow-call threshold, abandoned past
+    /// `abandoned_after`; `None` when neither bound applies.
+    pub(crate) fn round_due(&self, since: Nanos) -> Option<Nanos> {
+        let due = match self.slow_call_threshold {
+            Some(t) => t.min(self.abandoned_after),
+            None => self.abandoned_after,
+        };
+        Some(since.saturating_add(due))
+    }
+
+    /// The flags a breaker copies from this configuration, so its hot paths
+    /// test one field of its own instead of reading through the shared
+    /// pointer.
+    pub(crate) fn flags(&self) -> Flags {
+        let mut f = 0;
+        if self.plain {
+            f |= Flags::PLAIN;
+        }
+        if self.measures_time() {
+            f |= Flags::TIMES_CALLS;
+        }
+        if self.records_need_time() {
+            f |= Flags::RECORDS_NEED_TIME;
+        }
+        if self.count_calls {
+            f |= Flags::COUNTS_CALLS;
+        }
+        if self.window != WindowKind::None {
+            f |= Flags::HAS_WINDOW;
+        }
+        if self.consecutive_failures.is_some() {
+            f |= Flags::COUNTS_RUNS;
+        }
+        Flags(f)
     }
 
     /// Pure: is a call from `start` to `end` slow?

@@ -1,36 +1,49 @@
-//! The packed state word: every breaker's state machine in one `AtomicU64`.
+//! The packed state word: every breaker's state machine in one `AtomicU64`,
+//! and [`StateCell::update`], the one loop through which it changes.
 //!
 //! # Bit layout
 //!
 //! | bits  | width | field | meaning |
 //! |-------|------:|-------|---------|
 //! | 0–2   | 3  | mode       | [`State`]: Closed, Open, HalfOpen, ForcedOpen, Disabled, MetricsOnly |
-//! | 3–34  | 32 | generation | bumped (wrapping) by every transition; compared for equality only |
+//! | 3–32  | 30 | generation | bumped (wrapping) by every transition; compared for equality only |
+//! | 33    | 1  | proven     | a success was recorded at least once (sticky; a trip gate may spare unproven breakers its budget) |
+//! | 34    | 1  | counted    | Open/HalfOpen: this ejection holds a slot of the trip gate's budget |
 //! | 35–49 | 15 | count      | Closed: consecutive failures (saturating) · HalfOpen: probe slots taken in this round |
 //! | 50–57 | 8  | successes  | HalfOpen: fast successful probes in this round |
 //! | 58–63 | 6  | trips      | trips in a row (the backoff exponent), saturating at 63; cleared on Closed |
 //!
-//! Beside the word sits `tripped_at` ([`Nanos`]): the instant the current
-//! state was entered. While OPEN that is the trip; while HALF_OPEN it is the
-//! start of the current probe round. It is kept in two slots indexed by the
+//! Beside the word sits the stamp ([`Nanos`]): the instant the current state
+//! was entered. While OPEN that is the trip; while HALF_OPEN it is the start
+//! of the current probe round. It is kept in two slots indexed by the
 //! generation's parity, so the stamp a transition into generation g+1 writes
 //! *before* its CAS never overwrites the stamp a reader of generation g is
 //! about to read.
 //!
 //! # State table
 //!
-//! | mode        | count            | successes   | trips | admits                                  |
-//! |-------------|------------------|-------------|-------|-----------------------------------------|
-//! | Closed      | consecutive fails | 0          | 0     | everyone (one load)                     |
-//! | Open        | 0                | 0           | ≥ 1   | no one before `tripped_at + open`; then the CAS winner, as probe 1 |
-//! | HalfOpen    | probes taken ≤ P | ≤ P         | ≥ 1   | up to P probes per round                |
-//! | ForcedOpen  | 0                | 0           | kept  | no one                                  |
-//! | Disabled    | 0                | 0           | 0     | everyone; records nothing               |
-//! | MetricsOnly | consecutive fails | 0          | 0     | everyone; records and evaluates, never rejects |
+//! | mode        | count            | successes   | trips | counted | admits                                  |
+//! |-------------|------------------|-------------|-------|---------|-----------------------------------------|
+//! | Closed      | consecutive fails | 0          | 0     | 0       | everyone (one load)                     |
+//! | Open        | 0                | 0           | ≥ 1   | 0 or 1  | no one before `since + open`; then the CAS winner, as probe 1 |
+//! | HalfOpen    | probes taken ≤ P | ≤ P         | ≥ 1   | 0 or 1  | up to P probes per round                |
+//! | ForcedOpen  | 0                | 0           | kept  | 0       | no one                                  |
+//! | Disabled    | 0                | 0           | 0     | 0       | everyone; records nothing               |
+//! | MetricsOnly | consecutive fails | 0          | 0     | 0       | everyone; records and evaluates, never rejects |
 //!
-//! Every change of the word — transitions and counter updates alike — goes
-//! through [`StateCell::compare_exchange`], the one CAS helper. A transition
-//! is a change that bumps the generation; see [`StateCell::transition`].
+//! `proven` may be set in any mode and is never cleared.
+//!
+//! # Changing the word
+//!
+//! Every change of the word goes through [`StateCell::update`]: it shows a
+//! decision the current word, and the decision — a pure function, in
+//! `machine` — says what to do with it ([`Next`]): keep it, change a count
+//! within the generation, or enter a new state (a transition, which bumps the
+//! generation). A change is one strong `compare_exchange` from the exact word
+//! the decision saw; when it fails, the decision is shown the word that won
+//! and decides again. A transition stamps its instant *before* its CAS
+//! (invariant 3). Only the caller whose CAS entered a state learns of it
+//! ([`Updated::entered`]), so only it reports the transition (invariant 1).
 //!
 //! [`Nanos`]: crate::Nanos
 
@@ -42,7 +55,12 @@ use crate::sync::{AtomicU64, Ordering};
 const MODE_SHIFT: u32 = 0;
 const MODE_MASK: u64 = 0b111 << MODE_SHIFT;
 const GEN_SHIFT: u32 = 3;
-const GEN_MASK: u64 = (u32::MAX as u64) << GEN_SHIFT;
+/// Generations wrap at 2³⁰: a permit held across 2³⁰ transitions could take
+/// a stale verdict for a fresh one, which no real breaker lives to see.
+const GEN_BITS: u32 = 30;
+const GEN_MASK: u64 = ((1 << GEN_BITS) - 1) << GEN_SHIFT;
+const PROVEN: u64 = 1 << 33;
+const COUNTED: u64 = 1 << 34;
 const COUNT_SHIFT: u32 = 35;
 /// Largest value of the count field (consecutive failures, probes taken).
 pub(crate) const COUNT_MAX: u32 = (1 << 15) - 1;
@@ -57,8 +75,12 @@ pub(crate) const TRIPS_MAX: u32 = (1 << 6) - 1;
 const TRIPS_MASK: u64 = (TRIPS_MAX as u64) << TRIPS_SHIFT;
 
 // The fields tile the word exactly: no overlap, no gap.
-const _: () = assert!(MODE_MASK ^ GEN_MASK ^ COUNT_MASK ^ SUCCESS_MASK ^ TRIPS_MASK == u64::MAX);
-const _: () = assert!(MODE_MASK | GEN_MASK | COUNT_MASK | SUCCESS_MASK | TRIPS_MASK == u64::MAX);
+const _: () = assert!(
+    MODE_MASK ^ GEN_MASK ^ PROVEN ^ COUNTED ^ COUNT_MASK ^ SUCCESS_MASK ^ TRIPS_MASK == u64::MAX
+);
+const _: () = assert!(
+    MODE_MASK | GEN_MASK | PROVEN | COUNTED | COUNT_MASK | SUCCESS_MASK | TRIPS_MASK == u64::MAX
+);
 
 /// The mode of a breaker: the three states of the machine and three manual modes.
 ///
@@ -173,8 +195,25 @@ impl Snapshot {
         self.0 & MODE_MASK == State::HalfOpen.code() << MODE_SHIFT
     }
 
+    /// Closed, proven, and no failure run: a fast success has nothing to
+    /// write (invariant 8). One mask and one compare.
+    #[inline]
+    pub(crate) const fn is_settled_closed(self) -> bool {
+        self.0 & (MODE_MASK | PROVEN | COUNT_MASK) == PROVEN
+    }
+
     pub(crate) const fn generation(self) -> u32 {
         ((self.0 & GEN_MASK) >> GEN_SHIFT) as u32
+    }
+
+    /// Whether a success was ever recorded.
+    pub(crate) const fn is_proven(self) -> bool {
+        self.0 & PROVEN != 0
+    }
+
+    /// Whether this ejection holds a slot of the trip gate's budget.
+    pub(crate) const fn is_counted(self) -> bool {
+        self.0 & COUNTED != 0
     }
 
     /// Closed / MetricsOnly: consecutive failures. HalfOpen: probe slots taken.
@@ -194,15 +233,28 @@ impl Snapshot {
         Snapshot((self.0 & !MODE_MASK) | (state.code() << MODE_SHIFT))
     }
 
-    /// Sets the generation.
+    /// Sets the generation (its low 30 bits).
     pub(crate) const fn with_generation(self, generation: u32) -> Snapshot {
-        Snapshot((self.0 & !GEN_MASK) | ((generation as u64) << GEN_SHIFT))
+        Snapshot((self.0 & !GEN_MASK) | (((generation as u64) << GEN_SHIFT) & GEN_MASK))
     }
 
     /// The same word one generation later (wrapping: generations are only compared for equality).
     pub(crate) const fn next_generation(self) -> Snapshot {
-        let next = self.generation().wrapping_add(1) as u64;
-        Snapshot((self.0 & !GEN_MASK) | (next << GEN_SHIFT))
+        self.with_generation(self.generation().wrapping_add(1))
+    }
+
+    /// Marks a success as recorded.
+    pub(crate) const fn with_proven(self) -> Snapshot {
+        Snapshot(self.0 | PROVEN)
+    }
+
+    /// Sets whether this ejection holds a slot of the trip gate's budget.
+    pub(crate) const fn with_counted(self, counted: bool) -> Snapshot {
+        if counted {
+            Snapshot(self.0 | COUNTED)
+        } else {
+            Snapshot(self.0 & !COUNTED)
+        }
     }
 
     /// Sets the count field, saturating at [`COUNT_MAX`].
@@ -228,12 +280,14 @@ impl Snapshot {
     }
 
     /// The word a transition into `state` starts from: next generation, counts
-    /// cleared, trips kept (the caller sets them where they change).
+    /// and `counted` cleared, trips and `proven` kept (the caller sets what
+    /// changes).
     pub(crate) const fn enter(self, state: State) -> Snapshot {
         self.next_generation()
             .with_state(state)
             .with_count(0)
             .with_successes(0)
+            .with_counted(false)
     }
 }
 
@@ -242,6 +296,8 @@ impl fmt::Debug for Snapshot {
         f.debug_struct("Snapshot")
             .field("state", &self.state())
             .field("generation", &self.generation())
+            .field("proven", &self.is_proven())
+            .field("counted", &self.is_counted())
             .field("count", &self.count())
             .field("successes", &self.successes())
             .field("trips", &self.trips())
@@ -249,124 +305,203 @@ impl fmt::Debug for Snapshot {
     }
 }
 
-/// The state word and `tripped_at`, with the only code that writes them.
+/// What a decision does with the word it was shown (see [`StateCell::update`]).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Next<T> {
+    /// Leave the word as it is.
+    Keep(T),
+    /// Change counts within the same generation (no stamp).
+    Count(Snapshot, T),
+    /// Enter a new state: a transition to this word of the next generation,
+    /// stamped with the update's instant before it is published.
+    Enter(Snapshot, T),
+}
+
+/// What [`StateCell::update`] did.
+#[derive(Copy, Clone, Debug)]
+#[must_use = "a transition won here must be reported, and only here"]
+pub(crate) struct Updated<T> {
+    /// The decision's result for the word it last saw.
+    pub(crate) value: T,
+    /// The word that last decision saw (and replaced, if it wrote).
+    pub(crate) seen: Snapshot,
+    /// The word this caller's CAS entered: `Some` for exactly one caller per
+    /// transition (invariant 1).
+    pub(crate) entered: Option<Snapshot>,
+}
+
+/// The state word and its stamps, with the only code that writes them.
 pub(crate) struct StateCell {
     word: AtomicU64,
-    /// `tripped_at[g % 2]`: when the state of generation `g` began.
-    tripped_at: [AtomicU64; 2],
+    /// `since[g % 2]`: when the state of generation `g` began.
+    since: [AtomicU64; 2],
 }
 
 impl StateCell {
     pub(crate) fn new() -> StateCell {
         StateCell {
             word: AtomicU64::new(Snapshot::INITIAL.bits()),
-            tripped_at: [AtomicU64::new(0), AtomicU64::new(0)],
+            since: [AtomicU64::new(0), AtomicU64::new(0)],
         }
     }
 
     /// Reads the word.
     #[inline]
     pub(crate) fn load(&self) -> Snapshot {
-        // Acquire: pairs with the Release of `compare_exchange`, so a reader that
-        // sees a transition also sees the `tripped_at` stamped before it (invariant 3).
+        // Acquire: pairs with the Release of the CAS in `update`, so a reader
+        // that sees a transition also sees the stamp written before it
+        // (invariant 3).
         Snapshot(self.word.load(Ordering::Acquire))
     }
 
-    /// When the current state began (the trip while OPEN, the round start while HALF_OPEN).
+    /// When the state of `s` began (the trip while OPEN, the round start while
+    /// HALF_OPEN).
     ///
-    /// Call after [`load`](Self::load): the Acquire there makes this value at
-    /// least as new as the stamp of the transition that `load` observed.
+    /// Call after [`load`](Self::load) returned `s`: the Acquire there makes
+    /// this value at least as new as the stamp of the transition it observed.
     #[inline]
-    pub(crate) fn tripped_at(&self, s: Snapshot) -> Nanos {
+    pub(crate) fn since(&self, s: Snapshot) -> Nanos {
         // At least the stamp of `s`'s transition: the Acquire load of the word
         // that returned `s` happens after it (invariant 3). Acquire here: pairs
         // with the Release stamp of a transition into s's generation + 2 (same
         // slot), so a re-load of the word after this read sees that the
         // breaker moved on (callers re-decide on a changed word).
-        Nanos::from_nanos(self.stamp_of(s).load(Ordering::Acquire))
+        Nanos::from_nanos(self.slot(s).load(Ordering::Acquire))
     }
 
     /// The slot holding the stamp of `s`'s generation.
     #[inline]
-    fn stamp_of(&self, s: Snapshot) -> &AtomicU64 {
-        &self.tripped_at[(s.generation() & 1) as usize]
+    fn slot(&self, s: Snapshot) -> &AtomicU64 {
+        &self.since[(s.generation() & 1) as usize]
     }
 
-    /// The one CAS helper: every write of the word goes through here.
+    /// The one loop through which the word changes (tokio's `fetch_update`
+    /// shape): shows `decide` the current word and carries out its [`Next`].
     ///
-    /// A strong `compare_exchange` from an exact snapshot: exactly one of any
-    /// number of racers from the same snapshot wins (invariant 1). On failure
-    /// it returns the word it found, so callers can re-decide without a reload.
+    /// A write is one strong `compare_exchange` from the exact word the
+    /// decision saw: of any number of callers that decided on the same word,
+    /// exactly one wins (invariant 1). A caller whose CAS fails is shown the
+    /// word that won and decides again — it does not retry its old decision:
+    /// the loser of an election sees the winner's HalfOpen round and takes a
+    /// probe slot or is turned away; a verdict whose generation moved on
+    /// gives up. A transition ([`Next::Enter`]) stamps `now` *before* its CAS.
     #[inline]
-    pub(crate) fn compare_exchange(
+    pub(crate) fn update<T>(
         &self,
-        current: Snapshot,
-        next: Snapshot,
-    ) -> Result<(), Snapshot> {
+        now: Nanos,
+        decide: impl FnMut(Snapshot) -> Next<T>,
+    ) -> Updated<T> {
+        self.update_from(self.load(), now, decide)
+    }
+
+    /// [`update`](Self::update), starting from a word the caller just loaded.
+    #[inline]
+    pub(crate) fn update_from<T>(
+        &self,
+        mut seen: Snapshot,
+        now: Nanos,
+        mut decide: impl FnMut(Snapshot) -> Next<T>,
+    ) -> Updated<T> {
+        loop {
+            let (next, value, transition) = match decide(seen) {
+                Next::Keep(value) => {
+                    return Updated {
+                        value,
+                        seen,
+                        entered: None,
+                    }
+                }
+                Next::Count(next, value) => (next, value, false),
+                Next::Enter(next, value) => (next, value, true),
+            };
+            debug_assert_eq!(transition, next.generation() != seen.generation());
+            if transition {
+                self.stamp(next, now);
+            }
+            match self.compare_exchange(seen, next) {
+                Ok(()) => {
+                    return Updated {
+                        value,
+                        seen,
+                        entered: transition.then_some(next),
+                    }
+                }
+                Err(actual) => seen = actual,
+            }
+        }
+    }
+
+    /// Invariant 3 (fresh stamp): the stamp of `next`'s generation, a
+    /// `fetch_max` made *before* the Release CAS that publishes `next`, so no
+    /// reader can pair the new state with an older stamp. A loser's stamp
+    /// can only move the time forward, by no more than the race itself
+    /// lasted; it never moves it back.
+    #[inline]
+    fn stamp(&self, next: Snapshot, now: Nanos) {
+        // Release: published to word readers by the Release of the CAS that
+        // follows; and to a stale reader of generation `next - 2` (same slot)
+        // through its Acquire read, so its re-load of the word sees that the
+        // breaker moved on. A reader of `next - 1` reads the other slot.
+        self.slot(next).fetch_max(now.as_nanos(), Ordering::Release);
+    }
+
+    #[inline]
+    fn compare_exchange(&self, current: Snapshot, next: Snapshot) -> Result<(), Snapshot> {
         self.word
-            // AcqRel on success: Release publishes `tripped_at` (stamped before)
-            // to Acquire readers; Acquire orders this winner after earlier winners.
-            // Acquire on failure: the returned word is then as good as a `load`.
+            // AcqRel on success: Release publishes the stamp (written before)
+            // to Acquire readers; Acquire orders this winner after earlier
+            // winners. Acquire on failure: the returned word is then as good
+            // as a `load`.
             .compare_exchange(current.0, next.0, Ordering::AcqRel, Ordering::Acquire)
             .map(|_| ())
             .map_err(Snapshot)
-    }
-
-    /// A transition: stamps `tripped_at` with `now`, then publishes `next`.
-    ///
-    /// Invariant 3 (fresh `tripped_at`): the stamp is a `fetch_max` made
-    /// *before* the Release CAS, so no reader can pair the new state with an
-    /// older stamp. A loser's stamp can only move the time forward, by no more
-    /// than the race itself lasted; it never moves it back.
-    #[must_use = "a lost transition must not be reported"]
-    pub(crate) fn transition(
-        &self,
-        current: Snapshot,
-        next: Snapshot,
-        now: Nanos,
-    ) -> Result<(), Snapshot> {
-        debug_assert_ne!(current.generation(), next.generation());
-        // Release: published to word readers by the Release of the CAS below,
-        // which it precedes; and to a stale reader of generation `current - 1`
-        // (same slot) through its Acquire read, so its re-load of the word
-        // sees `current` at least. A reader of `current` reads the other slot.
-        self.stamp_of(next)
-            .fetch_max(now.as_nanos(), Ordering::Release);
-        self.compare_exchange(current, next)
     }
 }
 
 impl fmt::Debug for StateCell {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = self.load();
         f.debug_struct("StateCell")
-            .field("word", &self.load())
-            .field("tripped_at", &self.tripped_at(self.load()))
+            .field("word", &s)
+            .field("since", &self.since(s))
             .finish()
     }
 }
 
+/// The largest generation (30 bits).
 #[cfg(test)]
+const GEN_MAX: u32 = (1 << GEN_BITS) - 1;
+
+#[cfg(all(test, not(failfast_loom)))]
 mod tests {
     use super::*;
 
     #[test]
     fn fields_round_trip_at_their_limits() {
         for state in State::all() {
-            for gen in [0, 1, u32::MAX - 1, u32::MAX] {
+            for gen in [0, 1, GEN_MAX - 1, GEN_MAX] {
                 for count in [0, 1, COUNT_MAX] {
                     for successes in [0, 1, SUCCESS_MAX] {
                         for trips in [0, 1, TRIPS_MAX] {
-                            let s = Snapshot((gen as u64) << GEN_SHIFT)
-                                .with_state(state)
-                                .with_count(count)
-                                .with_successes(successes)
-                                .with_trips(trips);
-                            assert_eq!(s.state(), state);
-                            assert_eq!(s.generation(), gen);
-                            assert_eq!(s.count(), count);
-                            assert_eq!(s.successes(), successes);
-                            assert_eq!(s.trips(), trips);
-                            assert_eq!(s.next_generation().generation(), gen.wrapping_add(1));
+                            for (proven, counted) in [(false, true), (true, false)] {
+                                let mut s = Snapshot::INITIAL
+                                    .with_generation(gen)
+                                    .with_state(state)
+                                    .with_count(count)
+                                    .with_successes(successes)
+                                    .with_trips(trips)
+                                    .with_counted(counted);
+                                if proven {
+                                    s = s.with_proven();
+                                }
+                                assert_eq!(s.state(), state);
+                                assert_eq!(s.generation(), gen);
+                                assert_eq!(s.count(), count);
+                                assert_eq!(s.successes(), successes);
+                                assert_eq!(s.trips(), trips);
+                                assert_eq!((s.is_proven(), s.is_counted()), (proven, counted));
+                                assert_eq!(s.next_generation().generation(), (gen + 1) & GEN_MAX);
+                            }
                         }
                     }
                 }
@@ -380,23 +515,29 @@ mod tests {
         let s = s
             .with_count(COUNT_MAX + 10)
             .with_successes(SUCCESS_MAX + 1)
-            .with_trips(TRIPS_MAX + 1);
+            .with_trips(TRIPS_MAX + 1)
+            .with_generation(u32::MAX);
         assert_eq!(s.state(), State::HalfOpen);
         assert_eq!(s.count(), COUNT_MAX);
         assert_eq!(s.successes(), SUCCESS_MAX);
         assert_eq!(s.trips(), TRIPS_MAX);
-        assert_eq!(s.generation(), 0);
+        assert_eq!(s.generation(), GEN_MAX, "only the low 30 bits are kept");
+        assert!(!s.is_proven() && !s.is_counted());
     }
 
     #[test]
     fn generation_wraps_without_touching_other_fields() {
-        let top = Snapshot((u32::MAX as u64) << GEN_SHIFT)
+        let top = Snapshot::INITIAL
+            .with_generation(GEN_MAX)
             .with_state(State::Open)
-            .with_trips(7);
+            .with_trips(7)
+            .with_proven()
+            .with_counted(true);
         let next = top.next_generation();
         assert_eq!(next.generation(), 0);
         assert_eq!(next.state(), State::Open);
         assert_eq!(next.trips(), 7);
+        assert!(next.is_proven() && next.is_counted());
     }
 
     #[test]
@@ -404,40 +545,99 @@ mod tests {
         let s = Snapshot::INITIAL
             .with_count(3)
             .with_successes(2)
-            .with_trips(4);
+            .with_trips(4)
+            .with_proven()
+            .with_counted(true);
         let e = s.enter(State::Open);
         assert_eq!(e.state(), State::Open);
         assert_eq!(e.generation(), 1);
         assert_eq!((e.count(), e.successes(), e.trips()), (0, 0, 4));
+        assert!(e.is_proven(), "proven is sticky");
+        assert!(!e.is_counted(), "the entering transition decides anew");
     }
 
     #[test]
-    fn transition_stamps_before_publishing_and_only_moves_forward() {
+    fn settled_closed_is_closed_proven_and_without_a_run() {
+        let closed = Snapshot::INITIAL;
+        assert!(!closed.is_settled_closed(), "not proven yet");
+        assert!(closed.with_proven().is_settled_closed());
+        assert!(!closed.with_proven().with_count(1).is_settled_closed());
+        assert!(!closed
+            .with_proven()
+            .with_state(State::MetricsOnly)
+            .is_settled_closed());
+        // Trips, generation and successes do not matter.
+        assert!(closed
+            .with_proven()
+            .with_generation(9)
+            .with_trips(1)
+            .is_settled_closed());
+    }
+
+    #[test]
+    fn update_writes_counts_without_stamping_and_transitions_with_a_stamp() {
         let cell = StateCell::new();
-        let s = cell.load();
-        cell.transition(s, s.enter(State::Open), Nanos::from_secs(5))
-            .unwrap();
-        assert_eq!(cell.tripped_at(cell.load()), Nanos::from_secs(5));
-        let s = cell.load();
-        assert!(cell
-            .transition(
-                Snapshot::INITIAL,
-                s.enter(State::HalfOpen),
-                Nanos::from_secs(1)
-            )
-            .is_err());
+        let u = cell.update(Nanos::from_secs(3), |s| Next::Count(s.with_count(2), 7));
+        assert_eq!((u.value, u.seen, u.entered), (7, Snapshot::INITIAL, None));
+        assert_eq!(cell.load().count(), 2);
+        assert_eq!(cell.since(cell.load()), Nanos::ZERO, "a count is no transition");
+        let u = cell.update(Nanos::from_secs(5), |s| Next::Enter(s.enter(State::Open), ()));
+        let open = cell.load();
+        assert_eq!(u.entered, Some(open));
+        assert_eq!(cell.since(open), Nanos::from_secs(5));
+        let u = cell.update(Nanos::from_secs(9), |_| Next::Keep("kept"));
+        assert_eq!((u.value, u.seen, u.entered), ("kept", open, None));
+        assert_eq!(cell.load(), open);
+    }
+
+    #[test]
+    fn update_decides_again_on_the_word_that_won() {
+        let cell = StateCell::new();
+        // The decision saw a stale word first: its CAS fails and it is shown
+        // the current one.
+        let stale = Snapshot::INITIAL.with_count(5);
+        let mut shown = Vec::new();
+        let u = cell.update_from(stale, Nanos::ZERO, |s| {
+            shown.push(s);
+            Next::Count(s.with_count(s.count() + 1), ())
+        });
+        assert_eq!(shown, [stale, Snapshot::INITIAL]);
+        assert_eq!(u.seen, Snapshot::INITIAL);
+        assert_eq!(cell.load().count(), 1);
+    }
+
+    /// A losing transition's stamp goes to the slot of the generation it
+    /// meant to enter — the slot readers of that generation read — and can
+    /// only move it forward.
+    #[test]
+    fn a_losing_transition_never_moves_the_stamp_it_shares_back() {
+        let cell = StateCell::new();
+        let closed = cell.load();
+        // The winner enters generation 1 at 100 s.
+        let _ = cell.update(Nanos::from_secs(100), |s| Next::Enter(s.enter(State::Open), ()));
+        let open = cell.load();
+        // A loser decided on the same Closed word and meant generation 1 too,
+        // at 40 s: its CAS fails, its stamp lands in generation 1's slot.
+        let mut first = true;
+        let _ = cell.update_from(closed, Nanos::from_secs(40), |s| {
+            if std::mem::take(&mut first) {
+                Next::Enter(s.enter(State::Open), ())
+            } else {
+                Next::Keep(())
+            }
+        });
+        assert_eq!(cell.load(), open, "a lost CAS changes nothing");
         assert_eq!(
-            cell.tripped_at(cell.load()),
-            Nanos::from_secs(5),
-            "a stamp never moves back"
+            cell.since(open),
+            Nanos::from_secs(100),
+            "the stamp of the state readers see never moves back"
         );
-        assert_eq!(cell.load(), s, "a lost CAS changes nothing");
     }
 }
 
 /// Property tests of the encoding: every field at every value, not
 /// only at the limits above.
-#[cfg(test)]
+#[cfg(all(test, not(failfast_loom)))]
 mod proptests {
     use super::*;
     use proptest::prelude::*;
@@ -458,10 +658,14 @@ mod proptests {
             .prop_map(|(bits, state)| Snapshot::from_bits(bits).with_state(state))
     }
 
-    fn fields(s: Snapshot) -> (State, u32, u32, u32, u32) {
+    type Fields = (State, u32, bool, bool, u32, u32, u32);
+
+    fn fields(s: Snapshot) -> Fields {
         (
             s.state(),
             s.generation(),
+            s.is_proven(),
+            s.is_counted(),
             s.count(),
             s.successes(),
             s.trips(),
@@ -476,20 +680,30 @@ mod proptests {
         fn setters_round_trip_and_leave_the_other_fields_alone(
             s in any_word(),
             state in any_state(),
+            generation in any::<u32>(),
+            counted in any::<bool>(),
             count in field(COUNT_MAX),
             successes in field(SUCCESS_MAX),
             trips in field(TRIPS_MAX),
         ) {
-            let (st, g, c, su, t) = fields(s);
-            prop_assert_eq!(fields(s.with_state(state)), (state, g, c, su, t));
-            prop_assert_eq!(fields(s.with_count(count)), (st, g, count.min(COUNT_MAX), su, t));
+            let (st, g, p, k, c, su, t) = fields(s);
+            prop_assert_eq!(fields(s.with_state(state)), (state, g, p, k, c, su, t));
+            prop_assert_eq!(
+                fields(s.with_generation(generation)),
+                (st, generation & GEN_MAX, p, k, c, su, t)
+            );
+            prop_assert_eq!(fields(s.with_proven()), (st, g, true, k, c, su, t));
+            prop_assert_eq!(fields(s.with_counted(counted)), (st, g, p, counted, c, su, t));
+            prop_assert_eq!(fields(s.with_count(count)), (st, g, p, k, count.min(COUNT_MAX), su, t));
             prop_assert_eq!(
                 fields(s.with_successes(successes)),
-                (st, g, c, successes.min(SUCCESS_MAX), t)
+                (st, g, p, k, c, successes.min(SUCCESS_MAX), t)
             );
-            prop_assert_eq!(fields(s.with_trips(trips)), (st, g, c, su, trips.min(TRIPS_MAX)));
+            prop_assert_eq!(fields(s.with_trips(trips)), (st, g, p, k, c, su, trips.min(TRIPS_MAX)));
             let same = s
                 .with_state(st)
+                .with_generation(g)
+                .with_counted(k)
                 .with_count(c)
                 .with_successes(su)
                 .with_trips(t);
@@ -497,41 +711,25 @@ mod proptests {
             prop_assert_eq!(s.is_closed(), st == State::Closed);
             prop_assert_eq!(s.is_open(), st == State::Open);
             prop_assert_eq!(s.is_half_open(), st == State::HalfOpen);
-        }
-
-        /// A word built field by field decodes to exactly those fields, for
-        /// every generation (all 32 bits).
-        #[test]
-        fn a_word_decodes_to_the_fields_it_was_built_from(
-            state in any_state(),
-            generation in any::<u32>(),
-            count in 0..=COUNT_MAX,
-            successes in 0..=SUCCESS_MAX,
-            trips in 0..=TRIPS_MAX,
-        ) {
-            let s = Snapshot(u64::from(generation) << GEN_SHIFT)
-                .with_state(state)
-                .with_count(count)
-                .with_successes(successes)
-                .with_trips(trips);
-            prop_assert_eq!(fields(s), (state, generation, count, successes, trips));
+            prop_assert_eq!(s.is_settled_closed(), st == State::Closed && p && c == 0);
         }
 
         /// The next generation (wrapping) changes only the generation;
-        /// `enter` also sets the mode and clears the round counts, keeping trips.
+        /// `enter` also sets the mode, clears the round counts and
+        /// `counted`, keeping trips and `proven`.
         #[test]
         fn next_generation_and_enter_touch_only_their_fields(s in any_word(), to in any_state()) {
-            let (st, g, c, su, t) = fields(s);
-            prop_assert_eq!(fields(s.next_generation()), (st, g.wrapping_add(1), c, su, t));
-            prop_assert_eq!(fields(s.enter(to)), (to, g.wrapping_add(1), 0, 0, t));
+            let (st, g, p, k, c, su, t) = fields(s);
+            let next = (g + 1) & GEN_MAX;
+            prop_assert_eq!(fields(s.next_generation()), (st, next, p, k, c, su, t));
+            prop_assert_eq!(fields(s.enter(to)), (to, next, p, false, 0, 0, t));
         }
     }
 }
 
-/// Mutation testing (`.cargo/mutants.toml`): the raw bits follow the layout
-/// table in the module docs.
-#[cfg(test)]
-mod mutants_tests {
+/// The raw bits follow the layout table in the module docs.
+#[cfg(all(test, not(failfast_loom)))]
+mod layout_tests {
     use super::*;
 
     #[test]
@@ -540,16 +738,14 @@ mod mutants_tests {
         let s = Snapshot::INITIAL
             .with_state(State::HalfOpen)
             .next_generation()
+            .with_proven()
+            .with_counted(true)
             .with_count(3)
             .with_successes(4)
             .with_trips(5);
-        assert_eq!(s.bits(), 2 | (1 << 3) | (3 << 35) | (4 << 50) | (5 << 58));
-        // `with_generation` replaces the generation and keeps every other field.
-        let g = s.with_generation(u32::MAX);
-        assert_eq!(g.generation(), u32::MAX);
         assert_eq!(
-            (g.state(), g.count(), g.successes(), g.trips()),
-            (State::HalfOpen, 3, 4, 5)
+            s.bits(),
+            2 | (1 << 3) | (1 << 33) | (1 << 34) | (3 << 35) | (4 << 50) | (5 << 58)
         );
     }
 }

@@ -267,7 +267,7 @@ impl<K: Hash + Eq, S: BuildHasher> RegistryBuilder<K, S> {
                 .clamp(8, 4096),
             (None, None) => DEFAULT_SHARDS,
         };
-        let fleet = Arc::new(Fleet::new(self.max_open));
+        let fleet = std::sync::Arc::new(Fleet::new(self.max_open));
         let now = clock.now();
         let template = self.template.build_shared(clock.clone())?;
         let detached = Arc::new(Shared::new(template.config.clone(), clock.clone(), None));
@@ -314,9 +314,9 @@ impl<K: Hash + Eq, S: BuildHasher> RegistryBuilder<K, S> {
 }
 
 /// Attaches the registry's fleet counters to a freshly built shared config.
-fn attach<C>(shared: Arc<Shared<C>>, fleet: &Arc<Fleet>) -> Arc<Shared<C>> {
+fn attach<C>(shared: Arc<Shared<C>>, fleet: &std::sync::Arc<Fleet>) -> Arc<Shared<C>> {
     match Arc::try_unwrap(shared) {
-        Ok(shared) => Arc::new(shared.with_fleet(fleet.clone())),
+        Ok(shared) => Arc::new(shared.with_gate(fleet.clone())),
         // Unreachable: `build_shared` returns a fresh `Arc` nobody else holds.
         Err(shared) => shared,
     }

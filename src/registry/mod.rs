@@ -175,7 +175,9 @@ pub struct Registry<K, S = RandomState, C: Clock = QuantaClock> {
     /// The template's config without fleet or observer, for detached breakers.
     detached: Arc<Shared<C>>,
     overrides: HashTable<Override<K, C>>,
-    fleet: Arc<Fleet>,
+    /// Also every breaker's trip gate (a std `Arc`: the gate is a trait
+    /// object, which loom's `Arc` cannot hold; its counters are loom's).
+    fleet: std::sync::Arc<Fleet>,
     capacity: Option<usize>,
     idle_ttl: Duration,
     ttl_ticks: u32,

@@ -154,7 +154,7 @@ impl<K, C: Clock> Shard<K, C> {
             }
         }
         for victim in &victims {
-            fleet.on_remove(victim.breaker.state());
+            fleet.on_remove(victim.breaker.state(), victim.breaker.holds_gate_slot());
         }
         victims.len()
     }
@@ -187,7 +187,7 @@ impl<K, C: Clock> Table<K, C> {
         }
         match self.map.extract_if(|e| rule.allows(e)).next() {
             Some(victim) => {
-                fleet.on_remove(victim.breaker.state());
+                fleet.on_remove(victim.breaker.state(), victim.breaker.holds_gate_slot());
                 true
             }
             None => {

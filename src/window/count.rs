@@ -9,7 +9,7 @@
 //! window is not all-healthy) is there a second read-modify-write, an XOR of
 //! the two bits. Counting is a popcount over at most N/32 words.
 
-use crate::policy::WindowCounts;
+use super::WindowCounts;
 use crate::sync::{AtomicU64, Ordering};
 
 const ENTRIES_PER_WORD: u32 = 32;

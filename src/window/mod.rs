@@ -23,8 +23,59 @@ pub(crate) mod count;
 pub(crate) mod time;
 
 use crate::clock::Nanos;
-use crate::policy::{WindowCounts, WindowKind};
 use crate::sync::AtomicU64;
+use core::time::Duration;
+
+/// Where window-based rates are measured.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum WindowKind {
+    /// No window: only consecutive failures can trip the breaker.
+    None,
+    /// The last `size` calls.
+    Count {
+        /// Number of calls in the window.
+        size: u32,
+    },
+    /// The calls of the last `length`, in `buckets` slices rotated lazily.
+    Time {
+        /// Length of the whole window.
+        length: Duration,
+        /// Number of slices; the window slides by `length / buckets`.
+        buckets: u32,
+    },
+}
+
+/// What a window holds: calls, failures and slow calls (exact when sequential).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct WindowCounts {
+    /// Calls recorded (successes and failures; ignored calls are not counted).
+    pub calls: u32,
+    /// Failures among them.
+    pub failures: u32,
+    /// Slow calls among them, successes or failures.
+    pub slow: u32,
+}
+
+impl WindowCounts {
+    /// failures / calls, or 0 with no calls.
+    pub fn failure_rate(&self) -> f64 {
+        ratio(self.failures, self.calls)
+    }
+
+    /// slow / calls, or 0 with no calls.
+    pub fn slow_call_rate(&self) -> f64 {
+        ratio(self.slow, self.calls)
+    }
+}
+
+pub(crate) fn ratio(part: u32, whole: u32) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        f64::from(part) / f64::from(whole)
+    }
+}
+
 
 /// The window's atomics; the [`WindowKind`] (from the shared config) says how to read them.
 pub(crate) struct Window {

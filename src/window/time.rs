@@ -19,7 +19,7 @@
 use core::time::Duration;
 
 use crate::clock::Nanos;
-use crate::policy::WindowCounts;
+use super::WindowCounts;
 use crate::sync::{AtomicU64, Ordering};
 
 const CALLS_SHIFT: u32 = 0;

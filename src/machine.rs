@@ -1,0 +1,429 @@
+//! The state machine's decisions: pure functions from the word a breaker
+//! shows them — with the time and the configuration — to what becomes of it.
+//!
+//! Nothing here touches an atomic. [`StateCell::update`] shows a decision
+//! the current word and carries out the [`Next`] it returns; when its CAS
+//! loses, it shows the same decision the word that won. So every rule of the
+//! machine is in this file, once, and the tests below drive it with plain
+//! values: a new mode is a new arm here, not a new CAS loop.
+//!
+//! Each decision that belongs to a permit takes the permit's generation and
+//! keeps the word as it is once the generation moved on (invariant 4: a
+//! stale verdict changes nothing).
+//!
+//! [`StateCell::update`]: crate::state::StateCell::update
+
+use crate::clock::Nanos;
+use crate::error::RejectReason;
+use crate::observe::Reason;
+use crate::outcome::Verdict;
+use crate::policy::Config;
+use crate::state::{Next, Snapshot, State};
+
+/// What admission decides for a word.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Admission {
+    /// Admitted as an ordinary call (Closed, Disabled, MetricsOnly).
+    Call,
+    /// Admitted as a probe: a free slot of the current round.
+    Probe,
+    /// Admitted as the first probe of a round this admission starts, for
+    /// this reason (`OpenElapsed` or `ProbeLeaseExpired`); the decision is a
+    /// transition.
+    Round(Reason),
+    /// Turned away: why, and until when this answer stands
+    /// ([`Nanos::NEVER`] while forced open).
+    Reject(RejectReason, Nanos),
+}
+
+/// Admission at `now` for the word `s`, whose state began at `since`, on a
+/// breaker with this configuration and jitter seed.
+///
+/// Invariant 2 (no early probe): in OPEN nothing is admitted before `since`
+/// plus the open duration of `s`; after it, the transition to HALF_OPEN is
+/// the first probe. Invariant 5 (no wedge): a round still unresolved when
+/// its lease has run out is superseded by the next request.
+#[inline]
+pub(crate) fn admit(
+    s: Snapshot,
+    since: Nanos,
+    now: Nanos,
+    config: &Config,
+    seed: u64,
+) -> Next<Admission> {
+    match s.state() {
+        State::Closed | State::Disabled | State::MetricsOnly => Next::Keep(Admission::Call),
+        State::ForcedOpen => Next::Keep(Admission::Reject(RejectReason::ForcedOpen, Nanos::NEVER)),
+        State::Open => {
+            let open_for = config
+                .backoff
+                .open_nanos(s.trips(), seed, s.generation());
+            let ready = since.saturating_add_nanos(open_for);
+            if now < ready {
+                Next::Keep(Admission::Reject(RejectReason::Open, ready))
+            } else {
+                Next::Enter(round_start(s), Admission::Round(Reason::OpenElapsed))
+            }
+        }
+        State::HalfOpen => {
+            let lease_end = since.saturating_add(config.probe_lease);
+            if now >= lease_end {
+                Next::Enter(round_start(s), Admission::Round(Reason::ProbeLeaseExpired))
+            } else if s.count() >= config.probes {
+                let retry = config.round_due(since).filter(|due| *due > now);
+                Next::Keep(Admission::Reject(
+                    RejectReason::HalfOpenFull,
+                    retry.map_or(lease_end, |due| due.min(lease_end)),
+                ))
+            } else {
+                Next::Count(s.with_count(s.count() + 1), Admission::Probe)
+            }
+        }
+    }
+}
+
+/// The word a new probe round starts from: next generation, HalfOpen, the
+/// round's first probe slot taken, trips and the trip gate's slot kept.
+pub(crate) const fn round_start(s: Snapshot) -> Snapshot {
+    s.enter(State::HalfOpen)
+        .with_count(1)
+        .with_counted(s.is_counted())
+}
+
+/// The run of consecutive failures after a verdict of generation
+/// `generation` in CLOSED (or MetricsOnly), or `None` if the generation
+/// moved on. A success also marks the breaker proven.
+///
+/// A failure extends the run when the policy counts runs; a success or an
+/// ignored call (a business error) ends it; a drop or a slow abandonment is
+/// no evidence either way and leaves it (so an outer timeout that drops a
+/// hung call's permit cannot keep resetting it).
+#[inline]
+pub(crate) fn closed_run(
+    s: Snapshot,
+    generation: u32,
+    verdict: Verdict,
+    counts_runs: bool,
+) -> Next<Option<u32>> {
+    if s.generation() != generation {
+        return Next::Keep(None);
+    }
+    let next = match verdict {
+        v if v.is_failure() && counts_runs => s.with_count(s.count().saturating_add(1)),
+        Verdict::Dropped | Verdict::AbandonedSlow => s,
+        Verdict::Success => s.with_count(0).with_proven(),
+        _ => s.with_count(0),
+    };
+    let run = Some(next.count());
+    if next == s {
+        Next::Keep(run) // invariant 8: no write when nothing changes
+    } else {
+        Next::Count(next, run)
+    }
+}
+
+/// CLOSED → OPEN for generation `generation` (or, in MetricsOnly, a shadow
+/// trip to itself, which never rejects). `counted` says whether the trip
+/// gate gave this ejection a slot of its budget. `true` if the decision
+/// trips.
+#[inline]
+pub(crate) fn trip(s: Snapshot, generation: u32, counted: bool) -> Next<bool> {
+    if s.generation() != generation {
+        return Next::Keep(false);
+    }
+    match s.state() {
+        State::Closed => Next::Enter(
+            s.enter(State::Open).with_trips(1).with_counted(counted),
+            true,
+        ),
+        State::MetricsOnly => Next::Enter(s.enter(State::MetricsOnly), true),
+        _ => Next::Keep(false),
+    }
+}
+
+/// A probe's verdict in HALF_OPEN: the reason of the transition it causes,
+/// if any, or a count of the round (a freed slot, a success short of the
+/// last).
+///
+/// Invariant 6: a slow success fails the round. Invariant 5: a probe whose
+/// caller gave up on it (abandoned) fails the round; a probe dropped early,
+/// or ignored, frees its slot for another probe of the same round.
+#[inline]
+pub(crate) fn probe_verdict(
+    s: Snapshot,
+    generation: u32,
+    verdict: Verdict,
+    slow: bool,
+    probes: u32,
+) -> Next<Option<Reason>> {
+    if s.generation() != generation || !s.is_half_open() {
+        return Next::Keep(None);
+    }
+    let reopen = |reason| {
+        Next::Enter(
+            s.enter(State::Open)
+                .with_trips(s.trips() + 1)
+                .with_counted(s.is_counted()),
+            Some(reason),
+        )
+    };
+    match verdict {
+        Verdict::Ignored | Verdict::Dropped => {
+            Next::Count(s.with_count(s.count().saturating_sub(1)), None)
+        }
+        Verdict::Failure | Verdict::Panicked => reopen(Reason::ProbeFailed),
+        Verdict::AbandonedSlow | Verdict::AbandonedFailure => reopen(Reason::ProbeAbandoned),
+        Verdict::Success if slow => reopen(Reason::ProbeSlow),
+        Verdict::Success if s.successes() + 1 >= probes => Next::Enter(
+            s.enter(State::Closed).with_trips(0).with_proven(),
+            Some(Reason::ProbesSucceeded),
+        ),
+        Verdict::Success => Next::Count(s.with_successes(s.successes() + 1), None),
+    }
+}
+
+/// A manual mode (or a reset to CLOSED) from any state: `true` if it is a
+/// transition. Forced open keeps the trips in a row (the backoff goes on
+/// after it); every other mode restarts them. Entering a mode a breaker is
+/// already in is no transition, except a reset, which always is.
+#[inline]
+pub(crate) fn set_mode(s: Snapshot, target: State) -> Next<bool> {
+    if s.state() == target && target != State::Closed {
+        return Next::Keep(false);
+    }
+    let trips = if target == State::ForcedOpen {
+        s.trips()
+    } else {
+        0
+    };
+    Next::Enter(s.enter(target).with_trips(trips), true)
+}
+
+#[cfg(all(test, not(failfast_loom)))]
+mod tests {
+    use super::*;
+    use crate::Breaker;
+    use core::time::Duration;
+
+    fn config(probes: u32) -> Config {
+        Breaker::builder()
+            .consecutive_failures(3)
+            .half_open_probes(probes)
+            .open_duration(Duration::from_secs(10))
+            .backoff(2.0, Duration::from_secs(60))
+            .probe_lease(Duration::from_secs(5))
+            .build_config()
+            .unwrap()
+    }
+
+    fn secs(s: u64) -> Nanos {
+        Nanos::from_secs(s)
+    }
+
+    fn open(trips: u32) -> Snapshot {
+        Snapshot::INITIAL
+            .enter(State::Open)
+            .with_trips(trips)
+            .with_counted(true)
+    }
+
+    #[test]
+    fn closed_admits_and_forced_open_rejects_for_good() {
+        let c = config(1);
+        assert_eq!(
+            admit(Snapshot::INITIAL, secs(0), secs(1), &c, 0),
+            Next::Keep(Admission::Call)
+        );
+        let forced = Snapshot::INITIAL.enter(State::ForcedOpen);
+        assert_eq!(
+            admit(forced, secs(0), secs(1), &c, 0),
+            Next::Keep(Admission::Reject(RejectReason::ForcedOpen, Nanos::NEVER))
+        );
+    }
+
+    #[test]
+    fn open_rejects_until_the_backed_off_period_ends_then_starts_a_round() {
+        let c = config(1);
+        // Two trips in a row: 20 s.
+        let s = open(2);
+        assert_eq!(
+            admit(s, secs(100), secs(119), &c, 0),
+            Next::Keep(Admission::Reject(RejectReason::Open, secs(120)))
+        );
+        let Next::Enter(round, Admission::Round(Reason::OpenElapsed)) =
+            admit(s, secs(100), secs(120), &c, 0)
+        else {
+            panic!("the first request after the open period probes");
+        };
+        assert_eq!(round.state(), State::HalfOpen);
+        assert_eq!(round.generation(), s.generation() + 1);
+        assert_eq!((round.count(), round.trips()), (1, 2));
+        assert!(round.is_counted(), "the round keeps the gate's slot");
+    }
+
+    #[test]
+    fn half_open_takes_free_slots_then_rejects_then_supersedes_after_the_lease() {
+        let c = config(2);
+        let round = round_start(open(1));
+        assert_eq!(
+            admit(round, secs(10), secs(11), &c, 0),
+            Next::Count(round.with_count(2), Admission::Probe)
+        );
+        let full = round.with_count(2);
+        let Next::Keep(Admission::Reject(RejectReason::HalfOpenFull, _)) =
+            admit(full, secs(10), secs(11), &c, 0)
+        else {
+            panic!("a full round turns the next request away");
+        };
+        let Next::Enter(next, Admission::Round(Reason::ProbeLeaseExpired)) =
+            admit(full, secs(10), secs(15), &c, 0)
+        else {
+            panic!("after the lease the next request starts a new round");
+        };
+        assert_eq!((next.count(), next.successes()), (1, 0));
+    }
+
+    #[test]
+    fn a_full_round_says_when_its_probes_are_due_capped_at_the_lease() {
+        let c = Breaker::builder()
+            .consecutive_failures(1)
+            .slow_call_threshold(Duration::from_millis(300))
+            .probe_lease(Duration::from_secs(5))
+            .build_config()
+            .unwrap();
+        let full = round_start(open(1));
+        let at = |now| match admit(full, secs(10), now, &c, 0) {
+            Next::Keep(Admission::Reject(RejectReason::HalfOpenFull, until)) => until,
+            other => panic!("{other:?}"),
+        };
+        // Probes are due by the slow-call threshold after the round began.
+        assert_eq!(at(secs(10)), secs(10) + Duration::from_millis(300));
+        // Past that, the lease is what is left.
+        assert_eq!(at(secs(11)), secs(15));
+    }
+
+    #[test]
+    fn the_run_grows_on_failures_and_ends_on_a_success_or_business_error() {
+        let s = Snapshot::INITIAL.with_count(2);
+        assert_eq!(
+            closed_run(s, 0, Verdict::Failure, true),
+            Next::Count(s.with_count(3), Some(3))
+        );
+        assert_eq!(
+            closed_run(s, 0, Verdict::Panicked, true),
+            Next::Count(s.with_count(3), Some(3))
+        );
+        assert_eq!(
+            closed_run(s, 0, Verdict::Success, true),
+            Next::Count(Snapshot::INITIAL.with_proven(), Some(0))
+        );
+        assert_eq!(
+            closed_run(s, 0, Verdict::Ignored, true),
+            Next::Count(Snapshot::INITIAL, Some(0))
+        );
+        for no_evidence in [Verdict::Dropped, Verdict::AbandonedSlow] {
+            assert_eq!(
+                closed_run(s, 0, no_evidence, true),
+                Next::Keep(Some(2))
+            );
+        }
+        // A settled breaker's success writes nothing.
+        let settled = Snapshot::INITIAL.with_proven();
+        assert_eq!(
+            closed_run(settled, 0, Verdict::Success, true),
+            Next::Keep(Some(0))
+        );
+        // A verdict of another generation changes nothing.
+        assert_eq!(closed_run(s, 1, Verdict::Failure, true), Next::Keep(None));
+    }
+
+    #[test]
+    fn a_trip_enters_open_once_for_its_own_generation() {
+        let Next::Enter(open, true) = trip(Snapshot::INITIAL, 0, true) else {
+            panic!()
+        };
+        assert_eq!((open.state(), open.trips(), open.is_counted()), (State::Open, 1, true));
+        assert_eq!(trip(open, 0, true), Next::Keep(false), "another generation");
+        assert_eq!(trip(open, 1, true), Next::Keep(false), "not Closed");
+        let shadow = Snapshot::INITIAL.enter(State::MetricsOnly);
+        let Next::Enter(again, true) = trip(shadow, 1, false) else {
+            panic!()
+        };
+        assert_eq!(again.state(), State::MetricsOnly);
+    }
+
+    #[test]
+    fn probes_close_the_round_only_when_all_succeed_fast() {
+        let round = round_start(open(3));
+        assert_eq!(
+            probe_verdict(round, round.generation(), Verdict::Success, false, 2),
+            Next::Count(round.with_successes(1), None)
+        );
+        let Next::Enter(closed, Some(Reason::ProbesSucceeded)) = probe_verdict(
+            round.with_successes(1),
+            round.generation(),
+            Verdict::Success,
+            false,
+            2,
+        ) else {
+            panic!()
+        };
+        assert_eq!(closed.state(), State::Closed);
+        assert_eq!((closed.trips(), closed.is_counted()), (0, false));
+        assert!(closed.is_proven());
+    }
+
+    #[test]
+    fn a_failed_slow_or_abandoned_probe_reopens_one_backoff_step_longer() {
+        let round = round_start(open(3));
+        for (verdict, slow, reason) in [
+            (Verdict::Failure, false, Reason::ProbeFailed),
+            (Verdict::Panicked, false, Reason::ProbeFailed),
+            (Verdict::Success, true, Reason::ProbeSlow),
+            (Verdict::AbandonedSlow, true, Reason::ProbeAbandoned),
+            (Verdict::AbandonedFailure, false, Reason::ProbeAbandoned),
+        ] {
+            let Next::Enter(open, Some(r)) =
+                probe_verdict(round, round.generation(), verdict, slow, 1)
+            else {
+                panic!("{verdict:?}")
+            };
+            assert_eq!((open.state(), open.trips(), r), (State::Open, 4, reason));
+            assert!(open.is_counted(), "the gate's slot stays with the ejection");
+        }
+    }
+
+    #[test]
+    fn a_dropped_or_ignored_probe_frees_its_slot_and_a_stale_one_nothing() {
+        let round = round_start(open(1)).with_count(2);
+        for freed in [Verdict::Dropped, Verdict::Ignored] {
+            assert_eq!(
+                probe_verdict(round, round.generation(), freed, false, 2),
+                Next::Count(round.with_count(1), None)
+            );
+        }
+        assert_eq!(
+            probe_verdict(round, round.generation() + 1, Verdict::Success, false, 2),
+            Next::Keep(None)
+        );
+    }
+
+    #[test]
+    fn manual_modes_keep_or_restart_the_backoff() {
+        let s = open(5);
+        let Next::Enter(forced, true) = set_mode(s, State::ForcedOpen) else {
+            panic!()
+        };
+        assert_eq!(forced.trips(), 5);
+        assert!(!forced.is_counted(), "forced open holds no gate slot");
+        assert_eq!(set_mode(forced, State::ForcedOpen), Next::Keep(false));
+        let Next::Enter(reset, true) = set_mode(forced, State::Closed) else {
+            panic!()
+        };
+        assert_eq!(reset.trips(), 0);
+        let Next::Enter(again, true) = set_mode(reset, State::Closed) else {
+            panic!("a reset is always a transition")
+        };
+        assert_eq!(again.generation(), reset.generation() + 1);
+    }
+}
