@@ -8,19 +8,24 @@ use std::collections::hash_map::RandomState;
 use crossbeam_utils::CachePadded;
 use hashbrown::HashTable;
 
-use super::handle::TICK_SHIFT;
-use super::shard::Shard;
+use super::budget::Budget;
+use super::handle::{Entry, EntryArc, Kind};
+use super::key::KeyBytes;
+use super::shard::{ticks, Shard};
 use super::sweep::Schedule;
 use super::{Override, Registry};
+use crate::breaker::Breaker;
 use crate::breaker::Shared;
 use crate::builder::Builder;
 use crate::clock::{Clock, QuantaClock};
 use crate::error::ConfigError;
 use crate::fleet::{Fleet, MaxOpen};
-use crate::sync::{Arc, AtomicU64, AtomicUsize};
+use crate::sync::{Arc, AtomicU64};
 
 /// Default idle TTL: ten minutes.
 const DEFAULT_IDLE_TTL: Duration = Duration::from_secs(600);
+/// Default `forget_after`: an hour.
+const DEFAULT_FORGET_AFTER: Duration = Duration::from_secs(3600);
 /// Longest idle TTL: a year, well inside the wrapping tick counter's range.
 const MAX_IDLE_TTL: Duration = Duration::from_secs(365 * 24 * 3600);
 /// Most shards.
@@ -57,10 +62,13 @@ const DEFAULT_SHARDS: usize = 256;
 #[must_use = "a builder does nothing until `build`"]
 pub struct RegistryBuilder<K, S = RandomState> {
     template: Builder,
-    overrides: Vec<(K, Builder)>,
+    /// Each key with its breaker builder and its name for errors.
+    overrides: Vec<(K, Builder, String)>,
     hasher: S,
     capacity: Option<usize>,
+    max_key_bytes: Option<(usize, fn(&K) -> usize)>,
     idle_ttl: Duration,
+    forget_after: Duration,
     max_open: MaxOpen,
     shards: Option<usize>,
 }
@@ -72,7 +80,9 @@ impl<K> RegistryBuilder<K> {
             overrides: Vec::new(),
             hasher: RandomState::new(),
             capacity: None,
+            max_key_bytes: None,
             idle_ttl: DEFAULT_IDLE_TTL,
+            forget_after: DEFAULT_FORGET_AFTER,
             max_open: MaxOpen::Unlimited,
             shards: None,
         }
@@ -102,14 +112,18 @@ impl<K: Hash + Eq, S: BuildHasher> RegistryBuilder<K, S> {
             overrides: self.overrides,
             hasher,
             capacity: self.capacity,
+            max_key_bytes: self.max_key_bytes,
             idle_ttl: self.idle_ttl,
+            forget_after: self.forget_after,
             max_open: self.max_open,
             shards: self.shards,
         }
     }
 
     /// Give `key` its own configuration instead of the template's. Validated
-    /// in `build`; looked up only when the key is inserted.
+    /// in `build` (an error names the key); looked up only when the key is
+    /// inserted, so it is kept across evictions. For keys added at run time
+    /// (service discovery), see [`Registry::insert_with`].
     ///
     /// ```
     /// use failfast::{Breaker, Registry};
@@ -121,14 +135,19 @@ impl<K: Hash + Eq, S: BuildHasher> RegistryBuilder<K, S> {
     /// assert_eq!(registry.handle("other").config().consecutive_failures(), Some(5));
     /// # Ok::<(), failfast::ConfigError>(())
     /// ```
-    pub fn override_key(mut self, key: K, breaker: Builder) -> Self {
-        self.overrides.push((key, breaker));
+    pub fn override_key(mut self, key: K, breaker: Builder) -> Self
+    where
+        K: fmt::Debug,
+    {
+        let name = format!("{key:?}");
+        self.overrides.push((key, breaker, name));
         self
     }
 
-    /// Track at most `max` keys (≥ 1). When full, a new key evicts an idle
-    /// entry of its shard; if there is none it gets a detached breaker
-    /// (see [`Registry::handle`]) and the refusal is counted.
+    /// Track at most `max` keys (≥ 1). When full, a new key evicts the least
+    /// recently used evictable entry of its shard; if there is none it shares
+    /// its shard's overflow breaker (see [`Registry::handle`]) and the
+    /// refusal is counted.
     ///
     /// ```
     /// # use failfast::{Breaker, Registry};
@@ -144,8 +163,9 @@ impl<K: Hash + Eq, S: BuildHasher> RegistryBuilder<K, S> {
     }
 
     /// Evict a breaker that nobody looked up or held for longer than `ttl`
-    /// (> 0, at most a year) — only if it is indistinguishable from a fresh
-    /// one. A full sweep pass takes about one `ttl`.
+    /// (> 0, at most a year) — if it carries no information worth keeping
+    /// (see the [module docs](super#eviction-by-information-not-by-state)).
+    /// A full sweep pass takes about one `ttl`.
     ///
     /// ```
     /// # use failfast::{Breaker, Registry};
@@ -158,6 +178,47 @@ impl<K: Hash + Eq, S: BuildHasher> RegistryBuilder<K, S> {
     /// ```
     pub fn idle_ttl(mut self, ttl: Duration) -> Self {
         self.idle_ttl = ttl;
+        self
+    }
+
+    /// Forget a CLOSED breaker's window once nobody used the key for
+    /// `after` (> 0, at most a year; default 1 h; effectively at least the
+    /// idle TTL): failures that old say nothing about the host now, so an
+    /// entry holding only them is evicted like a pristine one.
+    ///
+    /// ```
+    /// # use failfast::{Breaker, Registry};
+    /// # use std::time::Duration;
+    /// let registry = Registry::<u64>::builder(Breaker::builder().consecutive_failures(3))
+    ///     .forget_after(Duration::from_secs(24 * 3600))
+    ///     .build()?;
+    /// assert_eq!(registry.forget_after(), Duration::from_secs(24 * 3600));
+    /// # Ok::<(), failfast::ConfigError>(())
+    /// ```
+    pub fn forget_after(mut self, after: Duration) -> Self {
+        self.forget_after = after;
+        self
+    }
+
+    /// Hold at most `max` bytes (≥ 1) of key text in tracked entries
+    /// ([`KeyBytes`]). Like the capacity: when a new key does not fit, the
+    /// least recently used evictable entries of its shard make room, and if
+    /// none can, the key shares its shard's overflow breaker.
+    ///
+    /// ```
+    /// # use failfast::{Breaker, Registry};
+    /// let registry = Registry::<String>::builder(Breaker::builder().consecutive_failures(3))
+    ///     .capacity(100_000)
+    ///     .max_key_bytes(100_000 * 64)
+    ///     .build()?;
+    /// assert_eq!(registry.max_key_bytes(), Some(6_400_000));
+    /// # Ok::<(), failfast::ConfigError>(())
+    /// ```
+    pub fn max_key_bytes(mut self, max: usize) -> Self
+    where
+        K: KeyBytes,
+    {
+        self.max_key_bytes = Some((max, K::key_bytes));
         self
     }
 
@@ -201,8 +262,9 @@ impl<K: Hash + Eq, S: BuildHasher> RegistryBuilder<K, S> {
     /// # Errors
     ///
     /// A [`ConfigError`] naming the first invalid field: a registry field
-    /// (`capacity`, `idle_ttl`, `max_open`, `shards`) or a field of the
-    /// template's or an override's breaker builder.
+    /// (`capacity`, `max_key_bytes`, `idle_ttl`, `forget_after`, `max_open`,
+    /// `shards`) or a field of the template's or an override's breaker
+    /// builder (then [`found`](ConfigError::found) names the key).
     ///
     /// ```
     /// # use failfast::{Breaker, Registry};
@@ -236,11 +298,21 @@ impl<K: Hash + Eq, S: BuildHasher> RegistryBuilder<K, S> {
         if self.capacity == Some(0) {
             return Err(ConfigError::new("capacity", "≥ 1", 0));
         }
+        if let Some((0, _)) = self.max_key_bytes {
+            return Err(ConfigError::new("max_key_bytes", "≥ 1", 0));
+        }
         if self.idle_ttl.is_zero() || self.idle_ttl > MAX_IDLE_TTL {
             return Err(ConfigError::new(
                 "idle_ttl",
                 "> 0 and at most 365 days",
                 self.idle_ttl,
+            ));
+        }
+        if self.forget_after.is_zero() || self.forget_after > MAX_IDLE_TTL {
+            return Err(ConfigError::new(
+                "forget_after",
+                "> 0 and at most 365 days",
+                self.forget_after,
             ));
         }
         match self.max_open {
@@ -270,18 +342,20 @@ impl<K: Hash + Eq, S: BuildHasher> RegistryBuilder<K, S> {
         let fleet = Arc::new(Fleet::new(self.max_open));
         let now = clock.now();
         let template = self.template.build_shared(clock.clone())?;
+        // Shared breakers (overflow, unkeyed): the template's config, outside
+        // the fleet — they are no key's breaker.
         let detached = Arc::new(Shared::new(template.config.clone(), clock.clone(), None));
         let shared = attach(template, &fleet);
         let mut overrides = HashTable::new();
-        for (key, breaker) in self.overrides {
-            let own = breaker.build_shared(clock.clone())?;
-            let detached = Arc::new(Shared::new(own.config.clone(), clock.clone(), None));
+        for (key, breaker, name) in self.overrides {
+            let own = breaker
+                .build_shared(clock.clone())
+                .map_err(|e| for_key(&e, &Raw(&name)))?;
             let hash = self.hasher.hash_one(&key);
             let entry = Override {
                 key,
                 hash,
                 shared: attach(own, &fleet),
-                detached,
             };
             // A key overridden twice: the last one wins.
             match overrides.find_entry(hash, |o: &Override<K, C>| o.key == entry.key) {
@@ -291,30 +365,41 @@ impl<K: Hash + Eq, S: BuildHasher> RegistryBuilder<K, S> {
                 }
             }
         }
-        let ttl_ticks = (self.idle_ttl.as_nanos() >> TICK_SHIFT) as u32;
+        let shared_entry = |seed: u64| {
+            let breaker = Breaker::from_shared(detached.clone(), seed);
+            EntryArc::new(Entry::new(breaker, None, now, Kind::Shared))
+        };
+        let ttl_ticks = ticks(self.idle_ttl);
+        let forget_ticks = ticks(self.forget_after).max(ttl_ticks);
         let interval = self.idle_ttl.as_nanos() / shards as u128;
         Ok(Registry {
             shards: (0..shards)
-                .map(|_| CachePadded::new(Shard::new()))
+                .map(|i| {
+                    // A distinct jitter seed per overflow breaker.
+                    let seed = self.hasher.hash_one(("overflow", i));
+                    CachePadded::new(Shard::new(shared_entry(seed)))
+                })
                 .collect(),
             shard_bits: shards.trailing_zeros(),
+            unkeyed: shared_entry(self.hasher.hash_one("unkeyed")),
             hasher: self.hasher,
             shared,
-            detached,
             overrides,
             fleet,
-            capacity: self.capacity,
+            budget: Budget::new(self.capacity, self.max_key_bytes),
             idle_ttl: self.idle_ttl,
+            forget_after: self.forget_after,
             ttl_ticks,
-            slots: AtomicUsize::new(0),
+            forget_ticks,
             untracked: AtomicU64::new(0),
+            keyless: AtomicU64::new(0),
             schedule: Schedule::new(interval.min(u128::from(u64::MAX)) as u64, now),
         })
     }
 }
 
 /// Attaches the registry's fleet counters to a freshly built shared config.
-fn attach<C>(shared: Arc<Shared<C>>, fleet: &Arc<Fleet>) -> Arc<Shared<C>> {
+pub(crate) fn attach<C>(shared: Arc<Shared<C>>, fleet: &Arc<Fleet>) -> Arc<Shared<C>> {
     match Arc::try_unwrap(shared) {
         Ok(shared) => Arc::new(shared.with_fleet(fleet.clone())),
         // Unreachable: `build_shared` returns a fresh `Arc` nobody else holds.
@@ -322,13 +407,34 @@ fn attach<C>(shared: Arc<Shared<C>>, fleet: &Arc<Fleet>) -> Arc<Shared<C>> {
     }
 }
 
-impl<K: fmt::Debug, S> fmt::Debug for RegistryBuilder<K, S> {
+/// `error`, its value naming the key whose override held it.
+pub(crate) fn for_key(error: &ConfigError, key: &dyn fmt::Debug) -> ConfigError {
+    ConfigError::new(
+        error.field(),
+        error.allowed(),
+        Raw(&format!("{} (the override of key {key:?})", error.found())),
+    )
+}
+
+/// Text that `Debug` writes as it is (a `ConfigError` formats its value with
+/// `Debug`).
+struct Raw<'a>(&'a str);
+
+impl fmt::Debug for Raw<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+impl<K, S> fmt::Debug for RegistryBuilder<K, S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RegistryBuilder")
             .field("template", &self.template)
-            .field("overrides", &self.overrides)
+            .field("overrides", &self.overrides.len())
             .field("capacity", &self.capacity)
+            .field("max_key_bytes", &self.max_key_bytes.map(|(max, _)| max))
             .field("idle_ttl", &self.idle_ttl)
+            .field("forget_after", &self.forget_after)
             .field("max_open", &self.max_open)
             .field("shards", &self.shards)
             .finish_non_exhaustive()
