@@ -4,7 +4,9 @@
 //! (Ir(N) − Ir(0)) / N, the instructions per call with setup subtracted.
 //!
 //! `<impl>` is a name from `adapters::PEERS`, a failfast policy variant
-//! (`ff_*`, permit API), or a floor (`floor_*`). `callgrind list` prints them.
+//! (`ff_*`, permit API), a request through the keyed tower layer
+//! (`ff_keyed*`, built with `--features tower`), or a floor (`floor_*`).
+//! `callgrind list` prints them.
 
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -30,6 +32,17 @@ const VARIANTS: [&str; 10] = [
     "ff_std",
     "ff_failure",
 ];
+/// Requests through `KeyedLayer` over a held registry (feature `tower`): a
+/// `Host` header normalised by `AuthorityKey`, looked up among 1000 tracked
+/// hosts, a consecutive-failures breaker, a no-op inner service that hands
+/// the request back (so no request is built inside the measured loop).
+/// `ff_keyed`: `HostKey` keys; `ff_keyed_hook`: the same with a transition
+/// hook set; `ff_keyed_authority`: `http::uri::Authority` keys (one built per
+/// request).
+#[cfg(feature = "tower")]
+const LAYERS: [&str; 3] = ["ff_keyed", "ff_keyed_hook", "ff_keyed_authority"];
+#[cfg(not(feature = "tower"))]
+const LAYERS: [&str; 0] = [];
 const FLOORS: [&str; 4] = [
     "floor_load",
     "floor_fetch_add",
@@ -122,6 +135,89 @@ fn variant(name: &str, open: bool, n: u64) -> u64 {
         }
         _ => unreachable!(),
     }
+}
+
+#[cfg(feature = "tower")]
+fn keyed(name: &str, n: u64) -> u64 {
+    use std::convert::Infallible;
+    use std::future::Future;
+    use std::pin::pin;
+    use std::sync::Arc;
+    use std::task::{Context, Poll, Waker};
+
+    use failfast::registry::HostKey;
+    use failfast::tower::{FromAuthority, KeyedLayer};
+    use failfast::Registry;
+    use tower::{Layer, Service};
+
+    /// One call to completion; the no-op inner service hands the request back.
+    fn call<S>(svc: &mut S, req: http::Request<()>) -> Option<http::Request<()>>
+    where
+        S: Service<http::Request<()>, Response = http::Request<()>>,
+    {
+        let mut cx = Context::from_waker(Waker::noop());
+        match pin!(svc.call(req)).poll(&mut cx) {
+            Poll::Ready(Ok(req)) => Some(req),
+            _ => None,
+        }
+    }
+
+    fn run<K: FromAuthority + std::hash::Hash + Eq + Send + Sync + std::fmt::Display + 'static>(
+        hook: bool,
+        n: u64,
+    ) -> u64 {
+        let registry = Arc::new(
+            Registry::<K>::builder(Breaker::builder().consecutive_failures(5))
+                .build()
+                .unwrap(),
+        );
+        let layer = KeyedLayer::new(registry.clone());
+        let layer = if hook {
+            layer.on_transition(|_: &str, t: &failfast::Transition| {
+                black_box(t);
+            })
+        } else {
+            layer
+        };
+        let mut svc = layer.layer(tower::service_fn(|req: http::Request<()>| {
+            std::future::ready(Ok::<_, Infallible>(req))
+        }));
+        let host = |i: u32| format!("host-{i}.example.com:443");
+        for i in 0..1000 {
+            let req = http::Request::get("/")
+                .header("host", host(i))
+                .body(())
+                .unwrap();
+            call(&mut svc, req).unwrap();
+        }
+        // A spelling that needs normalising: case, trailing dot.
+        let mut slot = Some(
+            http::Request::get("/v1")
+                .header("host", "Host-500.Example.com.:443")
+                .body(())
+                .unwrap(),
+        );
+        measured(|| {
+            let mut ran = 0;
+            for _ in 0..n {
+                let Some(req) = slot.take() else { break };
+                slot = call(black_box(&mut svc), req);
+                ran += u64::from(slot.is_some());
+            }
+            ran
+        })
+    }
+    match name {
+        "ff_keyed" => run::<HostKey>(false, n),
+        "ff_keyed_hook" => run::<HostKey>(true, n),
+        "ff_keyed_authority" => run::<http::uri::Authority>(false, n),
+        _ => unreachable!(),
+    }
+}
+
+#[cfg(not(feature = "tower"))]
+fn keyed(_: &str, _: u64) -> u64 {
+    unreachable!("built without the tower feature: no ff_keyed rows")
 }
 
 fn floor(name: &str, n: u64) -> u64 {
@@ -227,7 +323,7 @@ fn main() {
         return;
     }
     if args.first().map(String::as_str) == Some("list") {
-        for n in PEERS.iter().chain(&VARIANTS).chain(&FLOORS) {
+        for n in PEERS.iter().chain(&VARIANTS).chain(&LAYERS).chain(&FLOORS) {
             println!("{n}");
         }
         return;
@@ -246,6 +342,8 @@ fn main() {
         with_peer(name, open, Loop(n))
     } else if VARIANTS.contains(&name.as_str()) {
         variant(name, open, n)
+    } else if LAYERS.contains(&name.as_str()) {
+        keyed(name, n)
     } else if FLOORS.contains(&name.as_str()) {
         floor(name, n)
     } else {
