@@ -124,9 +124,14 @@ fn requests(hosts: &[&str], n: usize) -> Vec<http::Request<()>> {
         .map(|i| {
             let host = hosts[i % hosts.len()];
             if i % 2 == 0 {
-                http::Request::get("/v1").header("host", host).body(()).unwrap()
+                http::Request::get("/v1")
+                    .header("host", host)
+                    .body(())
+                    .unwrap()
             } else {
-                http::Request::get(format!("http://{host}/v1")).body(()).unwrap()
+                http::Request::get(format!("http://{host}/v1"))
+                    .body(())
+                    .unwrap()
             }
         })
         .collect()

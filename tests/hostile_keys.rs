@@ -41,7 +41,9 @@ struct Outcome {
 
 /// Sends the junk stream with the real upstream's calls mixed in; checks the
 /// bounds after every request.
-fn flood(registry: &Arc<Registry<HostKey, std::collections::hash_map::RandomState, ManualClock>>) -> Outcome {
+fn flood(
+    registry: &Arc<Registry<HostKey, std::collections::hash_map::RandomState, ManualClock>>,
+) -> Outcome {
     let real_called = Arc::new(AtomicUsize::new(0));
     let counted = real_called.clone();
     let inner = tower::service_fn(move |req: http::Request<()>| {
@@ -54,7 +56,10 @@ fn flood(registry: &Arc<Registry<HostKey, std::collections::hash_map::RandomStat
     });
     let mut svc = KeyedLayer::new(registry.clone()).layer(inner);
     let mut call = |host: &str| -> Result {
-        let req = http::Request::get("/").header("host", host).body(()).unwrap();
+        let req = http::Request::get("/")
+            .header("host", host)
+            .body(())
+            .unwrap();
         let mut cx = Context::from_waker(Waker::noop());
         assert!(svc.poll_ready(&mut cx).is_ready());
         now(svc.call(req)).map(|_| ())
@@ -76,7 +81,13 @@ fn flood(registry: &Arc<Registry<HostKey, std::collections::hash_map::RandomStat
         out.max_key_bytes = out.max_key_bytes.max(registry.key_bytes());
     }
     // Unparsable hosts: rejected as keyless, never called, never tracked.
-    for junk in ["api example", "api.example/x", "[::1", "", "api.example:99999"] {
+    for junk in [
+        "api example",
+        "api.example/x",
+        "[::1",
+        "",
+        "api.example:99999",
+    ] {
         assert!(call(junk).unwrap_err().is::<Keyless>());
     }
     out.real_called = real_called.load(Ordering::Relaxed);
@@ -99,7 +110,10 @@ fn without_capacity_the_real_upstream_trips_and_a_day_later_the_junk_is_gone() {
     let registry = Arc::new(builder().build_with_clock(clock.clone()).unwrap());
     let out = flood(&registry);
     let real_calls = (JUNK - REAL_FROM) / 1000;
-    assert_eq!(out.real_called, 3, "called up to its threshold, then rejected");
+    assert_eq!(
+        out.real_called, 3,
+        "called up to its threshold, then rejected"
+    );
     assert_eq!(out.real_rejected, real_calls - 3);
     assert_eq!(registry.len(), JUNK + 1);
     assert_eq!(registry.keyless(), 5);
@@ -124,14 +138,26 @@ fn with_capacity_entries_and_key_bytes_stay_bounded_and_the_real_upstream_is_rej
     );
     let out = flood(&registry);
     assert!(out.max_len <= 1000, "{} entries", out.max_len);
-    assert!(out.max_key_bytes <= 24_000, "{} key bytes", out.max_key_bytes);
+    assert!(
+        out.max_key_bytes <= 24_000,
+        "{} key bytes",
+        out.max_key_bytes
+    );
     // The real upstream arrived when the registry was full of fresh junk
     // failures: it shares its shard's overflow breaker, which the junk of that
     // shard tripped, so it is rejected — at most its threshold of calls ever
     // reached it, whatever else happened.
-    assert!(out.real_called <= 3, "{} calls reached the failing upstream", out.real_called);
+    assert!(
+        out.real_called <= 3,
+        "{} calls reached the failing upstream",
+        out.real_called
+    );
     let real_calls = (JUNK - REAL_FROM) / 1000;
-    assert!(out.real_rejected >= real_calls - 3, "{} of {real_calls} rejected", out.real_rejected);
+    assert!(
+        out.real_rejected >= real_calls - 3,
+        "{} of {real_calls} rejected",
+        out.real_rejected
+    );
     assert!(registry.untracked() > 0);
 
     // An hour later the junk's failures are old: room again for real hosts.

@@ -37,14 +37,31 @@ fn the_spellings_of_one_host_are_one_key() {
         "u:p@api.example",
         "u:p@API.EXAMPLE.:80",
     ] {
-        assert_eq!(norm(spelling, Some(80)).as_deref(), Ok("api.example:80"), "{spelling}");
+        assert_eq!(
+            norm(spelling, Some(80)).as_deref(),
+            Ok("api.example:80"),
+            "{spelling}"
+        );
     }
     for spelling in ["[::1]", "[0:0:0:0:0:0:0:1]:443", "[0::1]:0443", "u@[::1]"] {
-        assert_eq!(norm(spelling, Some(443)).as_deref(), Ok("[::1]:443"), "{spelling}");
+        assert_eq!(
+            norm(spelling, Some(443)).as_deref(),
+            Ok("[::1]:443"),
+            "{spelling}"
+        );
     }
-    assert_eq!(norm("[2001:DB8::A]:8080", None).as_deref(), Ok("[2001:db8::a]:8080"));
-    assert_eq!(norm("127.0.0.1:5432", None).as_deref(), Ok("127.0.0.1:5432"));
-    assert_eq!(norm("my_svc.ns.svc:9000", None).as_deref(), Ok("my_svc.ns.svc:9000"));
+    assert_eq!(
+        norm("[2001:DB8::A]:8080", None).as_deref(),
+        Ok("[2001:db8::a]:8080")
+    );
+    assert_eq!(
+        norm("127.0.0.1:5432", None).as_deref(),
+        Ok("127.0.0.1:5432")
+    );
+    assert_eq!(
+        norm("my_svc.ns.svc:9000", None).as_deref(),
+        Ok("my_svc.ns.svc:9000")
+    );
 }
 
 #[test]
@@ -72,17 +89,42 @@ fn what_does_not_parse_has_no_key() {
         ("api.example:8o", BadPort),
         ("api.example", UnknownScheme),
     ] {
-        let port = if reason == UnknownScheme { None } else { Some(80) };
+        let port = if reason == UnknownScheme {
+            None
+        } else {
+            Some(80)
+        };
         assert_eq!(norm(input, port), Err(reason), "{input:?}");
     }
     let long = format!("{}{}.example", "a".repeat(60), ".a".repeat(100));
-    assert_eq!(norm(&long, Some(80)), Err(KeylessReason::Malformed), "over 253 bytes");
+    assert_eq!(
+        norm(&long, Some(80)),
+        Err(KeylessReason::Malformed),
+        "over 253 bytes"
+    );
     let label = "a".repeat(64);
-    assert_eq!(norm(&label, Some(80)), Err(KeylessReason::Malformed), "a 64-byte label");
-    let near = format!("{}.{}.{}.{}", "a".repeat(63), "b".repeat(63), "c".repeat(63), "d".repeat(61));
+    assert_eq!(
+        norm(&label, Some(80)),
+        Err(KeylessReason::Malformed),
+        "a 64-byte label"
+    );
+    let near = format!(
+        "{}.{}.{}.{}",
+        "a".repeat(63),
+        "b".repeat(63),
+        "c".repeat(63),
+        "d".repeat(61)
+    );
     assert_eq!(near.len(), 253);
-    assert_eq!(norm(&near, Some(80)), Err(KeylessReason::TooLong), "legal name, key > 255");
-    assert_eq!(norm(&"x".repeat(2000), Some(80)), Err(KeylessReason::TooLong));
+    assert_eq!(
+        norm(&near, Some(80)),
+        Err(KeylessReason::TooLong),
+        "legal name, key > 255"
+    );
+    assert_eq!(
+        norm(&"x".repeat(2000), Some(80)),
+        Err(KeylessReason::TooLong)
+    );
 }
 
 #[test]
@@ -109,7 +151,10 @@ fn schemes_and_headers_pick_the_port() {
     assert_eq!(key(two).unwrap_err().reason(), KeylessReason::Malformed);
     assert_eq!(key(get("/x")).unwrap_err().reason(), KeylessReason::Missing);
     let tls = AuthorityKey::<HostKey>::new().default_port(Some(443));
-    assert_eq!(tls.normalise(&host("a.example")).unwrap().as_str(), "a.example:443");
+    assert_eq!(
+        tls.normalise(&host("a.example")).unwrap().as_str(),
+        "a.example:443"
+    );
 }
 
 /// The seven spellings through the layer: one breaker, so once
@@ -133,7 +178,12 @@ async fn one_host_one_breaker_through_the_layer() {
     });
     let mut svc = KeyedLayer::new(registry.clone()).layer(inner);
     let host = |h: &str| http::Request::get("/").header("host", h).body(()).unwrap();
-    let first = svc.ready().await.unwrap().call(host("api.example:80")).await;
+    let first = svc
+        .ready()
+        .await
+        .unwrap()
+        .call(host("api.example:80"))
+        .await;
     assert!(first.unwrap_err().is::<std::io::Error>());
     for spelling in [
         "api.example",
@@ -143,14 +193,32 @@ async fn one_host_one_breaker_through_the_layer() {
         "u:p@api.example",
         "API.EXAMPLE",
     ] {
-        let err = svc.ready().await.unwrap().call(host(spelling)).await.unwrap_err();
+        let err = svc
+            .ready()
+            .await
+            .unwrap()
+            .call(host(spelling))
+            .await
+            .unwrap_err();
         assert!(err.is::<Rejected>(), "{spelling}: {err}");
     }
     assert_eq!(calls.load(Ordering::SeqCst), 1);
     assert_eq!(registry.len(), 1);
     // Unparsable ones are rejected as keyless, counted, never called.
-    for junk in ["api example", "api.example/x", "[::1", "", "api.example:99999"] {
-        let err = svc.ready().await.unwrap().call(host(junk)).await.unwrap_err();
+    for junk in [
+        "api example",
+        "api.example/x",
+        "[::1",
+        "",
+        "api.example:99999",
+    ] {
+        let err = svc
+            .ready()
+            .await
+            .unwrap()
+            .call(host(junk))
+            .await
+            .unwrap_err();
         assert!(err.is::<Keyless>(), "{junk:?}: {err}");
     }
     assert_eq!(calls.load(Ordering::SeqCst), 1);

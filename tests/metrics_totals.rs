@@ -47,7 +47,11 @@ fn value(all: &[(String, Vec<(String, String)>, u64)], name: &str, labels: &[(&s
         .unwrap_or_else(|| panic!("no {name} {labels:?} in {all:?}"))
 }
 
-fn successes(registry: &Registry<u64, std::collections::hash_map::RandomState, ManualClock>, key: u64, n: usize) {
+fn successes(
+    registry: &Registry<u64, std::collections::hash_map::RandomState, ManualClock>,
+    key: u64,
+    n: usize,
+) {
     let h = registry.handle(&key);
     for _ in 0..n {
         h.try_acquire().unwrap().success();
@@ -57,12 +61,11 @@ fn successes(registry: &Registry<u64, std::collections::hash_map::RandomState, M
 #[test]
 fn registry_calls_total_is_monotone_across_eviction_and_removal() {
     let clock = ManualClock::new();
-    let registry = Registry::<u64>::builder(
-        Breaker::builder().consecutive_failures(5).count_calls(true),
-    )
-    .idle_ttl(Duration::from_secs(60))
-    .build_with_clock(clock.clone())
-    .unwrap();
+    let registry =
+        Registry::<u64>::builder(Breaker::builder().consecutive_failures(5).count_calls(true))
+            .idle_ttl(Duration::from_secs(60))
+            .build_with_clock(clock.clone())
+            .unwrap();
     let recorder = DebuggingRecorder::new();
     let snapshotter = recorder.snapshotter();
     let export = || {
@@ -72,7 +75,11 @@ fn registry_calls_total_is_monotone_across_eviction_and_removal() {
     };
     let success_total = || {
         export();
-        value(&counters(&snapshotter), REGISTRY_CALLS_TOTAL, &[("outcome", "success")])
+        value(
+            &counters(&snapshotter),
+            REGISTRY_CALLS_TOTAL,
+            &[("outcome", "success")],
+        )
     };
 
     successes(&registry, 1, 100);
@@ -83,7 +90,10 @@ fn registry_calls_total_is_monotone_across_eviction_and_removal() {
     assert_eq!(registry.sweep(usize::MAX), 1);
     export();
     let all = counters(&snapshotter);
-    assert_eq!(value(&all, REGISTRY_CALLS_TOTAL, &[("outcome", "success")]), 100);
+    assert_eq!(
+        value(&all, REGISTRY_CALLS_TOTAL, &[("outcome", "success")]),
+        100
+    );
     assert_eq!(value(&all, REGISTRY_EVICTED_TOTAL, &[]), 1);
 
     // 10 more on a new host: 110, then 120 — not stalled at the old maximum.
@@ -98,7 +108,10 @@ fn registry_calls_total_is_monotone_across_eviction_and_removal() {
     assert!(registry.remove(&3));
     export();
     let all = counters(&snapshotter);
-    assert_eq!(value(&all, REGISTRY_CALLS_TOTAL, &[("outcome", "success")]), 120);
+    assert_eq!(
+        value(&all, REGISTRY_CALLS_TOTAL, &[("outcome", "success")]),
+        120
+    );
     assert_eq!(value(&all, REGISTRY_REMOVED_TOTAL, &[]), 2);
     drop(held);
     successes(&registry, 4, 5);
@@ -108,17 +121,18 @@ fn registry_calls_total_is_monotone_across_eviction_and_removal() {
 
 #[test]
 fn per_host_and_aggregate_series_have_distinct_names() {
-    let registry = Registry::<u64>::builder(
-        Breaker::builder().consecutive_failures(5).count_calls(true),
-    )
-    .build_with_clock(ManualClock::new())
-    .unwrap();
+    let registry =
+        Registry::<u64>::builder(Breaker::builder().consecutive_failures(5).count_calls(true))
+            .build_with_clock(ManualClock::new())
+            .unwrap();
     successes(&registry, 1, 3);
     successes(&registry, 2, 4);
     let recorder = DebuggingRecorder::new();
     let snapshotter = recorder.snapshotter();
     metrics::with_local_recorder(&recorder, || {
-        MetricsExporter::new().per_host(true).export_registry(&registry)
+        MetricsExporter::new()
+            .per_host(true)
+            .export_registry(&registry)
     });
     let all = counters(&snapshotter);
     let per_host: u64 = all
@@ -131,8 +145,14 @@ fn per_host_and_aggregate_series_have_distinct_names() {
             *v
         })
         .sum();
-    assert_eq!(per_host, 7, "a sum over the per-host series counts each call once");
-    assert_eq!(value(&all, REGISTRY_CALLS_TOTAL, &[("outcome", "success")]), 7);
+    assert_eq!(
+        per_host, 7,
+        "a sum over the per-host series counts each call once"
+    );
+    assert_eq!(
+        value(&all, REGISTRY_CALLS_TOTAL, &[("outcome", "success")]),
+        7
+    );
     assert_ne!(CALLS_TOTAL, REGISTRY_CALLS_TOTAL);
 }
 
@@ -150,7 +170,11 @@ fn transitions_carry_the_upstream_label_only_when_asked() {
         record_transition_per_host("api.example:443", &t);
     });
     let all = counters(&snapshotter);
-    let base = [("from", "closed"), ("to", "open"), ("reason", t.reason.as_str())];
+    let base = [
+        ("from", "closed"),
+        ("to", "open"),
+        ("reason", t.reason.as_str()),
+    ];
     assert_eq!(value(&all, TRANSITIONS_TOTAL, &base), 1);
     let mut labelled = base.to_vec();
     labelled.push(("upstream", "api.example:443"));

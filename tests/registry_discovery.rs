@@ -41,7 +41,11 @@ fn removing_an_open_breaker_frees_its_place_at_once_and_its_holders_keep_working
 
     assert!(registry.remove(&1));
     assert_eq!((registry.len(), registry.open_count()), (1, 0));
-    assert_eq!(registry.count_in(State::Disabled), 0, "the departed one is counted nowhere");
+    assert_eq!(
+        registry.count_in(State::Disabled),
+        0,
+        "the departed one is counted nowhere"
+    );
     // Its place in the cap is free: the other host may trip now.
     other.try_acquire().unwrap().failure();
     assert_eq!(other.state(), State::Open);
@@ -52,7 +56,11 @@ fn removing_an_open_breaker_frees_its_place_at_once_and_its_holders_keep_working
     for _ in 0..3 {
         old.try_acquire().unwrap().failure();
     }
-    assert_eq!(registry.open_count(), 1, "its verdicts touch no fleet counter");
+    assert_eq!(
+        registry.open_count(),
+        1,
+        "its verdicts touch no fleet counter"
+    );
     let fresh = registry.handle(&1);
     assert!(!Handle::ptr_eq(&old, &fresh));
     assert_eq!(fresh.state(), State::Closed);
@@ -70,7 +78,14 @@ fn removing_an_unheld_breaker_settles_it_at_once() {
     trip(&registry.handle(&1));
     assert_eq!(registry.open_count(), 1);
     assert!(registry.remove(&1));
-    assert_eq!((registry.len(), registry.open_count(), registry.count_in(State::Closed)), (0, 0, 0));
+    assert_eq!(
+        (
+            registry.len(),
+            registry.open_count(),
+            registry.count_in(State::Closed)
+        ),
+        (0, 0, 0)
+    );
     // Its capacity slot is back.
     let a = registry.handle(&2);
     let b = registry.handle(&3);
@@ -116,7 +131,10 @@ fn insert_with_overrides_pins_and_names_the_key_in_errors() {
         .unwrap();
     assert!(!Handle::ptr_eq(&before, &pinned), "replaced");
     assert!(Handle::ptr_eq(&pinned, &registry.handle("pay:443")));
-    assert_eq!(registry.handle("pay:443").config().consecutive_failures(), Some(1));
+    assert_eq!(
+        registry.handle("pay:443").config().consecutive_failures(),
+        Some(1)
+    );
     assert_eq!((registry.len(), registry.removed()), (1, 1));
     drop((before, pinned));
     // Pinned: never evicted, however idle.
@@ -134,7 +152,10 @@ fn insert_with_overrides_pins_and_names_the_key_in_errors() {
     assert!(registry.is_empty());
 
     let err = Registry::<String>::builder(consecutive(5))
-        .override_key("worse:443".to_string(), Breaker::builder().min_calls(0).failure_rate(0.5))
+        .override_key(
+            "worse:443".to_string(),
+            Breaker::builder().min_calls(0).failure_rate(0.5),
+        )
         .build()
         .unwrap_err();
     assert!(err.to_string().contains("\"worse:443\""), "{err}");
@@ -143,14 +164,13 @@ fn insert_with_overrides_pins_and_names_the_key_in_errors() {
 #[test]
 fn failures_older_than_forget_after_are_forgotten_open_ones_after_ttl_plus_cap() {
     let clock = ManualClock::new();
-    let registry: Reg<u64> = Registry::builder(
-        consecutive(3).backoff(2.0, Duration::from_secs(600)),
-    )
-    .idle_ttl(Duration::from_secs(60))
-    .forget_after(Duration::from_secs(3600))
-    .shards(1)
-    .build_with_clock(clock.clone())
-    .unwrap();
+    let registry: Reg<u64> =
+        Registry::builder(consecutive(3).backoff(2.0, Duration::from_secs(600)))
+            .idle_ttl(Duration::from_secs(60))
+            .forget_after(Duration::from_secs(3600))
+            .shards(1)
+            .build_with_clock(clock.clone())
+            .unwrap();
     registry.handle(&1).try_acquire().unwrap().failure(); // a failure in the window
     trip(&registry.handle(&2)); // open, cap 600 s
     let busy = registry.handle(&3);
@@ -160,7 +180,11 @@ fn failures_older_than_forget_after_are_forgotten_open_ones_after_ttl_plus_cap()
     clock.advance(Duration::from_secs(600));
     // 3 stays busy: an OPEN breaker that still sees traffic is never evicted.
     drop(registry.handle(&3));
-    assert_eq!(registry.sweep(1), 0, "past the TTL, but the failure is fresh and 2 is open");
+    assert_eq!(
+        registry.sweep(1),
+        0,
+        "past the TTL, but the failure is fresh and 2 is open"
+    );
     clock.advance(Duration::from_secs(62));
     drop(registry.handle(&3));
     assert_eq!(registry.sweep(1), 1, "2: idle past TTL + cap");
@@ -169,7 +193,11 @@ fn failures_older_than_forget_after_are_forgotten_open_ones_after_ttl_plus_cap()
     // (that lookup stamped 1 again)
     clock.advance(Duration::from_secs(3601));
     drop(registry.handle(&3));
-    assert_eq!(registry.sweep(1), 1, "1: its failure is older than forget_after");
+    assert_eq!(
+        registry.sweep(1),
+        1,
+        "1: its failure is older than forget_after"
+    );
     assert_eq!(registry.len(), 1);
     assert_eq!(registry.with(&3, |b| b.state()), State::Open);
     assert_eq!(registry.evicted(), 2);
@@ -185,7 +213,9 @@ fn a_full_registry_shares_one_overflow_breaker_per_shard_that_still_trips() {
     let held = registry.handle(&1);
     registry.handle(&1).try_acquire().unwrap().failure(); // not evictable either
     let overflow: Vec<_> = (2..10u64).map(|k| registry.handle(&k)).collect();
-    assert!(overflow.iter().all(|h| !h.is_tracked() && h.key().is_none()));
+    assert!(overflow
+        .iter()
+        .all(|h| !h.is_tracked() && h.key().is_none()));
     assert!(overflow.windows(2).all(|w| Handle::ptr_eq(&w[0], &w[1])));
     assert_eq!((registry.len(), registry.untracked()), (1, 8));
     // Failing new keys trip it, and then every new key of the shard is rejected.
@@ -193,7 +223,11 @@ fn a_full_registry_shares_one_overflow_breaker_per_shard_that_still_trips() {
         registry.handle(&k).try_acquire().unwrap().failure();
     }
     assert!(registry.handle(&13).try_acquire().is_err());
-    assert_eq!(registry.open_count(), 0, "not a key's breaker: outside the fleet");
+    assert_eq!(
+        registry.open_count(),
+        0,
+        "not a key's breaker: outside the fleet"
+    );
     drop(held);
 }
 
@@ -215,7 +249,11 @@ fn pressure_evicts_the_least_recently_used_pristine_entry() {
     assert!(d.is_tracked());
     let mut left: Vec<String> = registry.snapshots().map(|(k, _)| k.to_string()).collect();
     left.sort();
-    assert_eq!(left, ["a:80", "c:80", "d:80"], "b was the least recently used");
+    assert_eq!(
+        left,
+        ["a:80", "c:80", "d:80"],
+        "b was the least recently used"
+    );
     assert_eq!(registry.evicted(), 1);
 }
 

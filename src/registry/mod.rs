@@ -13,8 +13,9 @@
 //! # Sharding
 //!
 //! The key is hashed **once** (std's keyed SipHash by default, any
-//! `BuildHasher` pluggable); the hash picks the shard (bits 57−b..57, below
-//! the 7 tag bits hashbrown uses), probes the shard's `hashbrown::HashTable`,
+//! `BuildHasher` pluggable); the hash picks the shard (bits 25..57 scaled to
+//! the shard count: below the 7 tag bits hashbrown uses, above its bucket
+//! bits), probes the shard's `hashbrown::HashTable`,
 //! and is stored as the breaker's id — so rehashing on growth reads it back
 //! instead of hashing the key again, and jitter differs per host. Each shard is
 //! its own `RwLock` in a `CachePadded` slot: a lookup takes one shard's read
@@ -249,7 +250,6 @@ struct Override<K, C> {
 /// ```
 pub struct Registry<K, S = RandomState, C: Clock = QuantaClock> {
     shards: Box<[CachePadded<Shard<K, C>>]>,
-    shard_bits: u32,
     hasher: S,
     shared: Arc<Shared<C>>,
     overrides: HashTable<Override<K, C>>,
@@ -707,10 +707,12 @@ impl<K: Hash + Eq, S: BuildHasher, C: Clock> Registry<K, S, C> {
 impl<K, S, C: Clock> Registry<K, S, C> {
     #[inline]
     fn shard(&self, hash: u64) -> &Shard<K, C> {
-        // Bits 57-b..57: below hashbrown's 7-bit tag, above the bits it uses
-        // for bucket positions (a shard's table stays far below 2^41 buckets).
-        let index = (hash >> (57 - self.shard_bits)) as usize & (self.shards.len() - 1);
-        &self.shards[index]
+        // Bits 25..57: below hashbrown's 7-bit tag, above the bits it uses for
+        // bucket positions (a shard's table stays below 2^25 buckets), scaled
+        // to the shard count by one multiply, so the count need not be a
+        // power of two.
+        let bits = u64::from((hash >> 25) as u32);
+        &self.shards[((bits * self.shards.len() as u64) >> 32) as usize]
     }
 
     fn rule(&self, now: Nanos) -> Evict {
@@ -1122,7 +1124,7 @@ impl<K, S, C: Clock> Registry<K, S, C> {
     /// let registry = Registry::<u64>::builder(Breaker::builder().consecutive_failures(1))
     ///     .capacity(1_000_000)
     ///     .build()?;
-    /// assert_eq!(registry.shard_count(), 1024);
+    /// assert_eq!(registry.shard_count(), 1250); // 800 keys each when full
     /// # Ok::<(), failfast::ConfigError>(())
     /// ```
     pub fn shard_count(&self) -> usize {
