@@ -13,9 +13,12 @@ use failfast::export::metrics::{
 use failfast::{Breaker, ManualClock, Registry};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 
-/// `(name, labels, counter value)` of every counter in a snapshot (a
-/// snapshot drains the recorder's counters; `absolute` sets them again).
-fn counters(snapshotter: &Snapshotter) -> Vec<(String, Vec<(String, String)>, u64)> {
+/// A counter: name, labels, value.
+type Counter = (String, Vec<(String, String)>, u64);
+
+/// Every counter in a snapshot (a snapshot drains the recorder's counters;
+/// `absolute` sets them again).
+fn counters(snapshotter: &Snapshotter) -> Vec<Counter> {
     snapshotter
         .snapshot()
         .into_vec()
@@ -34,7 +37,7 @@ fn counters(snapshotter: &Snapshotter) -> Vec<(String, Vec<(String, String)>, u6
         .collect()
 }
 
-fn value(all: &[(String, Vec<(String, String)>, u64)], name: &str, labels: &[(&str, &str)]) -> u64 {
+fn value(all: &[Counter], name: &str, labels: &[(&str, &str)]) -> u64 {
     all.iter()
         .find(|(n, l, _)| {
             n == name

@@ -6,19 +6,22 @@ use core::fmt;
 
 use crate::sync::{AtomicUsize, Ordering};
 
+/// A key-byte budget and how to measure a key against it.
+pub(crate) type KeyBudget<K> = Option<(usize, fn(&K) -> usize)>;
+
 /// Entry slots and key bytes.
 pub(crate) struct Budget<K> {
     capacity: Option<usize>,
     /// Entries in the maps (counted only with a capacity).
     slots: AtomicUsize,
     /// The key-byte budget and how to measure a key.
-    bytes: Option<(usize, fn(&K) -> usize)>,
+    bytes: KeyBudget<K>,
     /// Key bytes held (counted only with a budget).
     used_bytes: AtomicUsize,
 }
 
 impl<K> Budget<K> {
-    pub(crate) fn new(capacity: Option<usize>, bytes: Option<(usize, fn(&K) -> usize)>) -> Self {
+    pub(crate) fn new(capacity: Option<usize>, bytes: KeyBudget<K>) -> Self {
         Budget {
             capacity,
             slots: AtomicUsize::new(0),

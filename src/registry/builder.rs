@@ -8,7 +8,7 @@ use std::collections::hash_map::RandomState;
 use crossbeam_utils::CachePadded;
 use hashbrown::HashTable;
 
-use super::budget::Budget;
+use super::budget::{Budget, KeyBudget};
 use super::handle::{Entry, EntryArc, Kind};
 use super::key::KeyBytes;
 use super::shard::{ticks, Shard};
@@ -70,7 +70,7 @@ pub struct RegistryBuilder<K, S = RandomState> {
     overrides: Vec<(K, Builder, String)>,
     hasher: S,
     capacity: Option<usize>,
-    max_key_bytes: Option<(usize, fn(&K) -> usize)>,
+    max_key_bytes: KeyBudget<K>,
     idle_ttl: Duration,
     forget_after: Duration,
     max_open: MaxOpen,
