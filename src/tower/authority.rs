@@ -1,32 +1,5 @@
 //! [`AuthorityKey`]: one key per upstream, whatever the spelling — and
 //! [`Keyless`], the error of a request whose key cannot be derived.
-//!
-//! # The normal form
-//!
-//! `host:port`, always with the port:
-//!
-//! * the **host** lowercased, one trailing dot removed; a name is letters,
-//!   digits, `-`, `_` and `.`-separated labels of 1..=63 bytes, at most 253
-//!   bytes in all (DNS); a name whose last label is numeric (`127.1`,
-//!   `0x7f.0.0.1`, `1.2.3.04`) must be a plain dotted-quad IPv4 address, since
-//!   resolvers read the other spellings as the same address in other bases;
-//!   an IPv6 literal is written in its RFC 5952 form (`[::1]`), zone ids are
-//!   not accepted;
-//! * **userinfo** (`user:pass@`) removed;
-//! * the **port** explicit: the scheme's default when absent or empty
-//!   (`http`, `ws` → 80; `https`, `wss` → 443; a request without a scheme —
-//!   origin-form, keyed by its `Host` header — is taken as `http` unless
-//!   [`default_port`](AuthorityKey::default_port) says otherwise), leading
-//!   zeros dropped (`080` is 80, as clients read it), and in 1..=65535.
-//!
-//! Anything else — an empty or absent authority, spaces, `/`, a bad port, an
-//! unknown scheme without a port, two `Host` headers, a key longer than
-//! [`max_len`](AuthorityKey::max_len) — has no key: [`Keyless`].
-//!
-//! The normal form is built in a stack buffer, so deriving a key allocates
-//! nothing; a registry of [`HostKey`]s or `String`s is then looked up by the
-//! borrowed text, and the key is allocated (or, for a short `HostKey`, copied
-//! inline) only when it is new.
 
 use core::fmt::{self, Write as _};
 use core::marker::PhantomData;
@@ -254,7 +227,7 @@ fn push_name(host: &[u8], buf: &mut KeyBuf) -> Result<(), Keyless> {
 
 /// Writes the normal form of `authority` (`[userinfo@]host[:port]`) into
 /// `buf`, `default_port` standing in for an absent or empty port, and
-/// returns it. See the [module docs](self) for the rules.
+/// returns it. See [`AuthorityKey`] for the rules.
 ///
 /// ```
 /// use failfast::tower::{normalise_authority, KeyBuf};
@@ -365,10 +338,9 @@ impl FromAuthority for http::uri::Authority {
     }
 }
 
-/// The default key of an `http::Request`: the normal form (see the
-/// [module docs](self)) of its URI's authority (as a client or a forward
-/// proxy sees it), else of its `Host` header (as a server or a reverse
-/// proxy sees it).
+/// The default key of an `http::Request`: the normal form (below) of its
+/// URI's authority (as a client or a forward proxy sees it), else of its
+/// `Host` header (as a server or a reverse proxy sees it).
 ///
 /// `K` is the registry's key type: [`HostKey`] is the compact choice (no
 /// allocation per request, ordinary names inline in the entry); `String`
@@ -387,6 +359,33 @@ impl FromAuthority for http::uri::Authority {
 /// let req = http::Request::get("/v1").header("host", "shop.example:99999").body(()).unwrap();
 /// assert_eq!(keys.normalise(&req).unwrap_err().reason(), KeylessReason::BadPort);
 /// ```
+///
+/// # The normal form
+///
+/// `host:port`, always with the port:
+///
+/// * the **host** lowercased, one trailing dot removed; a name is letters,
+///   digits, `-`, `_` and `.`-separated labels of 1..=63 bytes, at most 253
+///   bytes in all (DNS); a name whose last label is numeric (`127.1`,
+///   `0x7f.0.0.1`, `1.2.3.04`) must be a plain dotted-quad IPv4 address, since
+///   resolvers read the other spellings as the same address in other bases;
+///   an IPv6 literal is written in its RFC 5952 form (`[::1]`), zone ids are
+///   not accepted;
+/// * **userinfo** (`user:pass@`) removed;
+/// * the **port** explicit: the scheme's default when absent or empty
+///   (`http`, `ws` → 80; `https`, `wss` → 443; a request without a scheme —
+///   origin-form, keyed by its `Host` header — is taken as `http` unless
+///   [`default_port`](AuthorityKey::default_port) says otherwise), leading
+///   zeros dropped (`080` is 80, as clients read it), and in 1..=65535.
+///
+/// Anything else — an empty or absent authority, spaces, `/`, a bad port, an
+/// unknown scheme without a port, two `Host` headers, a key longer than
+/// [`max_len`](AuthorityKey::max_len) — has no key: [`Keyless`].
+///
+/// The normal form is built in a stack buffer, so deriving a key allocates
+/// nothing; a registry of [`HostKey`]s or `String`s is then looked up by the
+/// borrowed text, and the key is allocated (or, for a short `HostKey`, copied
+/// inline) only when it is new.
 pub struct AuthorityKey<K = http::uri::Authority> {
     max_len: usize,
     default_port: Option<u16>,
