@@ -376,6 +376,7 @@ impl<K: Hash + Eq, S: BuildHasher, C: Clock> Registry<K, S, C> {
     }
 
     /// The entry of a borrowed key (see [`entry_from_at`](Self::entry_from_at)).
+    #[cfg(feature = "tower")]
     pub(crate) fn entry_borrowed_at<Q>(&self, key: &Q, now: Nanos) -> EntryArc<Entry<K, C>>
     where
         K: Borrow<Q>,
@@ -739,12 +740,14 @@ impl<K, S, C: Clock> Registry<K, S, C> {
     }
 
     /// Counts a request whose key could not be derived.
+    #[cfg(feature = "tower")]
     pub(crate) fn count_keyless(&self) {
         // Relaxed: a statistic.
         self.keyless.fetch_add(1, Ordering::Relaxed);
     }
 
     /// The unkeyed breaker's entry.
+    #[cfg(feature = "tower")]
     pub(crate) fn unkeyed_entry(&self) -> &EntryArc<Entry<K, C>> {
         &self.unkeyed
     }

@@ -147,7 +147,8 @@ impl<K: Hash + Eq, H: BuildHasher, C: Clock> KeySink<K> for Lookup<'_, K, H, C> 
 pub enum KeylessPolicy {
     /// Refuse it at once, without calling the inner service: the call's
     /// future is ready with [`Keyless`] boxed in [`BoxError`] (a 400 for a
-    /// proxy). The default.
+    /// proxy; boxing it is the one allocation of such a request, as for any
+    /// error through tower). The default.
     #[default]
     Reject,
     /// Guard it with the registry's one shared unkeyed breaker
