@@ -43,6 +43,11 @@ const VARIANTS: [&str; 10] = [
 const LAYERS: [&str; 3] = ["ff_keyed", "ff_keyed_hook", "ff_keyed_authority"];
 #[cfg(not(feature = "tower"))]
 const LAYERS: [&str; 0] = [];
+/// Registry lookups and inserts (`Registry<String>`, 100k keys, std's
+/// SipHash): `reg_with` runs `Breaker::state` on a borrowed lookup,
+/// `reg_handle` clones and drops a handle, both over a fixed pseudo-random
+/// order of 4096 keys; `reg_insert` inserts N new keys (built before).
+const REGISTRY_ROWS: [&str; 3] = ["reg_with", "reg_handle", "reg_insert"];
 const FLOORS: [&str; 4] = [
     "floor_load",
     "floor_fetch_add",
@@ -220,6 +225,55 @@ fn keyed(_: &str, _: u64) -> u64 {
     unreachable!("built without the tower feature: no ff_keyed rows")
 }
 
+fn registry_row(name: &str, n: u64) -> u64 {
+    use failfast::Registry;
+    let host = |i: u64| format!("host-{i}.example.com:443");
+    let registry: Registry<String> = Registry::builder(Breaker::builder().consecutive_failures(5))
+        .build()
+        .unwrap();
+    for i in 0..100_000 {
+        drop(registry.get_or_insert(host(i)));
+    }
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    let order: Vec<String> = (0..4096)
+        .map(|_| {
+            x = x
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            host((x >> 33) % 100_000)
+        })
+        .collect();
+    match name {
+        "reg_with" => measured(|| {
+            let mut ran = 0;
+            for i in 0..n as usize {
+                let key = black_box(order[i & 4095].as_str());
+                ran += u64::from(registry.with(key, |b| b.state()) == failfast::State::Closed);
+            }
+            ran
+        }),
+        "reg_handle" => measured(|| {
+            let mut ran = 0;
+            for i in 0..n as usize {
+                let h = registry.handle(black_box(order[i & 4095].as_str()));
+                ran += u64::from(h.is_tracked());
+            }
+            ran
+        }),
+        "reg_insert" => {
+            let keys: Vec<String> = (0..n).map(|i| host(100_000 + i)).collect();
+            measured(|| {
+                let mut ran = 0;
+                for k in keys {
+                    ran += u64::from(registry.get_or_insert(k).is_tracked());
+                }
+                ran
+            })
+        }
+        _ => unreachable!(),
+    }
+}
+
 fn floor(name: &str, n: u64) -> u64 {
     let (a, b) = (AtomicU64::new(0), AtomicU64::new(0));
     let clock = quanta::Clock::new();
@@ -323,7 +377,13 @@ fn main() {
         return;
     }
     if args.first().map(String::as_str) == Some("list") {
-        for n in PEERS.iter().chain(&VARIANTS).chain(&LAYERS).chain(&FLOORS) {
+        for n in PEERS
+            .iter()
+            .chain(&VARIANTS)
+            .chain(&LAYERS)
+            .chain(&REGISTRY_ROWS)
+            .chain(&FLOORS)
+        {
             println!("{n}");
         }
         return;
@@ -344,6 +404,8 @@ fn main() {
         variant(name, open, n)
     } else if LAYERS.contains(&name.as_str()) {
         keyed(name, n)
+    } else if REGISTRY_ROWS.contains(&name.as_str()) {
+        registry_row(name, n)
     } else if FLOORS.contains(&name.as_str()) {
         floor(name, n)
     } else {

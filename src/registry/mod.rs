@@ -65,10 +65,11 @@
 //!     in its window ([`Breaker::is_pristine_at`]): indistinguishable from a
 //!     fresh breaker;
 //!   * CLOSED and idle longer than [`forget_after`](RegistryBuilder::forget_after)
-//!     (default 1 h): every call its window holds is at least that old (a
-//!     verdict is recorded while a handle or a [`with`](Registry::with) is
-//!     held, and both stamp the entry), and failures that old carry no
-//!     information about the host now;
+//!     (default 1 h): every call its window holds started at least that long
+//!     ago (a call is admitted through a lookup or a held handle, and both
+//!     stamp the entry — a lookup when it happens, a handle when it is
+//!     released; an entry in use is never evicted), and failures that old
+//!     carry no information about the host now;
 //!   * OPEN or HALF_OPEN and idle longer than the TTL **plus the longest open
 //!     period** (the configuration's backoff cap): nobody asked for the host
 //!     through a whole open period, so a fresh breaker would admit its next
