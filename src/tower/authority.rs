@@ -190,39 +190,85 @@ fn parse_port(digits: &[u8]) -> Result<Option<u16>, Keyless> {
     }
 }
 
-/// Writes the normal form of a DNS name or IPv4 address.
+/// What a byte may be in a host name: 0 = not allowed, else the byte to
+/// write (lowercased); `.` separates labels.
+const NAME_BYTE: [u8; 256] = {
+    let mut table = [0u8; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        table[b] = match c {
+            b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => c,
+            b'A'..=b'Z' => c + 32,
+            _ => 0,
+        };
+        b += 1;
+    }
+    table
+};
+
+/// Writes the normal form of a DNS name or IPv4 address: one pass that
+/// lowercases, checks every byte and the label lengths.
 fn push_name(host: &[u8], buf: &mut KeyBuf) -> Result<(), Keyless> {
     let host = host.strip_suffix(b".").unwrap_or(host);
     if host.is_empty() || host.len() > 253 {
         return Err(malformed());
     }
-    let mut last_label: &[u8] = &[];
-    for label in host.split(|&b| b == b'.') {
-        let ok = !label.is_empty()
-            && label.len() <= 63
-            && label
-                .iter()
-                .all(|&b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
-        if !ok {
+    let start = buf.len;
+    let Some(out) = buf.bytes.get_mut(start..start + host.len()) else {
+        return Err(Keyless::new(KeylessReason::TooLong));
+    };
+    let mut label = 0usize;
+    let mut last_start = 0usize;
+    for (i, (&b, o)) in host.iter().zip(out.iter_mut()).enumerate() {
+        let c = NAME_BYTE[b as usize];
+        if c == b'.' {
+            if label == 0 {
+                return Err(malformed());
+            }
+            label = 0;
+            last_start = i + 1;
+        } else if c == 0 || label == 63 {
             return Err(malformed());
+        } else {
+            label += 1;
         }
-        last_label = label;
+        *o = c;
     }
-    let numeric = last_label.iter().all(u8::is_ascii_digit)
-        || (last_label.len() > 2
-            && last_label[..2].eq_ignore_ascii_case(b"0x")
-            && last_label[2..].iter().all(u8::is_ascii_hexdigit));
+    if label == 0 {
+        return Err(malformed());
+    }
+    buf.len = start + host.len();
+    let last = &buf.bytes[start + last_start..buf.len];
+    let numeric = last.iter().all(u8::is_ascii_digit)
+        || (last.len() > 2
+            && last.starts_with(b"0x")
+            && last[2..].iter().all(u8::is_ascii_hexdigit));
     if numeric {
         // Only the plain dotted quad (std's parser refuses leading zeros and
         // short forms); its text is already canonical.
-        let text = core::str::from_utf8(host).map_err(|_| malformed())?;
+        let text = core::str::from_utf8(&buf.bytes[start..buf.len]).map_err(|_| malformed())?;
         text.parse::<Ipv4Addr>().map_err(|_| malformed())?;
-        return buf.push(host);
     }
-    let start = buf.len;
-    buf.push(host)?;
-    buf.bytes[start..buf.len].make_ascii_lowercase();
     Ok(())
+}
+
+/// Writes `:port` in decimal.
+fn push_port(buf: &mut KeyBuf, port: u16) -> Result<(), Keyless> {
+    let mut digits = [0u8; 6];
+    let mut i = digits.len();
+    let mut n = port;
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    i -= 1;
+    digits[i] = b':';
+    buf.push(&digits[i..])
 }
 
 /// Writes the normal form of `authority` (`[userinfo@]host[:port]`) into
@@ -256,16 +302,17 @@ pub fn normalise_authority<'b>(
     if authority.is_empty() {
         return Err(Keyless::new(KeylessReason::Missing));
     }
-    if !authority
-        .iter()
-        .all(|&b| b.is_ascii_graphic() && !matches!(b, b'/' | b'?' | b'#' | b'\\'))
-    {
-        return Err(malformed());
+    // Printable ASCII, none of `/ ? # \`; and where userinfo ends.
+    let mut after_at = 0;
+    for (i, &b) in authority.iter().enumerate() {
+        if !b.is_ascii_graphic() || matches!(b, b'/' | b'?' | b'#' | b'\\') {
+            return Err(malformed());
+        }
+        if b == b'@' {
+            after_at = i + 1;
+        }
     }
-    let host_port = match authority.iter().rposition(|&b| b == b'@') {
-        Some(at) => &authority[at + 1..],
-        None => authority,
-    };
+    let host_port = &authority[after_at..];
     let port_digits: &[u8];
     if let Some(rest) = host_port.strip_prefix(b"[") {
         let close = rest.iter().position(|&b| b == b']').ok_or_else(malformed)?;
@@ -282,9 +329,7 @@ pub fn normalise_authority<'b>(
             Some(colon) => (&host_port[..colon], &host_port[colon + 1..]),
             None => (host_port, &[][..]),
         };
-        if host.contains(&b':') || host.contains(&b'[') || host.contains(&b']') {
-            return Err(malformed());
-        }
+        // A second `:` (or a bracket) is not a name byte: `push_name` refuses it.
         port_digits = digits;
         push_name(host, buf)?;
     }
@@ -292,7 +337,7 @@ pub fn normalise_authority<'b>(
         Some(port) => port,
         None => default_port.ok_or(Keyless::new(KeylessReason::UnknownScheme))?,
     };
-    write!(buf, ":{port}").map_err(|_| Keyless::new(KeylessReason::TooLong))?;
+    push_port(buf, port)?;
     if buf.len > max_len {
         return Err(Keyless::new(KeylessReason::TooLong));
     }
