@@ -4,7 +4,9 @@
 //! (Ir(N) − Ir(0)) / N, the instructions per call with setup subtracted.
 //!
 //! `<impl>` is a name from `adapters::PEERS`, a failfast policy variant
-//! (`ff_*`, permit API), or a floor (`floor_*`). `callgrind list` prints them.
+//! (`ff_*`, permit API), a request through the keyed tower layer
+//! (`ff_keyed*`, built with `--features tower`), or a floor (`floor_*`).
+//! `callgrind list` prints them.
 
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -30,6 +32,22 @@ const VARIANTS: [&str; 10] = [
     "ff_std",
     "ff_failure",
 ];
+/// Requests through `KeyedLayer` over a held registry (feature `tower`): a
+/// `Host` header normalised by `AuthorityKey`, looked up among 1000 tracked
+/// hosts, a consecutive-failures breaker, a no-op inner service that hands
+/// the request back (so no request is built inside the measured loop).
+/// `ff_keyed`: `HostKey` keys; `ff_keyed_hook`: the same with a transition
+/// hook set; `ff_keyed_authority`: `http::uri::Authority` keys (one built per
+/// request).
+#[cfg(feature = "tower")]
+const LAYERS: [&str; 3] = ["ff_keyed", "ff_keyed_hook", "ff_keyed_authority"];
+#[cfg(not(feature = "tower"))]
+const LAYERS: [&str; 0] = [];
+/// Registry lookups and inserts (`Registry<String>`, 100k keys, std's
+/// SipHash): `reg_with` runs `Breaker::state` on a borrowed lookup,
+/// `reg_handle` clones and drops a handle, both over a fixed pseudo-random
+/// order of 4096 keys; `reg_insert` inserts N new keys (built before).
+const REGISTRY_ROWS: [&str; 3] = ["reg_with", "reg_handle", "reg_insert"];
 const FLOORS: [&str; 4] = [
     "floor_load",
     "floor_fetch_add",
@@ -116,6 +134,138 @@ fn variant(name: &str, open: bool, n: u64) -> u64 {
                     } else {
                         p.failure()
                     };
+                }
+                ran
+            })
+        }
+        _ => unreachable!(),
+    }
+}
+
+#[cfg(feature = "tower")]
+fn keyed(name: &str, n: u64) -> u64 {
+    use std::convert::Infallible;
+    use std::future::Future;
+    use std::pin::pin;
+    use std::sync::Arc;
+    use std::task::{Context, Poll, Waker};
+
+    use failfast::registry::HostKey;
+    use failfast::tower::{FromAuthority, KeyedLayer};
+    use failfast::Registry;
+    use tower::{Layer, Service};
+
+    /// One call to completion; the no-op inner service hands the request back.
+    fn call<S>(svc: &mut S, req: http::Request<()>) -> Option<http::Request<()>>
+    where
+        S: Service<http::Request<()>, Response = http::Request<()>>,
+    {
+        let mut cx = Context::from_waker(Waker::noop());
+        match pin!(svc.call(req)).poll(&mut cx) {
+            Poll::Ready(Ok(req)) => Some(req),
+            _ => None,
+        }
+    }
+
+    fn run<K: FromAuthority + std::hash::Hash + Eq + Send + Sync + std::fmt::Display + 'static>(
+        hook: bool,
+        n: u64,
+    ) -> u64 {
+        let registry = Arc::new(
+            Registry::<K>::builder(Breaker::builder().consecutive_failures(5))
+                .build()
+                .unwrap(),
+        );
+        let layer = KeyedLayer::new(registry.clone());
+        let layer = if hook {
+            layer.on_transition(|_: &str, t: &failfast::Transition| {
+                black_box(t);
+            })
+        } else {
+            layer
+        };
+        let mut svc = layer.layer(tower::service_fn(|req: http::Request<()>| {
+            std::future::ready(Ok::<_, Infallible>(req))
+        }));
+        let host = |i: u32| format!("host-{i}.example.com:443");
+        for i in 0..1000 {
+            let req = http::Request::get("/")
+                .header("host", host(i))
+                .body(())
+                .unwrap();
+            call(&mut svc, req).unwrap();
+        }
+        // A spelling that needs normalising: case, trailing dot.
+        let mut slot = Some(
+            http::Request::get("/v1")
+                .header("host", "Host-500.Example.com.:443")
+                .body(())
+                .unwrap(),
+        );
+        measured(|| {
+            let mut ran = 0;
+            for _ in 0..n {
+                let Some(req) = slot.take() else { break };
+                slot = call(black_box(&mut svc), req);
+                ran += u64::from(slot.is_some());
+            }
+            ran
+        })
+    }
+    match name {
+        "ff_keyed" => run::<HostKey>(false, n),
+        "ff_keyed_hook" => run::<HostKey>(true, n),
+        "ff_keyed_authority" => run::<http::uri::Authority>(false, n),
+        _ => unreachable!(),
+    }
+}
+
+#[cfg(not(feature = "tower"))]
+fn keyed(_: &str, _: u64) -> u64 {
+    unreachable!("built without the tower feature: no ff_keyed rows")
+}
+
+fn registry_row(name: &str, n: u64) -> u64 {
+    use failfast::Registry;
+    let host = |i: u64| format!("host-{i}.example.com:443");
+    let registry: Registry<String> = Registry::builder(Breaker::builder().consecutive_failures(5))
+        .build()
+        .unwrap();
+    for i in 0..100_000 {
+        drop(registry.get_or_insert(host(i)));
+    }
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    let order: Vec<String> = (0..4096)
+        .map(|_| {
+            x = x
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            host((x >> 33) % 100_000)
+        })
+        .collect();
+    match name {
+        "reg_with" => measured(|| {
+            let mut ran = 0;
+            for i in 0..n as usize {
+                let key = black_box(order[i & 4095].as_str());
+                ran += u64::from(registry.with(key, |b| b.state()) == failfast::State::Closed);
+            }
+            ran
+        }),
+        "reg_handle" => measured(|| {
+            let mut ran = 0;
+            for i in 0..n as usize {
+                let h = registry.handle(black_box(order[i & 4095].as_str()));
+                ran += u64::from(h.is_tracked());
+            }
+            ran
+        }),
+        "reg_insert" => {
+            let keys: Vec<String> = (0..n).map(|i| host(100_000 + i)).collect();
+            measured(|| {
+                let mut ran = 0;
+                for k in keys {
+                    ran += u64::from(registry.get_or_insert(k).is_tracked());
                 }
                 ran
             })
@@ -227,7 +377,13 @@ fn main() {
         return;
     }
     if args.first().map(String::as_str) == Some("list") {
-        for n in PEERS.iter().chain(&VARIANTS).chain(&FLOORS) {
+        for n in PEERS
+            .iter()
+            .chain(&VARIANTS)
+            .chain(&LAYERS)
+            .chain(&REGISTRY_ROWS)
+            .chain(&FLOORS)
+        {
             println!("{n}");
         }
         return;
@@ -246,6 +402,10 @@ fn main() {
         with_peer(name, open, Loop(n))
     } else if VARIANTS.contains(&name.as_str()) {
         variant(name, open, n)
+    } else if LAYERS.contains(&name.as_str()) {
+        keyed(name, n)
+    } else if REGISTRY_ROWS.contains(&name.as_str()) {
+        registry_row(name, n)
     } else if FLOORS.contains(&name.as_str()) {
         floor(name, n)
     } else {

@@ -14,8 +14,9 @@ N="${N:-1000000}"
 OUT="${OUT:-$CARGO_TARGET_DIR/callgrind}"
 mkdir -p "$OUT"
 
-cargo bench --no-run --bench callgrind >&2
-BIN=$(cargo bench --no-run --bench callgrind --message-format=json 2>/dev/null |
+# `tower` adds the keyed layer's rows (ff_keyed*); the breaker paths are the same code.
+cargo bench --no-run --features tower --bench callgrind >&2
+BIN=$(cargo bench --no-run --features tower --bench callgrind --message-format=json 2>/dev/null |
     python3 -c 'import json,sys
 for l in sys.stdin:
     m = json.loads(l)
@@ -28,7 +29,7 @@ for impl in $("$BIN" list); do
     if [ $# -gt 0 ] && [[ ! " $* " =~ " $impl " ]]; then continue; fi
     CASES+=("$impl closed")
     case "$impl" in
-    bare | failsafe_default | floor_* | ff_consecutive_at | ff_count* | ff_time* | ff_*slow | ff_failure) ;;
+    bare | failsafe_default | floor_* | ff_consecutive_at | ff_count* | ff_time* | ff_*slow | ff_failure | ff_keyed* | reg_*) ;;
     *) CASES+=("$impl open") ;;
     esac
 done

@@ -2,8 +2,10 @@
 //!
 //! 1. memory per entry (RSS growth ÷ entries) at 1M host keys of up to 24
 //!    bytes, for the consecutive, count-window and time-window policies, with
-//!    `String` keys and with a 24-byte inline key — each in a fresh child
-//!    process so no earlier heap skews it;
+//!    `String` keys, with `HostKey` (the registry's compact key: up to 23
+//!    bytes inline, which holds every key here but the 24-byte ones) and with
+//!    a 24-byte inline key — each in a fresh child process so no earlier
+//!    heap skews it;
 //! 2. the worst single lookup stall on another thread while 1M idle entries
 //!    are swept shard by shard.
 //!
@@ -16,6 +18,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use failfast::registry::HostKey;
 use failfast::{Breaker, Builder, Clock, ManualClock, Registry};
 
 const N: usize = 1_000_000;
@@ -83,6 +86,14 @@ fn child(policy_name: &str, key: &str) {
                 .build_with_clock(ManualClock::new())
                 .unwrap();
             fill(&r, |s| s.to_string());
+            report(policy_name, key, before, r.len());
+        }
+        "hostkey" => {
+            let r = Registry::builder(policy(policy_name))
+                .capacity(N)
+                .build_with_clock(ManualClock::new())
+                .unwrap();
+            fill(&r, |s: &str| HostKey::from(s));
             report(policy_name, key, before, r.len());
         }
         "inline24" => {
@@ -187,13 +198,14 @@ fn main() {
     }
     let exe = std::env::current_exe().unwrap();
     println!(
-        "size_of::<Breaker>() = {} B, size_of::<String>() = {} B",
+        "size_of::<Breaker>() = {} B, size_of::<String>() = {} B, size_of::<HostKey>() = {} B",
         std::mem::size_of::<Breaker<ManualClock>>(),
-        std::mem::size_of::<String>()
+        std::mem::size_of::<String>(),
+        std::mem::size_of::<HostKey>()
     );
     println!("| policy | key | entries | RSS growth B/entry |\n|---|---|---|---|");
     for policy_name in ["consecutive", "count100", "time10x1s"] {
-        for key in ["string", "inline24"] {
+        for key in ["string", "hostkey", "inline24"] {
             let out = Command::new(&exe)
                 .args(["child", policy_name, key])
                 .output()

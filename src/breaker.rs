@@ -19,7 +19,7 @@ use crate::machine::{self, Admission};
 use crate::observe::{BreakerSnapshot, Observer, Reason, Transition};
 use crate::outcome::{Outcome, Verdict};
 use crate::policy::{Config, Flags};
-use crate::state::{Snapshot, State, StateCell};
+use crate::state::{Next, Snapshot, State, StateCell};
 use crate::sync::Arc;
 use crate::window::{Window, WindowCounts};
 
@@ -212,9 +212,26 @@ impl<C: Clock> Breaker<C> {
         self.cell.load().generation()
     }
 
-    /// Whether this breaker's ejection holds a slot of its trip gate's budget.
-    pub(crate) fn holds_gate_slot(&self) -> bool {
-        self.cell.load().is_counted()
+    /// Marks the breaker as a known upstream, as if a success had been
+    /// recorded (the trip gate then counts its ejections).
+    pub(crate) fn mark_proven(&self) {
+        let _ = self.cell.update(Nanos::ZERO, |s| {
+            if s.is_proven() {
+                Next::Keep(())
+            } else {
+                Next::Count(s.with_proven(), ())
+            }
+        });
+    }
+
+    /// Takes the breaker out of its trip gate for good (a registry removed
+    /// it while handles to it may live on): it keeps its whole behaviour for
+    /// them, but no later transition touches the gate. Returns the state it
+    /// left in and whether it held a slot of the gate's budget (the caller
+    /// gives that back), or `None` if it had already left.
+    pub(crate) fn leave_gate(&self) -> Option<(State, bool)> {
+        let u = self.cell.update(Nanos::ZERO, machine::leave_gate);
+        u.value.map(|s| (s.state(), s.is_counted()))
     }
 
     /// Bytes this breaker occupies: the struct plus its window and counters on
@@ -391,7 +408,8 @@ impl<C: Clock> Breaker<C> {
         // load plus the window's write.
         if outcome == Outcome::Success && !slow && s.is_settled_closed() {
             if self.flags.has_window() {
-                self.window.record(self.shared.config.window, now, false, false);
+                self.window
+                    .record(self.shared.config.window, now, false, false);
             }
             return None;
         }
@@ -522,7 +540,11 @@ impl<C: Clock> Breaker<C> {
         counts: WindowCounts,
     ) -> Option<Transition> {
         let s = self.cell.load();
-        let gate = self.shared.gate.as_deref().filter(|_| s.is_closed());
+        let gate = self
+            .shared
+            .gate
+            .as_deref()
+            .filter(|_| s.is_closed() && !s.is_detached());
         let counted = match gate {
             // Over the budget: stay CLOSED; the gate counted the refusal.
             Some(gate) => gate.admit_trip(s.is_proven())?,
@@ -531,12 +553,14 @@ impl<C: Clock> Breaker<C> {
         let u = self
             .cell
             .update_from(s, now, |s| machine::trip(s, generation, counted));
-        let Some(to) = u.entered else {
-            if let (Some(gate), true) = (gate, counted) {
+        if let (Some(gate), true) = (gate, counted) {
+            // Reserved, but the ejection does not hold it: the trip lost its
+            // CAS, or the breaker left the gate meanwhile.
+            if !u.entered.is_some_and(|to| to.is_counted()) {
                 gate.cancel_trip();
             }
-            return None;
-        };
+        }
+        let to = u.entered?;
         if to.state() == State::MetricsOnly {
             self.window.reset(self.shared.config.window, now);
         }
@@ -581,7 +605,7 @@ impl<C: Clock> Breaker<C> {
         now: Nanos,
         window: WindowCounts,
     ) -> Transition {
-        if let Some(gate) = &self.shared.gate {
+        if let Some(gate) = self.shared.gate.as_deref().filter(|_| !from.is_detached()) {
             gate.on_transition(
                 from.state(),
                 to.state(),
@@ -625,12 +649,11 @@ impl<C: Clock> Breaker<C> {
 
     /// The jittered open duration of the OPEN state `s`.
     fn open_duration(&self, s: Snapshot) -> Duration {
-        Duration::from_nanos(
-            self.shared
-                .config
-                .backoff
-                .open_nanos(s.trips(), self.id, s.generation()),
-        )
+        Duration::from_nanos(self.shared.config.backoff.open_nanos(
+            s.trips(),
+            self.id,
+            s.generation(),
+        ))
     }
 
     // ===== Manual modes =====

@@ -9,9 +9,9 @@ use crate::clock::{Clock, QuantaClock};
 use crate::error::ConfigError;
 use crate::observe::Observer;
 use crate::policy::{Backoff, Config, Rate};
-use crate::window::WindowKind;
 use crate::state::{COUNT_MAX, SUCCESS_MAX};
 use crate::sync::Arc;
+use crate::window::WindowKind;
 
 /// Largest count window.
 pub const MAX_COUNT_WINDOW: u32 = 4096;

@@ -180,19 +180,22 @@
 //! `CachePadded` shards, each a `hashbrown::HashTable` of `Arc<Entry>` behind
 //! its own `RwLock` (`sync::RwLock`, loom's under `failfast_loom`). Callers
 //! keep a [`Handle`](crate::Handle) per upstream so requests never touch the
-//! map. Only a breaker indistinguishable from a fresh one (CLOSED, clean
-//! window, idle past the TTL, no live handle — checked under the shard's write
-//! lock) is ever evicted, one shard at a time, by whoever wins the sweep CAS;
-//! an OPEN or HALF_OPEN breaker never is. The [`registry`](crate::registry)
-//! module docs hold the full argument.
+//! map. A breaker is evicted by information, not by state: with no live
+//! handle (checked under the shard's write lock) and idle past the TTL, when
+//! it is pristine, or CLOSED with nothing newer than `forget_after` in its
+//! window, or OPEN/HALF_OPEN and idle past the TTL plus its longest open
+//! period — one shard at a time, by whoever wins the sweep CAS. A full
+//! registry sends new keys to one overflow breaker per shard. The
+//! [`registry`](crate::registry) module docs hold the full argument.
 //!
 //! # Dependencies
 //!
 //! The core depends on `quanta` (the default clock), `crossbeam-utils`
-//! (`CachePadded` for registry shards) and `hashbrown` (the registry's
+//! (`CachePadded` for registry shards), `hashbrown` (the registry's
 //! per-shard `HashTable`, which takes a precomputed hash so a key is hashed
-//! once for shard, probe, insert and rehash; no default features), nothing
-//! else. The registry's locks are std's `RwLock` (futex-based, no crate).
+//! once for shard, probe, insert and rehash; no default features) and
+//! `triomphe` (the registry entries' `Arc` without a weak count: 8 bytes and
+//! one malloc size class less per key; no default features), nothing else. The registry's locks are std's `RwLock` (futex-based, no crate).
 //!
 //! Optional, each behind its own feature, none used by the core:
 //!

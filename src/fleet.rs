@@ -42,7 +42,6 @@ fn index(state: State) -> usize {
     State::all().iter().position(|s| *s == state).unwrap_or(0)
 }
 
-
 impl Fleet {
     pub(crate) fn new(max_open: MaxOpen) -> Fleet {
         Fleet {

@@ -117,9 +117,9 @@ pub use observe::{BreakerSnapshot, CallCounts, Observer, Reason, Transition};
 pub use outcome::Outcome;
 pub use permit::{OwnedPermit, Permit};
 pub use policy::Config;
-pub use window::{WindowCounts, WindowKind};
 pub use registry::{Handle, Registry, RegistryBuilder, Snapshots};
 pub use state::State;
+pub use window::{WindowCounts, WindowKind};
 
 /// The README's examples, compiled and run as doctests.
 #[cfg(doctest)]

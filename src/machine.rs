@@ -55,9 +55,7 @@ pub(crate) fn admit(
         State::Closed | State::Disabled | State::MetricsOnly => Next::Keep(Admission::Call),
         State::ForcedOpen => Next::Keep(Admission::Reject(RejectReason::ForcedOpen, Nanos::NEVER)),
         State::Open => {
-            let open_for = config
-                .backoff
-                .open_nanos(s.trips(), seed, s.generation());
+            let open_for = config.backoff.open_nanos(s.trips(), seed, s.generation());
             let ready = since.saturating_add_nanos(open_for);
             if now < ready {
                 Next::Keep(Admission::Reject(RejectReason::Open, ready))
@@ -133,7 +131,9 @@ pub(crate) fn trip(s: Snapshot, generation: u32, counted: bool) -> Next<bool> {
     }
     match s.state() {
         State::Closed => Next::Enter(
-            s.enter(State::Open).with_trips(1).with_counted(counted),
+            s.enter(State::Open)
+                .with_trips(1)
+                .with_counted(counted && !s.is_detached()),
             true,
         ),
         State::MetricsOnly => Next::Enter(s.enter(State::MetricsOnly), true),
@@ -179,6 +179,19 @@ pub(crate) fn probe_verdict(
             Some(Reason::ProbesSucceeded),
         ),
         Verdict::Success => Next::Count(s.with_successes(s.successes() + 1), None),
+    }
+}
+
+/// The breaker leaves its trip gate: from now on no transition of it
+/// touches the gate, and the slot it held, if any, is the caller's to give
+/// back. Returns the word it left in (its state, whether it held a slot), or
+/// `None` if it had already left.
+#[inline]
+pub(crate) fn leave_gate(s: Snapshot) -> Next<Option<Snapshot>> {
+    if s.is_detached() {
+        Next::Keep(None)
+    } else {
+        Next::Count(s.with_detached(), Some(s))
     }
 }
 
@@ -322,10 +335,7 @@ mod tests {
             Next::Count(Snapshot::INITIAL, Some(0))
         );
         for no_evidence in [Verdict::Dropped, Verdict::AbandonedSlow] {
-            assert_eq!(
-                closed_run(s, 0, no_evidence, true),
-                Next::Keep(Some(2))
-            );
+            assert_eq!(closed_run(s, 0, no_evidence, true), Next::Keep(Some(2)));
         }
         // A settled breaker's success writes nothing.
         let settled = Snapshot::INITIAL.with_proven();
@@ -342,7 +352,10 @@ mod tests {
         let Next::Enter(open, true) = trip(Snapshot::INITIAL, 0, true) else {
             panic!()
         };
-        assert_eq!((open.state(), open.trips(), open.is_counted()), (State::Open, 1, true));
+        assert_eq!(
+            (open.state(), open.trips(), open.is_counted()),
+            (State::Open, 1, true)
+        );
         assert_eq!(trip(open, 0, true), Next::Keep(false), "another generation");
         assert_eq!(trip(open, 1, true), Next::Keep(false), "not Closed");
         let shadow = Snapshot::INITIAL.enter(State::MetricsOnly);
@@ -406,6 +419,22 @@ mod tests {
             probe_verdict(round, round.generation() + 1, Verdict::Success, false, 2),
             Next::Keep(None)
         );
+    }
+
+    #[test]
+    fn a_detached_breaker_trips_without_a_slot_and_leaves_only_once() {
+        let Next::Count(left, Some(was)) = leave_gate(open(2)) else {
+            panic!()
+        };
+        assert!(was.is_counted(), "it held a slot: the caller gives it back");
+        assert!(left.is_detached() && !left.is_counted());
+        assert_eq!(left.generation(), was.generation(), "no transition");
+        assert_eq!(leave_gate(left), Next::Keep(None));
+        let closed = Snapshot::INITIAL.with_detached();
+        let Next::Enter(tripped, true) = trip(closed, 0, true) else {
+            panic!()
+        };
+        assert!(!tripped.is_counted() && tripped.is_detached());
     }
 
     #[test]

@@ -10,8 +10,8 @@ use core::fmt;
 use core::time::Duration;
 
 use crate::clock::Nanos;
-use crate::window::WindowCounts;
 use crate::state::State;
+use crate::window::WindowCounts;
 
 /// Why a transition happened.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]

@@ -50,8 +50,10 @@ use crate::outcome::Outcome;
 /// # Ok::<(), failfast::ConfigError>(())
 /// ```
 #[must_use = "a permit reports its call's outcome; dropping it is judged by its age"]
-pub struct OwnedPermit<C: Clock = QuantaClock, B: Deref<Target = Breaker<C>> = std::sync::Arc<Breaker<C>>>
-{
+pub struct OwnedPermit<
+    C: Clock = QuantaClock,
+    B: Deref<Target = Breaker<C>> = std::sync::Arc<Breaker<C>>,
+> {
     breaker: B,
     ticket: Ticket,
     done: bool,

@@ -6,7 +6,8 @@
 //! | bits  | width | field | meaning |
 //! |-------|------:|-------|---------|
 //! | 0–2   | 3  | mode       | [`State`]: Closed, Open, HalfOpen, ForcedOpen, Disabled, MetricsOnly |
-//! | 3–32  | 30 | generation | bumped (wrapping) by every transition; compared for equality only |
+//! | 3–31  | 29 | generation | bumped (wrapping) by every transition; compared for equality only |
+//! | 32    | 1  | detached   | the breaker left its trip gate (a registry removed it while handles lived): sticky |
 //! | 33    | 1  | proven     | a success was recorded at least once (sticky; a trip gate may spare unproven breakers its budget) |
 //! | 34    | 1  | counted    | Open/HalfOpen: this ejection holds a slot of the trip gate's budget |
 //! | 35–49 | 15 | count      | Closed: consecutive failures (saturating) · HalfOpen: probe slots taken in this round |
@@ -31,7 +32,7 @@
 //! | Disabled    | 0                | 0           | 0     | 0       | everyone; records nothing               |
 //! | MetricsOnly | consecutive fails | 0          | 0     | 0       | everyone; records and evaluates, never rejects |
 //!
-//! `proven` may be set in any mode and is never cleared.
+//! `proven` and `detached` may be set in any mode and are never cleared.
 //!
 //! # Changing the word
 //!
@@ -55,10 +56,11 @@ use crate::sync::{AtomicU64, Ordering};
 const MODE_SHIFT: u32 = 0;
 const MODE_MASK: u64 = 0b111 << MODE_SHIFT;
 const GEN_SHIFT: u32 = 3;
-/// Generations wrap at 2³⁰: a permit held across 2³⁰ transitions could take
+/// Generations wrap at 2²⁹: a permit held across 2²⁹ transitions could take
 /// a stale verdict for a fresh one, which no real breaker lives to see.
-const GEN_BITS: u32 = 30;
+const GEN_BITS: u32 = 29;
 const GEN_MASK: u64 = ((1 << GEN_BITS) - 1) << GEN_SHIFT;
+const DETACHED: u64 = 1 << 32;
 const PROVEN: u64 = 1 << 33;
 const COUNTED: u64 = 1 << 34;
 const COUNT_SHIFT: u32 = 35;
@@ -76,10 +78,12 @@ const TRIPS_MASK: u64 = (TRIPS_MAX as u64) << TRIPS_SHIFT;
 
 // The fields tile the word exactly: no overlap, no gap.
 const _: () = assert!(
-    MODE_MASK ^ GEN_MASK ^ PROVEN ^ COUNTED ^ COUNT_MASK ^ SUCCESS_MASK ^ TRIPS_MASK == u64::MAX
+    MODE_MASK ^ GEN_MASK ^ DETACHED ^ PROVEN ^ COUNTED ^ COUNT_MASK ^ SUCCESS_MASK ^ TRIPS_MASK
+        == u64::MAX
 );
 const _: () = assert!(
-    MODE_MASK | GEN_MASK | PROVEN | COUNTED | COUNT_MASK | SUCCESS_MASK | TRIPS_MASK == u64::MAX
+    MODE_MASK | GEN_MASK | DETACHED | PROVEN | COUNTED | COUNT_MASK | SUCCESS_MASK | TRIPS_MASK
+        == u64::MAX
 );
 
 /// The mode of a breaker: the three states of the machine and three manual modes.
@@ -206,6 +210,11 @@ impl Snapshot {
         ((self.0 & GEN_MASK) >> GEN_SHIFT) as u32
     }
 
+    /// Whether the breaker left its trip gate.
+    pub(crate) const fn is_detached(self) -> bool {
+        self.0 & DETACHED != 0
+    }
+
     /// Whether a success was ever recorded.
     pub(crate) const fn is_proven(self) -> bool {
         self.0 & PROVEN != 0
@@ -233,7 +242,7 @@ impl Snapshot {
         Snapshot((self.0 & !MODE_MASK) | (state.code() << MODE_SHIFT))
     }
 
-    /// Sets the generation (its low 30 bits).
+    /// Sets the generation (its low 29 bits).
     pub(crate) const fn with_generation(self, generation: u32) -> Snapshot {
         Snapshot((self.0 & !GEN_MASK) | (((generation as u64) << GEN_SHIFT) & GEN_MASK))
     }
@@ -241,6 +250,11 @@ impl Snapshot {
     /// The same word one generation later (wrapping: generations are only compared for equality).
     pub(crate) const fn next_generation(self) -> Snapshot {
         self.with_generation(self.generation().wrapping_add(1))
+    }
+
+    /// Marks the breaker as gone from its trip gate (and holding no slot).
+    pub(crate) const fn with_detached(self) -> Snapshot {
+        Snapshot((self.0 | DETACHED) & !COUNTED)
     }
 
     /// Marks a success as recorded.
@@ -296,6 +310,7 @@ impl fmt::Debug for Snapshot {
         f.debug_struct("Snapshot")
             .field("state", &self.state())
             .field("generation", &self.generation())
+            .field("detached", &self.is_detached())
             .field("proven", &self.is_proven())
             .field("counted", &self.is_counted())
             .field("count", &self.count())
@@ -468,7 +483,7 @@ impl fmt::Debug for StateCell {
     }
 }
 
-/// The largest generation (30 bits).
+/// The largest generation (29 bits).
 #[cfg(test)]
 const GEN_MAX: u32 = (1 << GEN_BITS) - 1;
 
@@ -521,7 +536,7 @@ mod tests {
         assert_eq!(s.count(), COUNT_MAX);
         assert_eq!(s.successes(), SUCCESS_MAX);
         assert_eq!(s.trips(), TRIPS_MAX);
-        assert_eq!(s.generation(), GEN_MAX, "only the low 30 bits are kept");
+        assert_eq!(s.generation(), GEN_MAX, "only the low 29 bits are kept");
         assert!(!s.is_proven() && !s.is_counted());
     }
 
@@ -580,8 +595,14 @@ mod tests {
         let u = cell.update(Nanos::from_secs(3), |s| Next::Count(s.with_count(2), 7));
         assert_eq!((u.value, u.seen, u.entered), (7, Snapshot::INITIAL, None));
         assert_eq!(cell.load().count(), 2);
-        assert_eq!(cell.since(cell.load()), Nanos::ZERO, "a count is no transition");
-        let u = cell.update(Nanos::from_secs(5), |s| Next::Enter(s.enter(State::Open), ()));
+        assert_eq!(
+            cell.since(cell.load()),
+            Nanos::ZERO,
+            "a count is no transition"
+        );
+        let u = cell.update(Nanos::from_secs(5), |s| {
+            Next::Enter(s.enter(State::Open), ())
+        });
         let open = cell.load();
         assert_eq!(u.entered, Some(open));
         assert_eq!(cell.since(open), Nanos::from_secs(5));
@@ -614,7 +635,9 @@ mod tests {
         let cell = StateCell::new();
         let closed = cell.load();
         // The winner enters generation 1 at 100 s.
-        let _ = cell.update(Nanos::from_secs(100), |s| Next::Enter(s.enter(State::Open), ()));
+        let _ = cell.update(Nanos::from_secs(100), |s| {
+            Next::Enter(s.enter(State::Open), ())
+        });
         let open = cell.load();
         // A loser decided on the same Closed word and meant generation 1 too,
         // at 40 s: its CAS fails, its stamp lands in generation 1's slot.
@@ -658,12 +681,13 @@ mod proptests {
             .prop_map(|(bits, state)| Snapshot::from_bits(bits).with_state(state))
     }
 
-    type Fields = (State, u32, bool, bool, u32, u32, u32);
+    type Fields = (State, u32, bool, bool, bool, u32, u32, u32);
 
     fn fields(s: Snapshot) -> Fields {
         (
             s.state(),
             s.generation(),
+            s.is_detached(),
             s.is_proven(),
             s.is_counted(),
             s.count(),
@@ -686,20 +710,21 @@ mod proptests {
             successes in field(SUCCESS_MAX),
             trips in field(TRIPS_MAX),
         ) {
-            let (st, g, p, k, c, su, t) = fields(s);
-            prop_assert_eq!(fields(s.with_state(state)), (state, g, p, k, c, su, t));
+            let (st, g, d, p, k, c, su, t) = fields(s);
+            prop_assert_eq!(fields(s.with_state(state)), (state, g, d, p, k, c, su, t));
             prop_assert_eq!(
                 fields(s.with_generation(generation)),
-                (st, generation & GEN_MAX, p, k, c, su, t)
+                (st, generation & GEN_MAX, d, p, k, c, su, t)
             );
-            prop_assert_eq!(fields(s.with_proven()), (st, g, true, k, c, su, t));
-            prop_assert_eq!(fields(s.with_counted(counted)), (st, g, p, counted, c, su, t));
-            prop_assert_eq!(fields(s.with_count(count)), (st, g, p, k, count.min(COUNT_MAX), su, t));
+            prop_assert_eq!(fields(s.with_detached()), (st, g, true, p, false, c, su, t));
+            prop_assert_eq!(fields(s.with_proven()), (st, g, d, true, k, c, su, t));
+            prop_assert_eq!(fields(s.with_counted(counted)), (st, g, d, p, counted, c, su, t));
+            prop_assert_eq!(fields(s.with_count(count)), (st, g, d, p, k, count.min(COUNT_MAX), su, t));
             prop_assert_eq!(
                 fields(s.with_successes(successes)),
-                (st, g, p, k, c, successes.min(SUCCESS_MAX), t)
+                (st, g, d, p, k, c, successes.min(SUCCESS_MAX), t)
             );
-            prop_assert_eq!(fields(s.with_trips(trips)), (st, g, p, k, c, su, trips.min(TRIPS_MAX)));
+            prop_assert_eq!(fields(s.with_trips(trips)), (st, g, d, p, k, c, su, trips.min(TRIPS_MAX)));
             let same = s
                 .with_state(st)
                 .with_generation(g)
@@ -719,10 +744,10 @@ mod proptests {
         /// `counted`, keeping trips and `proven`.
         #[test]
         fn next_generation_and_enter_touch_only_their_fields(s in any_word(), to in any_state()) {
-            let (st, g, p, k, c, su, t) = fields(s);
+            let (st, g, d, p, k, c, su, t) = fields(s);
             let next = (g + 1) & GEN_MAX;
-            prop_assert_eq!(fields(s.next_generation()), (st, next, p, k, c, su, t));
-            prop_assert_eq!(fields(s.enter(to)), (to, next, p, false, 0, 0, t));
+            prop_assert_eq!(fields(s.next_generation()), (st, next, d, p, k, c, su, t));
+            prop_assert_eq!(fields(s.enter(to)), (to, next, d, p, false, 0, 0, t));
         }
     }
 }
@@ -747,5 +772,7 @@ mod layout_tests {
             s.bits(),
             2 | (1 << 3) | (1 << 33) | (1 << 34) | (3 << 35) | (4 << 50) | (5 << 58)
         );
+        let d = s.with_detached();
+        assert_eq!(d.bits(), (s.bits() | (1 << 32)) & !(1 << 34));
     }
 }

@@ -560,10 +560,23 @@ impl Model {
                 }
                 if self.taken >= self.p.probes {
                     self.counters.rejected += 1;
+                    // Retry when the round's probes are due (judged slow past
+                    // the threshold, abandoned past `abandoned_after`), or,
+                    // once that has passed, when the lease ends.
+                    let due_in = match self.p.slow_threshold {
+                        Some(t) => t.min(self.p.abandoned_after),
+                        None => self.p.abandoned_after,
+                    };
+                    let due = self.since + due_in;
+                    let retry_at = if due > now {
+                        due.min(lease_end)
+                    } else {
+                        lease_end
+                    };
                     return (
                         Err((
                             RejectReason::HalfOpenFull,
-                            Some(lease_end.saturating_duration_since(now)),
+                            Some(retry_at.saturating_duration_since(now)),
                         )),
                         None,
                     );

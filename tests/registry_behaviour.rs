@@ -94,8 +94,9 @@ fn eviction_spares_open_half_open_dirty_and_held_breakers() {
     assert_eq!(half_open.state(), State::HalfOpen);
     drop((open, half_open));
 
-    // Idle for far longer than the TTL (and the OPEN one's open time).
-    clock.advance(Duration::from_secs(3600));
+    // Idle past the TTL, but not past `forget_after` (1 h) nor the TTL plus
+    // the longest open period (60 s): only pristine entries carry nothing.
+    clock.advance(Duration::from_secs(65));
     assert_eq!(
         registry.sweep(8),
         100,
@@ -194,6 +195,11 @@ fn capacity_and_open_cap_hold_under_a_concurrent_storm() {
                 let mut kept = Vec::new();
                 for i in 0..5_000u64 {
                     let h = registry.handle(&(t * 1_000_000 + i % 2_000));
+                    // Real upstreams (seen working) that then fail: the cap
+                    // counts every one of them.
+                    if let Ok(p) = h.try_acquire() {
+                        p.success();
+                    }
                     if let Ok(p) = h.try_acquire() {
                         p.failure();
                     }
@@ -227,10 +233,42 @@ fn open_cap_as_a_fraction_of_tracked() {
         .unwrap();
     let hs: Vec<_> = (0..100u64).map(|k| registry.handle(&k)).collect();
     for h in &hs {
+        h.try_acquire().unwrap().success(); // real upstreams: seen working
         h.try_acquire().unwrap().failure();
     }
     assert_eq!(registry.open_count(), 10);
     assert_eq!(registry.refused_trips(), 90);
+}
+
+#[test]
+fn the_open_cap_counts_only_upstreams_seen_succeeding() {
+    let registry = Registry::<u64>::builder(consecutive(1))
+        .max_open(MaxOpen::Count(5))
+        .build()
+        .unwrap();
+    // Junk that never worked: every one opens (and is rejected from then
+    // on), none takes a slot of the cap.
+    for k in 0..50u64 {
+        registry.handle(&k).try_acquire().unwrap().failure();
+    }
+    assert_eq!((registry.open_count(), registry.refused_trips()), (50, 0));
+    // A real upstream that fails is still ejected, within the cap.
+    let real = registry.handle(&1000);
+    real.try_acquire().unwrap().success();
+    real.try_acquire().unwrap().failure();
+    assert_eq!(real.state(), State::Open);
+    // Five real ones fill the cap; the sixth is refused.
+    for k in 1001..1005u64 {
+        let h = registry.handle(&k);
+        h.try_acquire().unwrap().success();
+        h.try_acquire().unwrap().failure();
+        assert_eq!(h.state(), State::Open);
+    }
+    let sixth = registry.handle(&1005);
+    sixth.try_acquire().unwrap().success();
+    sixth.try_acquire().unwrap().failure();
+    assert_eq!(sixth.state(), State::Closed);
+    assert_eq!(registry.refused_trips(), 1);
 }
 
 #[test]

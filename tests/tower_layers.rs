@@ -279,9 +279,13 @@ async fn keyed_layer_isolates_hosts() {
     }
     assert_eq!((registry.len(), registry.open_count()), (2, 1));
     assert_eq!(*seen.lock().unwrap(), ["bad.test:8080"]);
-    // No key (no authority, no Host): unguarded.
+    // No key (no authority, no Host): rejected by default, inner not called.
     let r = svc.ready().await.unwrap().call(request("/relative")).await;
-    assert_eq!(r.unwrap().status(), 200);
+    let keyless = r.unwrap_err();
+    let keyless = keyless.downcast_ref::<failfast::tower::Keyless>().unwrap();
+    assert_eq!(keyless.reason(), failfast::tower::KeylessReason::Missing);
+    assert_eq!(calls.load(Ordering::SeqCst), 8);
+    assert_eq!(registry.keyless(), 1);
 }
 
 /// A waker that remembers whether it was woken.

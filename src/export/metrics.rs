@@ -10,19 +10,36 @@
 //! | series | kind | labels | from |
 //! |---|---|---|---|
 //! | `circuit_breaker_state` | gauge, 1 for the current state and 0 for the others | `upstream`, `state` | [`Breaker::snapshot`] |
-//! | `circuit_breaker_calls_total` | counter (absolute) | `upstream`, `outcome` = `success`, `failure`, `ignored`, `dropped`, `abandoned`, `panicked`, `rejected` | the breaker's call counters: needs [`Builder::count_calls(true)`](crate::Builder::count_calls) |
+//! | `circuit_breaker_calls_total` | counter (absolute) | `upstream`, `outcome` = `success`, `failure`, `ignored`, `dropped`, `abandoned`, `panicked`, `rejected` | one breaker's call counters: needs [`Builder::count_calls(true)`](crate::Builder::count_calls) |
 //! | `circuit_breaker_failure_ratio` | gauge, 0..1, or -1 below `min_calls` | `upstream` | the window |
 //! | `circuit_breaker_slow_call_ratio` | gauge, 0..1, or -1 below `min_calls` | `upstream` | the window |
-//! | `circuit_breaker_transitions_total` | counter | `from`, `to`, `reason` | [`record_transition`] / [`MetricsObserver`] |
+//! | `circuit_breaker_transitions_total` | counter | `from`, `to`, `reason` (+ `upstream` with [`record_transition_per_host`]) | [`record_transition`] / [`MetricsObserver`] |
+//! | `circuit_breaker_registry_calls_total` | counter (absolute) | `outcome` | [`Registry::lifetime_calls`]: live breakers plus every evicted or removed one |
+//! | `circuit_breaker_registry_evicted_total` | counter (absolute) | — | [`Registry::evicted`] |
+//! | `circuit_breaker_registry_removed_total` | counter (absolute) | — | [`Registry::removed`] |
+//! | `circuit_breaker_registry_untracked_total` | counter (absolute) | — | [`Registry::untracked`]: new keys sent to an overflow breaker |
+//! | `circuit_breaker_registry_keyless_total` | counter (absolute) | — | [`Registry::keyless`] |
+//! | `circuit_breaker_registry_refused_trips_total` | counter (absolute) | — | [`Registry::refused_trips`] |
 //! | `circuit_breaker_open` | gauge | — | registry counters |
 //! | `circuit_breaker_half_open` | gauge | — | registry counters |
 //! | `circuit_breaker_tracked` | gauge | — | registry counters |
 //!
 //! A registry may hold millions of hosts: its per-host series (the first
-//! four rows) are **opt-in** ([`MetricsExporter::per_host`]); by default a
-//! registry exports only the aggregates. A single breaker exported with
-//! [`export_breaker`](MetricsExporter::export_breaker) always gets its
-//! per-host series.
+//! four rows) are **opt-in** ([`MetricsExporter::per_host`]); its aggregates
+//! are always exported, under **their own names** (`circuit_breaker_registry_*`),
+//! so a `sum()` over the per-host series never double-counts them. A single
+//! breaker exported with [`export_breaker`](MetricsExporter::export_breaker)
+//! always gets its per-host series.
+//!
+//! # Counters that never go down
+//!
+//! Counters are published with `Counter::absolute`, which keeps the largest
+//! value ever set, so a published total must itself be monotone or it
+//! stalls. A breaker's own counters are; a registry's sum over its live
+//! breakers is not (an evicted host takes its calls with it). So the
+//! registry's totals are its **lifetime** totals: the counters of every
+//! breaker that left (folded in when it left) plus the live ones, each
+//! breaker counted exactly once ([`Registry::lifetime_calls`]).
 
 use core::fmt;
 
@@ -48,6 +65,18 @@ pub const OPEN: &str = "circuit_breaker_open";
 pub const HALF_OPEN: &str = "circuit_breaker_half_open";
 /// `circuit_breaker_tracked`
 pub const TRACKED: &str = "circuit_breaker_tracked";
+/// `circuit_breaker_registry_calls_total`
+pub const REGISTRY_CALLS_TOTAL: &str = "circuit_breaker_registry_calls_total";
+/// `circuit_breaker_registry_evicted_total`
+pub const REGISTRY_EVICTED_TOTAL: &str = "circuit_breaker_registry_evicted_total";
+/// `circuit_breaker_registry_removed_total`
+pub const REGISTRY_REMOVED_TOTAL: &str = "circuit_breaker_registry_removed_total";
+/// `circuit_breaker_registry_untracked_total`
+pub const REGISTRY_UNTRACKED_TOTAL: &str = "circuit_breaker_registry_untracked_total";
+/// `circuit_breaker_registry_keyless_total`
+pub const REGISTRY_KEYLESS_TOTAL: &str = "circuit_breaker_registry_keyless_total";
+/// `circuit_breaker_registry_refused_trips_total`
+pub const REGISTRY_REFUSED_TRIPS_TOTAL: &str = "circuit_breaker_registry_refused_trips_total";
 
 /// Registers a description and unit for every series (call once, after
 /// installing the recorder).
@@ -74,6 +103,36 @@ pub fn describe() {
         Unit::Count,
         "Slow calls / calls in the window (0..1)"
     );
+    describe_counter!(
+        REGISTRY_CALLS_TOTAL,
+        Unit::Count,
+        "Calls by outcome over every breaker the registry ever held"
+    );
+    describe_counter!(
+        REGISTRY_EVICTED_TOTAL,
+        Unit::Count,
+        "Breakers evicted (idle, or to make room)"
+    );
+    describe_counter!(
+        REGISTRY_REMOVED_TOTAL,
+        Unit::Count,
+        "Breakers removed (discovery)"
+    );
+    describe_counter!(
+        REGISTRY_UNTRACKED_TOTAL,
+        Unit::Count,
+        "New keys sent to an overflow breaker (registry full)"
+    );
+    describe_counter!(
+        REGISTRY_KEYLESS_TOTAL,
+        Unit::Count,
+        "Requests without a breaker key"
+    );
+    describe_counter!(
+        REGISTRY_REFUSED_TRIPS_TOTAL,
+        Unit::Count,
+        "Trips refused by the open cap"
+    );
     describe_gauge!(OPEN, Unit::Count, "Breakers open now");
     describe_gauge!(HALF_OPEN, Unit::Count, "Breakers half-open now");
     describe_gauge!(TRACKED, Unit::Count, "Breakers held by the registry");
@@ -82,10 +141,27 @@ pub fn describe() {
 /// Counts one transition in `circuit_breaker_transitions_total{from,to,reason}`.
 /// Usable as a tower layer's hook:
 /// `.on_transition(failfast::export::metrics::record_transition)` (the
-/// upstream is not a label of this series).
+/// upstream is not a label of this series; see [`record_transition_per_host`]).
 pub fn record_transition(_upstream: &str, transition: &Transition) {
     metrics::counter!(
         TRANSITIONS_TOTAL,
+        "from" => transition.from.as_str(),
+        "to" => transition.to.as_str(),
+        "reason" => transition.reason.as_str()
+    )
+    .increment(1);
+}
+
+/// Counts one transition in
+/// `circuit_breaker_transitions_total{upstream,from,to,reason}`: the opt-in
+/// per-host variant of [`record_transition`] (one label set per host and
+/// transition kind: mind the cardinality). Usable as a tower layer's hook:
+/// `.on_transition(failfast::export::metrics::record_transition_per_host)`.
+/// Use one of the two for a given metric, not both.
+pub fn record_transition_per_host(upstream: &str, transition: &Transition) {
+    metrics::counter!(
+        TRANSITIONS_TOTAL,
+        "upstream" => upstream.to_owned(),
         "from" => transition.from.as_str(),
         "to" => transition.to.as_str(),
         "reason" => transition.reason.as_str()
@@ -152,12 +228,13 @@ impl MetricsExporter {
         export_snapshot(upstream, &breaker.snapshot());
     }
 
-    /// Publishes a registry's aggregates (`circuit_breaker_open`,
-    /// `circuit_breaker_half_open`, `circuit_breaker_tracked`: O(1), from its
-    /// counters) and `circuit_breaker_calls_total{outcome}` summed over its
-    /// breakers (one pass over the snapshots, only when they count calls);
-    /// with [`per_host`](Self::per_host), every key's per-host series
-    /// instead of the sum, the key formatted by `Display` as `upstream`.
+    /// Publishes a registry's aggregates — `circuit_breaker_open`,
+    /// `circuit_breaker_half_open`, `circuit_breaker_tracked` (O(1), from its
+    /// counters), its departure and refusal counters, and
+    /// `circuit_breaker_registry_calls_total{outcome}`, its lifetime totals
+    /// (one pass over the entries, only when its breakers count calls) — and
+    /// with [`per_host`](Self::per_host) also every key's per-host series,
+    /// the key formatted by `Display` as `upstream`.
     ///
     /// ```
     /// use failfast::export::metrics::MetricsExporter;
@@ -173,24 +250,18 @@ impl MetricsExporter {
         metrics::gauge!(OPEN).set(registry.open_count() as f64);
         metrics::gauge!(HALF_OPEN).set(registry.half_open_count() as f64);
         metrics::gauge!(TRACKED).set(registry.len() as f64);
+        metrics::counter!(REGISTRY_EVICTED_TOTAL).absolute(registry.evicted());
+        metrics::counter!(REGISTRY_REMOVED_TOTAL).absolute(registry.removed());
+        metrics::counter!(REGISTRY_UNTRACKED_TOTAL).absolute(registry.untracked());
+        metrics::counter!(REGISTRY_KEYLESS_TOTAL).absolute(registry.keyless());
+        metrics::counter!(REGISTRY_REFUSED_TRIPS_TOTAL).absolute(registry.refused_trips());
+        if let Some(calls) = registry.lifetime_calls() {
+            for (outcome, n) in outcomes(&calls) {
+                metrics::counter!(REGISTRY_CALLS_TOTAL, "outcome" => outcome).absolute(n);
+            }
+        }
         if self.per_host {
             registry.for_each_snapshot(|key, snapshot| export_snapshot(&key.to_string(), snapshot));
-            return;
-        }
-        let mut sum: Option<CallCounts> = None;
-        registry.for_each_snapshot(|_, snapshot| {
-            if let Some(c) = snapshot.calls {
-                let s = sum.get_or_insert_with(CallCounts::default);
-                s.successes += c.successes;
-                s.failures += c.failures;
-                s.ignored += c.ignored;
-                s.rejected += c.rejected;
-            }
-        });
-        if let Some(calls) = sum {
-            for (outcome, n) in outcomes(&calls) {
-                metrics::counter!(CALLS_TOTAL, "outcome" => outcome).absolute(n);
-            }
         }
     }
 }

@@ -8,26 +8,34 @@ use std::collections::hash_map::RandomState;
 use crossbeam_utils::CachePadded;
 use hashbrown::HashTable;
 
-use super::handle::TICK_SHIFT;
-use super::shard::Shard;
+use super::budget::{Budget, KeyBudget};
+use super::handle::{Entry, EntryArc, Kind};
+use super::key::KeyBytes;
+use super::shard::{ticks, Shard};
 use super::sweep::Schedule;
 use super::{Override, Registry};
+use crate::breaker::Breaker;
 use crate::breaker::Shared;
 use crate::builder::Builder;
 use crate::clock::{Clock, QuantaClock};
 use crate::error::ConfigError;
 use crate::fleet::{Fleet, MaxOpen};
-use crate::sync::{Arc, AtomicU64, AtomicUsize};
+use crate::sync::{Arc, AtomicU64};
 
 /// Default idle TTL: ten minutes.
 const DEFAULT_IDLE_TTL: Duration = Duration::from_secs(600);
+/// Default `forget_after`: an hour.
+const DEFAULT_FORGET_AFTER: Duration = Duration::from_secs(3600);
 /// Longest idle TTL: a year, well inside the wrapping tick counter's range.
 const MAX_IDLE_TTL: Duration = Duration::from_secs(365 * 24 * 3600);
 /// Most shards.
 const MAX_SHARDS: usize = 1 << 16;
-/// Entries per shard the default shard count aims at: scanning one such shard
-/// takes about 25 µs and its write lock is held about 15 µs (benches/README.md).
-const ENTRIES_PER_SHARD: usize = 1024;
+/// Entries per shard a full registry's default shard count aims at: sweeping
+/// one such shard takes tens of µs, and 800 sits below the 896 entries a
+/// 1024-bucket `hashbrown` table holds before it doubles, so a full
+/// registry's tables stay ~78 % loaded instead of just past a doubling
+/// (47 %): about 8 bytes less per key at a million keys.
+const ENTRIES_PER_SHARD: usize = 800;
 /// Shards when no capacity is set: sized for about 256k keys.
 const DEFAULT_SHARDS: usize = 256;
 
@@ -35,9 +43,10 @@ const DEFAULT_SHARDS: usize = 256;
 /// key, then the registry's own limits, then `build()`.
 ///
 /// Defaults: std's keyed SipHash [`RandomState`], no capacity bound, an idle
-/// TTL of 10 minutes, no open cap ([`MaxOpen::Unlimited`]), and a power-of-two
-/// shard count sized for the capacity (about 1024 keys per shard, 8..=4096
-/// shards), or 256 shards without a capacity.
+/// TTL of 10 minutes, `forget_after` 1 hour, no key-byte budget, no open cap
+/// ([`MaxOpen::Unlimited`]), and a shard count sized for the capacity (800
+/// keys per shard when full, 8..=4096 shards), or 256 shards without a
+/// capacity.
 ///
 /// ```
 /// use failfast::{Breaker, MaxOpen, Registry};
@@ -57,10 +66,13 @@ const DEFAULT_SHARDS: usize = 256;
 #[must_use = "a builder does nothing until `build`"]
 pub struct RegistryBuilder<K, S = RandomState> {
     template: Builder,
-    overrides: Vec<(K, Builder)>,
+    /// Each key with its breaker builder and its name for errors.
+    overrides: Vec<(K, Builder, String)>,
     hasher: S,
     capacity: Option<usize>,
+    max_key_bytes: KeyBudget<K>,
     idle_ttl: Duration,
+    forget_after: Duration,
     max_open: MaxOpen,
     shards: Option<usize>,
 }
@@ -72,7 +84,9 @@ impl<K> RegistryBuilder<K> {
             overrides: Vec::new(),
             hasher: RandomState::new(),
             capacity: None,
+            max_key_bytes: None,
             idle_ttl: DEFAULT_IDLE_TTL,
+            forget_after: DEFAULT_FORGET_AFTER,
             max_open: MaxOpen::Unlimited,
             shards: None,
         }
@@ -102,14 +116,18 @@ impl<K: Hash + Eq, S: BuildHasher> RegistryBuilder<K, S> {
             overrides: self.overrides,
             hasher,
             capacity: self.capacity,
+            max_key_bytes: self.max_key_bytes,
             idle_ttl: self.idle_ttl,
+            forget_after: self.forget_after,
             max_open: self.max_open,
             shards: self.shards,
         }
     }
 
     /// Give `key` its own configuration instead of the template's. Validated
-    /// in `build`; looked up only when the key is inserted.
+    /// in `build` (an error names the key); looked up only when the key is
+    /// inserted, so it is kept across evictions. For keys added at run time
+    /// (service discovery), see [`Registry::insert_with`].
     ///
     /// ```
     /// use failfast::{Breaker, Registry};
@@ -121,14 +139,19 @@ impl<K: Hash + Eq, S: BuildHasher> RegistryBuilder<K, S> {
     /// assert_eq!(registry.handle("other").config().consecutive_failures(), Some(5));
     /// # Ok::<(), failfast::ConfigError>(())
     /// ```
-    pub fn override_key(mut self, key: K, breaker: Builder) -> Self {
-        self.overrides.push((key, breaker));
+    pub fn override_key(mut self, key: K, breaker: Builder) -> Self
+    where
+        K: fmt::Debug,
+    {
+        let name = format!("{key:?}");
+        self.overrides.push((key, breaker, name));
         self
     }
 
-    /// Track at most `max` keys (≥ 1). When full, a new key evicts an idle
-    /// entry of its shard; if there is none it gets a detached breaker
-    /// (see [`Registry::handle`]) and the refusal is counted.
+    /// Track at most `max` keys (≥ 1). When full, a new key evicts the least
+    /// recently used evictable entry of its shard; if there is none it shares
+    /// its shard's overflow breaker (see [`Registry::handle`]) and the
+    /// refusal is counted.
     ///
     /// ```
     /// # use failfast::{Breaker, Registry};
@@ -144,8 +167,9 @@ impl<K: Hash + Eq, S: BuildHasher> RegistryBuilder<K, S> {
     }
 
     /// Evict a breaker that nobody looked up or held for longer than `ttl`
-    /// (> 0, at most a year) — only if it is indistinguishable from a fresh
-    /// one. A full sweep pass takes about one `ttl`.
+    /// (> 0, at most a year) — if it carries no information worth keeping
+    /// (see the [module docs](super#eviction-by-information-not-by-state)).
+    /// A full sweep pass takes about one `ttl`.
     ///
     /// ```
     /// # use failfast::{Breaker, Registry};
@@ -158,6 +182,47 @@ impl<K: Hash + Eq, S: BuildHasher> RegistryBuilder<K, S> {
     /// ```
     pub fn idle_ttl(mut self, ttl: Duration) -> Self {
         self.idle_ttl = ttl;
+        self
+    }
+
+    /// Forget a CLOSED breaker's window once nobody used the key for
+    /// `after` (> 0, at most a year; default 1 h; effectively at least the
+    /// idle TTL): failures that old say nothing about the host now, so an
+    /// entry holding only them is evicted like a pristine one.
+    ///
+    /// ```
+    /// # use failfast::{Breaker, Registry};
+    /// # use std::time::Duration;
+    /// let registry = Registry::<u64>::builder(Breaker::builder().consecutive_failures(3))
+    ///     .forget_after(Duration::from_secs(24 * 3600))
+    ///     .build()?;
+    /// assert_eq!(registry.forget_after(), Duration::from_secs(24 * 3600));
+    /// # Ok::<(), failfast::ConfigError>(())
+    /// ```
+    pub fn forget_after(mut self, after: Duration) -> Self {
+        self.forget_after = after;
+        self
+    }
+
+    /// Hold at most `max` bytes (≥ 1) of key text in tracked entries
+    /// ([`KeyBytes`]). Like the capacity: when a new key does not fit, the
+    /// least recently used evictable entries of its shard make room, and if
+    /// none can, the key shares its shard's overflow breaker.
+    ///
+    /// ```
+    /// # use failfast::{Breaker, Registry};
+    /// let registry = Registry::<String>::builder(Breaker::builder().consecutive_failures(3))
+    ///     .capacity(100_000)
+    ///     .max_key_bytes(100_000 * 64)
+    ///     .build()?;
+    /// assert_eq!(registry.max_key_bytes(), Some(6_400_000));
+    /// # Ok::<(), failfast::ConfigError>(())
+    /// ```
+    pub fn max_key_bytes(mut self, max: usize) -> Self
+    where
+        K: KeyBytes,
+    {
+        self.max_key_bytes = Some((max, K::key_bytes));
         self
     }
 
@@ -201,8 +266,9 @@ impl<K: Hash + Eq, S: BuildHasher> RegistryBuilder<K, S> {
     /// # Errors
     ///
     /// A [`ConfigError`] naming the first invalid field: a registry field
-    /// (`capacity`, `idle_ttl`, `max_open`, `shards`) or a field of the
-    /// template's or an override's breaker builder.
+    /// (`capacity`, `max_key_bytes`, `idle_ttl`, `forget_after`, `max_open`,
+    /// `shards`) or a field of the template's or an override's breaker
+    /// builder (then [`found`](ConfigError::found) names the key).
     ///
     /// ```
     /// # use failfast::{Breaker, Registry};
@@ -236,11 +302,21 @@ impl<K: Hash + Eq, S: BuildHasher> RegistryBuilder<K, S> {
         if self.capacity == Some(0) {
             return Err(ConfigError::new("capacity", "≥ 1", 0));
         }
+        if let Some((0, _)) = self.max_key_bytes {
+            return Err(ConfigError::new("max_key_bytes", "≥ 1", 0));
+        }
         if self.idle_ttl.is_zero() || self.idle_ttl > MAX_IDLE_TTL {
             return Err(ConfigError::new(
                 "idle_ttl",
                 "> 0 and at most 365 days",
                 self.idle_ttl,
+            ));
+        }
+        if self.forget_after.is_zero() || self.forget_after > MAX_IDLE_TTL {
+            return Err(ConfigError::new(
+                "forget_after",
+                "> 0 and at most 365 days",
+                self.forget_after,
             ));
         }
         match self.max_open {
@@ -261,27 +337,26 @@ impl<K: Hash + Eq, S: BuildHasher> RegistryBuilder<K, S> {
                 return Err(ConfigError::new("shards", "a power of two in 1..=65536", n));
             }
             (Some(n), _) => n,
-            (None, Some(cap)) => cap
-                .div_ceil(ENTRIES_PER_SHARD)
-                .next_power_of_two()
-                .clamp(8, 4096),
+            (None, Some(cap)) => cap.div_ceil(ENTRIES_PER_SHARD).clamp(8, 4096),
             (None, None) => DEFAULT_SHARDS,
         };
         let fleet = std::sync::Arc::new(Fleet::new(self.max_open));
         let now = clock.now();
         let template = self.template.build_shared(clock.clone())?;
+        // Shared breakers (overflow, unkeyed): the template's config, outside
+        // the fleet — they are no key's breaker.
         let detached = Arc::new(Shared::new(template.config.clone(), clock.clone(), None));
         let shared = attach(template, &fleet);
         let mut overrides = HashTable::new();
-        for (key, breaker) in self.overrides {
-            let own = breaker.build_shared(clock.clone())?;
-            let detached = Arc::new(Shared::new(own.config.clone(), clock.clone(), None));
+        for (key, breaker, name) in self.overrides {
+            let own = breaker
+                .build_shared(clock.clone())
+                .map_err(|e| for_key(&e, &Raw(&name)))?;
             let hash = self.hasher.hash_one(&key);
             let entry = Override {
                 key,
                 hash,
                 shared: attach(own, &fleet),
-                detached,
             };
             // A key overridden twice: the last one wins.
             match overrides.find_entry(hash, |o: &Override<K, C>| o.key == entry.key) {
@@ -291,30 +366,40 @@ impl<K: Hash + Eq, S: BuildHasher> RegistryBuilder<K, S> {
                 }
             }
         }
-        let ttl_ticks = (self.idle_ttl.as_nanos() >> TICK_SHIFT) as u32;
+        let shared_entry = |seed: u64| {
+            let breaker = Breaker::from_shared(detached.clone(), seed);
+            EntryArc::new(Entry::new(breaker, None, now, Kind::Shared))
+        };
+        let ttl_ticks = ticks(self.idle_ttl);
+        let forget_ticks = ticks(self.forget_after).max(ttl_ticks);
         let interval = self.idle_ttl.as_nanos() / shards as u128;
         Ok(Registry {
             shards: (0..shards)
-                .map(|_| CachePadded::new(Shard::new()))
+                .map(|i| {
+                    // A distinct jitter seed per overflow breaker.
+                    let seed = self.hasher.hash_one(("overflow", i));
+                    CachePadded::new(Shard::new(shared_entry(seed)))
+                })
                 .collect(),
-            shard_bits: shards.trailing_zeros(),
+            unkeyed: shared_entry(self.hasher.hash_one("unkeyed")),
             hasher: self.hasher,
             shared,
-            detached,
             overrides,
             fleet,
-            capacity: self.capacity,
+            budget: Budget::new(self.capacity, self.max_key_bytes),
             idle_ttl: self.idle_ttl,
+            forget_after: self.forget_after,
             ttl_ticks,
-            slots: AtomicUsize::new(0),
+            forget_ticks,
             untracked: AtomicU64::new(0),
+            keyless: AtomicU64::new(0),
             schedule: Schedule::new(interval.min(u128::from(u64::MAX)) as u64, now),
         })
     }
 }
 
 /// Attaches the registry's fleet counters to a freshly built shared config.
-fn attach<C>(shared: Arc<Shared<C>>, fleet: &std::sync::Arc<Fleet>) -> Arc<Shared<C>> {
+pub(crate) fn attach<C>(shared: Arc<Shared<C>>, fleet: &std::sync::Arc<Fleet>) -> Arc<Shared<C>> {
     match Arc::try_unwrap(shared) {
         Ok(shared) => Arc::new(shared.with_gate(fleet.clone())),
         // Unreachable: `build_shared` returns a fresh `Arc` nobody else holds.
@@ -322,13 +407,34 @@ fn attach<C>(shared: Arc<Shared<C>>, fleet: &std::sync::Arc<Fleet>) -> Arc<Share
     }
 }
 
-impl<K: fmt::Debug, S> fmt::Debug for RegistryBuilder<K, S> {
+/// `error`, its value naming the key whose override held it.
+pub(crate) fn for_key(error: &ConfigError, key: &dyn fmt::Debug) -> ConfigError {
+    ConfigError::new(
+        error.field(),
+        error.allowed(),
+        Raw(&format!("{} (the override of key {key:?})", error.found())),
+    )
+}
+
+/// Text that `Debug` writes as it is (a `ConfigError` formats its value with
+/// `Debug`).
+struct Raw<'a>(&'a str);
+
+impl fmt::Debug for Raw<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+impl<K, S> fmt::Debug for RegistryBuilder<K, S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RegistryBuilder")
             .field("template", &self.template)
-            .field("overrides", &self.overrides)
+            .field("overrides", &self.overrides.len())
             .field("capacity", &self.capacity)
+            .field("max_key_bytes", &self.max_key_bytes.map(|(max, _)| max))
             .field("idle_ttl", &self.idle_ttl)
+            .field("forget_after", &self.forget_after)
             .field("max_open", &self.max_open)
             .field("shards", &self.shards)
             .finish_non_exhaustive()

@@ -4,7 +4,8 @@
 //! An entry is a single allocation: the table holds one `Arc<Entry>` per key
 //! and every handle is another reference to the same `Arc`, so the key, the
 //! breaker and the idle stamp sit together and the table's buckets stay one
-//! pointer wide.
+//! pointer wide. The `Arc` has no weak count (`triomphe`), which keeps an
+//! entry with a 64-byte breaker and a 24-byte key in a 112-byte allocation.
 
 use core::fmt;
 use core::ops::Deref;
@@ -13,7 +14,15 @@ use crate::breaker::Breaker;
 use crate::clock::{Clock, Nanos, QuantaClock};
 use crate::error::Rejected;
 use crate::permit::OwnedPermit;
-use crate::sync::{Arc, AtomicU32, Ordering};
+use crate::sync::{AtomicU32, Ordering};
+
+/// The entries' reference-counted pointer: `triomphe`'s `Arc` (one counter,
+/// no weak count); under loom, loom's `Arc`, so the models see its count.
+#[cfg(not(failfast_loom))]
+pub(crate) type EntryArc<T> = triomphe::Arc<T>;
+/// The entries' reference-counted pointer (loom's, under the loom cfg).
+#[cfg(failfast_loom)]
+pub(crate) type EntryArc<T> = crate::sync::Arc<T>;
 
 /// log2 of the nanoseconds in one idle tick (2²⁴ ns ≈ 16.8 ms).
 ///
@@ -27,24 +36,37 @@ pub(crate) fn tick(now: Nanos) -> u32 {
     (now.as_nanos() >> TICK_SHIFT) as u32
 }
 
-/// A tracked key's breaker, its key, and when the map last handed it out.
+/// What an entry is to the registry.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// A key's own breaker in the map, evicted when it carries no information.
+    Tracked,
+    /// A key's own breaker inserted with its own configuration
+    /// (`insert_with`): in the map until removed, never evicted.
+    Pinned,
+    /// A breaker shared by many keys, not in the map: a shard's overflow
+    /// breaker or the registry's unkeyed one.
+    Shared,
+}
+
+/// A key's breaker, its key, and when the map last handed it out.
 pub(crate) struct Entry<K, C: Clock> {
     pub(crate) breaker: Breaker<C>,
-    pub(crate) key: K,
+    /// `None` for a shared (overflow or unkeyed) breaker.
+    pub(crate) key: Option<K>,
     /// The idle tick of the last lookup through the map or the last handle
     /// dropped. Never written on the request path of a held handle.
     seen: AtomicU32,
-    /// False for a detached breaker handed out when the registry was full.
-    tracked: bool,
+    pub(crate) kind: Kind,
 }
 
 impl<K, C: Clock> Entry<K, C> {
-    pub(crate) fn new(breaker: Breaker<C>, key: K, now: Nanos, tracked: bool) -> Entry<K, C> {
+    pub(crate) fn new(breaker: Breaker<C>, key: Option<K>, now: Nanos, kind: Kind) -> Entry<K, C> {
         Entry {
             breaker,
             key,
             seen: AtomicU32::new(tick(now)),
-            tracked,
+            kind,
         }
     }
 
@@ -55,7 +77,7 @@ impl<K, C: Clock> Entry<K, C> {
         let t = tick(now);
         // Relaxed: an idle stamp publishes nothing; the sweeper re-reads it under
         // the shard's write lock, and a stale read only delays or hastens the
-        // eviction of a breaker that is pristine and unreferenced either way.
+        // eviction of an unreferenced breaker that carries no information.
         if self.seen.load(Ordering::Relaxed) != t {
             // Relaxed: as above.
             self.seen.store(t, Ordering::Relaxed);
@@ -67,6 +89,12 @@ impl<K, C: Clock> Entry<K, C> {
     pub(crate) fn idle_ticks(&self, now: Nanos) -> u32 {
         // Relaxed: see `touch`.
         tick(now).wrapping_sub(self.seen.load(Ordering::Relaxed))
+    }
+
+    /// In the map (a key's own breaker), as opposed to shared.
+    #[inline]
+    pub(crate) fn is_tracked(&self) -> bool {
+        self.kind != Kind::Shared
     }
 }
 
@@ -82,9 +110,9 @@ impl<K, C: Clock> Entry<K, C> {
 /// To run a call in a `'static` future, move a clone of the handle into it
 /// and take the permit there (the handle keeps the breaker alive).
 ///
-/// When the registry is full and nothing can be evicted, the handle is
-/// *detached* ([`is_tracked`](Self::is_tracked) is `false`): a fresh breaker
-/// with the same configuration that the registry does not track.
+/// When the registry is full and nothing can be evicted, the handle is its
+/// shard's *overflow* breaker ([`is_tracked`](Self::is_tracked) is `false`),
+/// shared by every new key of that shard until room is made.
 ///
 /// ```
 /// use failfast::{Breaker, Registry};
@@ -95,33 +123,31 @@ impl<K, C: Clock> Entry<K, C> {
 /// // Per request: no hashing, no lock, no map.
 /// let permit = upstream.try_acquire().expect("closed");
 /// permit.success();
-/// assert_eq!(upstream.key(), "db-1.internal:5432");
+/// assert_eq!(upstream.key().unwrap(), "db-1.internal:5432");
 /// assert!(upstream.is_tracked());
 /// # Ok::<(), failfast::ConfigError>(())
 /// ```
 pub struct Handle<K, C: Clock = QuantaClock> {
-    entry: Arc<Entry<K, C>>,
+    entry: EntryArc<Entry<K, C>>,
 }
 
 impl<K, C: Clock> Handle<K, C> {
-    pub(crate) fn new(entry: Arc<Entry<K, C>>) -> Handle<K, C> {
+    pub(crate) fn new(entry: EntryArc<Entry<K, C>>) -> Handle<K, C> {
         Handle { entry }
     }
 
-    pub(crate) fn entry(&self) -> &Arc<Entry<K, C>> {
-        &self.entry
-    }
-
-    /// The key this breaker belongs to.
+    /// The key this breaker belongs to; `None` for a breaker shared by many
+    /// keys (a full registry's overflow breaker, or the unkeyed breaker).
     ///
     /// ```
     /// # use failfast::{Breaker, Registry};
     /// let registry = Registry::<u64>::builder(Breaker::builder().consecutive_failures(1)).build()?;
-    /// assert_eq!(*registry.get_or_insert(7).key(), 7);
+    /// assert_eq!(registry.get_or_insert(7).key(), Some(&7));
+    /// assert_eq!(registry.unkeyed().key(), None);
     /// # Ok::<(), failfast::ConfigError>(())
     /// ```
-    pub fn key(&self) -> &K {
-        &self.entry.key
+    pub fn key(&self) -> Option<&K> {
+        self.entry.key.as_ref()
     }
 
     /// The breaker (also reachable through `Deref`).
@@ -136,23 +162,27 @@ impl<K, C: Clock> Handle<K, C> {
         &self.entry.breaker
     }
 
-    /// `false` for a detached breaker handed out because the registry was full
-    /// and no entry could be evicted (counted in
-    /// [`Registry::untracked`](crate::Registry::untracked)).
+    /// `false` for a breaker shared by many keys: the overflow breaker of a
+    /// full registry's shard (counted in
+    /// [`Registry::untracked`](crate::Registry::untracked)) or the unkeyed
+    /// breaker.
     ///
     /// ```
-    /// # use failfast::{Breaker, Registry};
+    /// # use failfast::{Breaker, Handle, Registry};
     /// let registry = Registry::<u64>::builder(Breaker::builder().consecutive_failures(1))
     ///     .capacity(1)
+    ///     .shards(1)
     ///     .build()?;
     /// let first = registry.handle(&1);
     /// let second = registry.handle(&2); // full, and key 1 has a live handle
+    /// let third = registry.handle(&3);
     /// assert!(first.is_tracked() && !second.is_tracked());
-    /// assert_eq!(registry.untracked(), 1);
+    /// assert!(Handle::ptr_eq(&second, &third)); // one overflow breaker per shard
+    /// assert_eq!(registry.untracked(), 2);
     /// # Ok::<(), failfast::ConfigError>(())
     /// ```
     pub fn is_tracked(&self) -> bool {
-        self.entry.tracked
+        self.entry.is_tracked()
     }
 
     /// Admits a call now with a permit that owns a clone of this handle, so it
@@ -198,7 +228,7 @@ impl<K, C: Clock> Handle<K, C> {
     /// # Ok::<(), failfast::ConfigError>(())
     /// ```
     pub fn ptr_eq(a: &Self, b: &Self) -> bool {
-        Arc::ptr_eq(&a.entry, &b.entry)
+        EntryArc::ptr_eq(&a.entry, &b.entry)
     }
 }
 
@@ -223,7 +253,7 @@ impl<K, C: Clock> Drop for Handle<K, C> {
     /// Releasing a handle counts as a use: the idle clock restarts now, so a
     /// breaker held for an hour is not evicted the moment it is let go.
     fn drop(&mut self) {
-        if self.entry.tracked {
+        if self.entry.is_tracked() {
             self.entry.touch(self.entry.breaker.now());
         }
     }
@@ -233,7 +263,7 @@ impl<K: fmt::Debug, C: Clock> fmt::Debug for Handle<K, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Handle")
             .field("key", &self.entry.key)
-            .field("tracked", &self.entry.tracked)
+            .field("kind", &self.entry.kind)
             .field("breaker", &self.entry.breaker)
             .finish()
     }

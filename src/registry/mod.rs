@@ -13,36 +13,70 @@
 //! # Sharding
 //!
 //! The key is hashed **once** (std's keyed SipHash by default, any
-//! `BuildHasher` pluggable); the hash picks the shard (bits 57−b..57, below
-//! the 7 tag bits hashbrown uses), probes the shard's `hashbrown::HashTable`,
+//! `BuildHasher` pluggable); the hash picks the shard (bits 25..57 scaled to
+//! the shard count: below the 7 tag bits hashbrown uses, above its bucket
+//! bits), probes the shard's `hashbrown::HashTable`,
 //! and is stored as the breaker's id — so rehashing on growth reads it back
 //! instead of hashing the key again, and jitter differs per host. Each shard is
 //! its own `RwLock` in a `CachePadded` slot: a lookup takes one shard's read
 //! lock and never waits on another shard. Buckets hold one pointer
-//! (`Arc<Entry>`: key, breaker and idle stamp in one allocation). A miss takes
-//! the write lock, looks again (a racing insert may have won) and inserts, so
-//! there is exactly one breaker per key; the key is cloned only then.
+//! (`Arc<Entry>`: key, breaker and idle stamp in one allocation, the `Arc`
+//! without a weak count). A miss takes the write lock, looks again (a racing
+//! insert may have won) and inserts, so there is exactly one breaker per key;
+//! the key is cloned only then.
 //!
-//! # Eviction
+//! # The key contract
+//!
+//! One upstream must have exactly one key, and the registry cannot know that
+//! two spellings name one host: `K`'s `Eq` decides. So:
+//!
+//! * **normalise before the registry**: a key taken from a request must be
+//!   canonical (the keyed layer's `AuthorityKey` lowercases the host, makes
+//!   the port explicit, strips userinfo and a trailing dot, and rejects what
+//!   does not parse), or one failing host gets a fresh breaker per spelling;
+//! * `Hash` and `Eq` agree, and a borrowed form (`&str` for `String` or
+//!   [`HostKey`]) hashes and compares exactly like the owned key;
+//! * keys from untrusted input need a keyed hasher (the default SipHash) and
+//!   a bound on their size: [`capacity`](RegistryBuilder::capacity) bounds
+//!   entries, [`max_key_bytes`](RegistryBuilder::max_key_bytes) the bytes of
+//!   their text ([`KeyBytes`]);
+//! * short keys are cheapest as [`HostKey`]: up to 23 bytes live inside the
+//!   entry, with no allocation of their own.
+//!
+//! # Eviction: by information, not by state
 //!
 //! Nothing runs in the background. One shard at a time is swept, piggybacked
 //! on inserts (only the caller that wins a CAS on the last-sweep stamp sweeps,
 //! about one shard every `idle_ttl / shards`) or explicitly through
-//! [`Registry::maintain`] and [`Registry::sweep`]. An entry is evicted only if
-//! it is **indistinguishable from a fresh breaker** — so forgetting it loses
-//! nothing:
+//! [`Registry::maintain`] and [`Registry::sweep`]. An entry is evicted when
+//! forgetting it loses nothing worth its memory:
 //!
-//! * CLOSED, with no failure run and no failure or slow call in its window
-//!   ([`Breaker::is_pristine_at`]) — an OPEN or HALF_OPEN breaker is never
-//!   evicted: a host that is down is not forgotten and hammered again;
-//! * idle longer than the TTL: no lookup through the map and no handle
+//! * **no live handle**: `Arc::strong_count == 1`, checked under the shard's
+//!   write lock. Handles are cloned out of the table only under that shard's
+//!   lock, so the count cannot grow while the sweeper holds it, and holders
+//!   never see their breaker split from the map's;
+//! * **idle longer than the TTL**: no lookup through the map and no handle
 //!   released for that long (a coarse tick of ≈ 16.8 ms stamped by lookups,
 //!   at most one store per tick, and never by the request path of a held
-//!   handle);
-//! * no live handle: `Arc::strong_count == 1`, checked under the shard's write
-//!   lock. Handles are cloned out of the table only under that shard's lock,
-//!   so the count cannot grow while the sweeper holds it, and holders never
-//!   see their breaker split from the map's.
+//!   handle); an OPEN breaker that still sees traffic is therefore never
+//!   evicted;
+//! * and one of:
+//!   * CLOSED and **pristine** — no failure run and no failure or slow call
+//!     in its window ([`Breaker::is_pristine_at`]): indistinguishable from a
+//!     fresh breaker;
+//!   * CLOSED and idle longer than [`forget_after`](RegistryBuilder::forget_after)
+//!     (default 1 h): every call its window holds started at least that long
+//!     ago (a call is admitted through a lookup or a held handle, and both
+//!     stamp the entry — a lookup when it happens, a handle when it is
+//!     released; an entry in use is never evicted), and failures that old
+//!     carry no information about the host now;
+//!   * OPEN or HALF_OPEN and idle longer than the TTL **plus the longest open
+//!     period** (the configuration's backoff cap): nobody asked for the host
+//!     through a whole open period, so a fresh breaker would admit its next
+//!     call just as this one would let it probe.
+//!
+//! Breakers in a manual mode (forced open, disabled, metrics only) and keys
+//! inserted with [`insert_with`](Registry::insert_with) are never evicted.
 //!
 //! A sweep scans its shard under the *read* lock, noting candidates (hash and
 //! address); only if there are any does it take the write lock, find each
@@ -52,25 +86,70 @@
 //! machine), not for the scan or the allocator, and a sweep that evicts
 //! nothing blocks no one.
 //!
-//! # Capacity
+//! # Capacity, key bytes, and the overflow breaker
 //!
 //! With [`capacity`](RegistryBuilder::capacity) set, an insert reserves a slot
-//! (one CAS on a counter, under the shard's write lock); when none is left it
-//! evicts one stale entry of its own shard. If there is none either, the key is
-//! **not tracked**: the caller still gets a decision — a *detached* handle, a
-//! fresh breaker of the same configuration that the registry does not keep
-//! (it fails open, as a new host would) — and the refusal is counted in
-//! [`Registry::untracked`]. A flood of junk hosts therefore cannot grow memory
-//! past the bound, and cannot push out a breaker that holds state. A shard that
-//! found nothing to evict is not scanned again within the same tick.
+//! (one CAS on a counter, under the shard's write lock); with
+//! [`max_key_bytes`](RegistryBuilder::max_key_bytes), it also reserves its
+//! key's bytes. When either is exhausted, the insert evicts the **least
+//! recently used** evictable entry of its own shard — under this pressure a
+//! pristine entry counts as evictable whatever its idle time, since
+//! forgetting it loses nothing. If there is none either, the key is **not
+//! tracked**: it shares its shard's **overflow breaker** (one per shard,
+//! built with the registry, same configuration as the template) with every
+//! other new key of that shard until room is made, and the refusal is counted
+//! in [`Registry::untracked`].
 //!
+//! The choice and its cost: a junk flood cannot grow memory past the bounds,
+//! cannot push out a breaker that holds information, and a real upstream that
+//! fails while the registry is full is still rejected — by its shard's
+//! overflow breaker, which trips on the failures of every untracked key in
+//! that shard. The cost is collateral: while an overflow breaker is open, a
+//! healthy new key of that shard is rejected too (one shard in `shards`),
+//! until the overflow breaker probes and closes or an entry frees up. A
+//! fresh untracked breaker per request (the alternative) would protect
+//! nothing. A shard that found nothing to evict is not scanned again within
+//! the same tick; a pressure scan reads every entry of the shard (≈ 1k) under
+//! its write lock.
+//!
+//! # Discovery: remove, retain, insert_with
+//!
+//! [`remove`](Registry::remove) and [`retain`](Registry::retain) take keys out
+//! of the map under the shard's write lock; [`insert_with`](Registry::insert_with)
+//! puts a key in with its own configuration (replacing any current entry) and
+//! pins it: never evicted, gone only when removed. A departing breaker leaves
+//! the fleet counters at once — an OPEN one frees its place in
+//! [`open_count`](Registry::open_count) and in the `max_open` budget. If
+//! nobody holds it, that is all. If handles are alive, they keep working on
+//! the departed breaker, with its state and its whole behaviour: the breaker
+//! left the registry's trip gate in one atomic step (a bit in its state
+//! word), so none of its later transitions touches the registry's counters,
+//! and a later lookup of the key creates a fresh breaker — the old one is
+//! never tracked again.
+//!
+//! # Totals that never go down
+//!
+//! When a breaker that counts calls ([`Builder::count_calls`](crate::Builder::count_calls))
+//! leaves a shard, its counters are folded into that shard's departed
+//! totals under the same write lock, and [`lifetime_calls`](Registry::lifetime_calls)
+//! reads each shard's entries and departed totals under one read lock: each
+//! breaker is counted exactly once, so the registry's lifetime totals are
+//! monotone across evictions and removals.
+
 //! # Fleet-wide open cap
 //!
 //! All breakers of a registry share one set of counters (`fleet`): breakers
-//! per state, and how many are ejected (OPEN or HALF_OPEN). With
-//! [`max_open`](RegistryBuilder::max_open), a trip first reserves an ejection
-//! slot; over the cap the trip is refused, the breaker stays CLOSED, and the
-//! refusal is counted ([`Registry::refused_trips`]). The counters change only
+//! per state, and how many hold an ejection slot. With
+//! [`max_open`](RegistryBuilder::max_open), a trip of an upstream *seen
+//! succeeding at least once* (or inserted through discovery,
+//! [`insert_with`](Registry::insert_with)) first reserves an ejection slot;
+//! over the cap the trip is refused, the breaker stays CLOSED, and the
+//! refusal is counted ([`Registry::refused_trips`]). An upstream never seen
+//! working — junk keys from requests, a host down from the start — opens
+//! without a slot: it is rejected like any open breaker, but it cannot use
+//! up the budget that keeps real upstreams in service. The slot travels with
+//! the ejection in the breaker's state word and is given back when it closes,
+//! is forced or reset, or leaves the registry. The counters change only
 //! on transitions, inserts and evictions — never per call — which is also why
 //! [`len`](Registry::len), [`open_count`](Registry::open_count) and
 //! [`half_open_count`](Registry::half_open_count) are O(1).
@@ -83,13 +162,18 @@
 //! * **No eviction under a user:** eviction happens under the write lock and
 //!   requires a reference count of 1; every other user either holds a handle
 //!   (count ≥ 2) or runs inside [`with`](Registry::with) under the read lock.
+//! * **A removed breaker is settled once:** its fleet accounting is settled
+//!   under the write lock when its count is 1 (nobody can change its state
+//!   any more), else after the lock by disabling it first, so its count
+//!   leaves the fleet exactly once either way.
 //!   A candidate noted under the read lock is only a hint: under the write
 //!   lock the entry found at that hash and address (even a new one that
 //!   reused the address) must meet the whole rule again.
-//! * **Counters are statistics:** the fleet counters, the capacity counter,
-//!   the idle stamps and the sweep schedule are `Relaxed`; the shard locks
-//!   order everything structural. The capacity counter is exact because it is
-//!   reserved before and released after the table change it accounts for.
+//! * **Counters are statistics:** the fleet counters, the capacity and
+//!   key-byte counters, the idle stamps and the sweep schedule are `Relaxed`;
+//!   the shard locks order everything structural. The capacity and key-byte
+//!   counters are exact because they are reserved before and released after
+//!   the table change they account for.
 //!
 //! ```
 //! use failfast::{Breaker, ManualClock, Nanos, Registry, State};
@@ -110,8 +194,11 @@
 //! # Ok::<(), failfast::ConfigError>(())
 //! ```
 
+mod budget;
 mod builder;
+mod discovery;
 mod handle;
+mod host;
 mod key;
 mod shard;
 mod sweep;
@@ -127,25 +214,28 @@ use hashbrown::HashTable;
 
 pub use self::builder::RegistryBuilder;
 pub use self::handle::Handle;
+pub use self::host::HostKey;
+pub use self::key::KeyBytes;
 
-use self::handle::Entry;
-use self::key::{Borrowed, KeyArg, Owned};
+use self::budget::Budget;
+use self::handle::Kind;
+pub(crate) use self::handle::{Entry, EntryArc};
+use self::key::{Borrowed, Converted, KeyArg, Owned};
 use self::shard::{Evict, Shard};
 use self::sweep::Schedule;
 use crate::breaker::{Breaker, Shared};
 use crate::builder::Builder;
 use crate::clock::{Clock, Nanos, QuantaClock};
 use crate::fleet::Fleet;
-use crate::observe::BreakerSnapshot;
+use crate::observe::{BreakerSnapshot, CallCounts};
 use crate::state::State;
-use crate::sync::{Arc, AtomicU64, AtomicUsize, Ordering};
+use crate::sync::{Arc, AtomicU64, Ordering};
 
 /// A key with its own configuration.
 struct Override<K, C> {
     key: K,
     hash: u64,
     shared: Arc<Shared<C>>,
-    detached: Arc<Shared<C>>,
 }
 
 /// One circuit breaker per key, created on first use; see the
@@ -169,22 +259,23 @@ struct Override<K, C> {
 /// ```
 pub struct Registry<K, S = RandomState, C: Clock = QuantaClock> {
     shards: Box<[CachePadded<Shard<K, C>>]>,
-    shard_bits: u32,
     hasher: S,
     shared: Arc<Shared<C>>,
-    /// The template's config without fleet or observer, for detached breakers.
-    detached: Arc<Shared<C>>,
     overrides: HashTable<Override<K, C>>,
     /// Also every breaker's trip gate (a std `Arc`: the gate is a trait
     /// object, which loom's `Arc` cannot hold; its counters are loom's).
     fleet: std::sync::Arc<Fleet>,
-    capacity: Option<usize>,
+    budget: Budget<K>,
     idle_ttl: Duration,
+    forget_after: Duration,
     ttl_ticks: u32,
-    /// Capacity slots taken (only counted with a capacity).
-    slots: AtomicUsize,
-    /// Keys refused because the registry was full.
+    forget_ticks: u32,
+    /// Lookups of new keys sent to an overflow breaker (the registry was full).
     untracked: AtomicU64,
+    /// Requests whose key could not be derived (counted by the keyed layer).
+    keyless: AtomicU64,
+    /// The breaker keyless requests share when the keyed layer asks for one.
+    unkeyed: EntryArc<Entry<K, C>>,
     schedule: Schedule,
 }
 
@@ -208,7 +299,7 @@ impl<K: Hash + Eq, S: BuildHasher, C: Clock> Registry<K, S, C> {
     /// cloned only then). Call it once per upstream and keep the handle.
     ///
     /// Never fails: if the registry is full and nothing can be evicted, the
-    /// handle is detached (see [`Handle::is_tracked`]).
+    /// handle is its shard's overflow breaker (see [`Handle::is_tracked`]).
     ///
     /// ```
     /// # use failfast::{Breaker, Handle, Registry};
@@ -233,7 +324,7 @@ impl<K: Hash + Eq, S: BuildHasher, C: Clock> Registry<K, S, C> {
     /// let registry = Registry::<u64>::builder(Breaker::builder().consecutive_failures(5))
     ///     .build_with_clock(ManualClock::new())?;
     /// let h = registry.handle_at(&42, Nanos::from_secs(1));
-    /// assert_eq!(*h.key(), 42);
+    /// assert_eq!(h.key(), Some(&42));
     /// # Ok::<(), failfast::ConfigError>(())
     /// ```
     pub fn handle_at<Q>(&self, key: &Q, now: Nanos) -> Handle<K, C>
@@ -242,7 +333,74 @@ impl<K: Hash + Eq, S: BuildHasher, C: Clock> Registry<K, S, C> {
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         let hash = self.hasher.hash_one(key);
+        Handle::new(self.entry(hash, Borrowed(key), now))
+    }
+
+    /// [`handle`](Self::handle) for a key type whose borrowed form converts
+    /// with `From` rather than `ToOwned` — a [`HostKey`] looked up by `&str`:
+    /// the text is converted only when the key is new.
+    ///
+    /// ```
+    /// # use failfast::{Breaker, Handle, Registry};
+    /// use failfast::registry::HostKey;
+    /// let registry = Registry::<HostKey>::builder(Breaker::builder().consecutive_failures(5)).build()?;
+    /// let a = registry.handle_from("db:5432");
+    /// let b = registry.get_or_insert(HostKey::from("db:5432"));
+    /// assert!(Handle::ptr_eq(&a, &b));
+    /// # Ok::<(), failfast::ConfigError>(())
+    /// ```
+    pub fn handle_from<Q>(&self, key: &Q) -> Handle<K, C>
+    where
+        K: Borrow<Q> + for<'q> From<&'q Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.handle_from_at(key, self.now())
+    }
+
+    /// [`handle_from`](Self::handle_from) at `now`.
+    ///
+    /// ```
+    /// # use failfast::{Breaker, ManualClock, Nanos, Registry};
+    /// use failfast::registry::HostKey;
+    /// let registry = Registry::<HostKey>::builder(Breaker::builder().consecutive_failures(5))
+    ///     .build_with_clock(ManualClock::new())?;
+    /// assert!(registry.handle_from_at("db:5432", Nanos::ZERO).is_tracked());
+    /// # Ok::<(), failfast::ConfigError>(())
+    /// ```
+    pub fn handle_from_at<Q>(&self, key: &Q, now: Nanos) -> Handle<K, C>
+    where
+        K: Borrow<Q> + for<'q> From<&'q Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        Handle::new(self.entry_from_at(key, now))
+    }
+
+    /// The entry of a borrowed key converted with `From` (the keyed layer's
+    /// lookup: no handle, so no clock read when it is dropped).
+    pub(crate) fn entry_from_at<Q>(&self, key: &Q, now: Nanos) -> EntryArc<Entry<K, C>>
+    where
+        K: Borrow<Q> + for<'q> From<&'q Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let hash = self.hasher.hash_one(key);
+        self.entry(hash, Converted(key), now)
+    }
+
+    /// The entry of a borrowed key (see [`entry_from_at`](Self::entry_from_at)).
+    #[cfg(feature = "tower")]
+    pub(crate) fn entry_borrowed_at<Q>(&self, key: &Q, now: Nanos) -> EntryArc<Entry<K, C>>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let hash = self.hasher.hash_one(key);
         self.entry(hash, Borrowed(key), now)
+    }
+
+    /// The entry of an owned key (see [`entry_from_at`](Self::entry_from_at)).
+    pub(crate) fn entry_owned_at(&self, key: K, now: Nanos) -> EntryArc<Entry<K, C>> {
+        let hash = self.hasher.hash_one(&key);
+        self.entry(hash, Owned(key), now)
     }
 
     /// [`handle`](Self::handle) for an owned key: never clones it, and drops
@@ -270,8 +428,7 @@ impl<K: Hash + Eq, S: BuildHasher, C: Clock> Registry<K, S, C> {
     /// # Ok::<(), failfast::ConfigError>(())
     /// ```
     pub fn get_or_insert_at(&self, key: K, now: Nanos) -> Handle<K, C> {
-        let hash = self.hasher.hash_one(&key);
-        self.entry(hash, Owned(key), now)
+        Handle::new(self.entry_owned_at(key, now))
     }
 
     /// Runs `f` on `key`'s breaker without cloning a handle or allocating
@@ -322,23 +479,24 @@ impl<K: Hash + Eq, S: BuildHasher, C: Clock> Registry<K, S, C> {
             Ok(r) => r,
             // A miss: straight to the insert, which looks again under the
             // shard's write lock (no second read-locked probe first).
-            Err(f) => f(self.insert(self.shard(hash), hash, key, now).entry()),
+            Err(f) => f(&self.insert(self.shard(hash), hash, key, now)),
         }
     }
 
-    fn entry(&self, hash: u64, key: impl KeyArg<K>, now: Nanos) -> Handle<K, C> {
+    fn entry(&self, hash: u64, key: impl KeyArg<K>, now: Nanos) -> EntryArc<Entry<K, C>> {
         let shard = self.shard(hash);
         match shard.find(hash, &key, |e| {
             e.touch(now);
             e.clone()
         }) {
-            Ok(e) => Handle::new(e),
+            Ok(e) => e,
             Err(_) => self.insert(shard, hash, key, now),
         }
     }
 
-    /// The miss path (allocates): insert under the shard's write lock, or hand
-    /// out a detached breaker when full; then one piggybacked sweep step.
+    /// The miss path (allocates): insert under the shard's write lock, or
+    /// hand out the shard's overflow breaker when full; then one piggybacked
+    /// sweep step.
     #[cold]
     fn insert(
         &self,
@@ -346,71 +504,60 @@ impl<K: Hash + Eq, S: BuildHasher, C: Clock> Registry<K, S, C> {
         hash: u64,
         key: impl KeyArg<K>,
         now: Nanos,
-    ) -> Handle<K, C> {
+    ) -> EntryArc<Entry<K, C>> {
         let over = self.overrides.find(hash, |o| key.matches(&o.key));
         let shared = over.map_or(&self.shared, |o| &o.shared);
-        let result = shard.insert(
-            hash,
-            key,
-            self.rule(now),
-            &self.fleet,
-            || self.reserve_slot(),
-            |k| {
-                let breaker = Breaker::from_shared(shared.clone(), hash);
-                Arc::new(Entry::new(breaker, k, now, true))
-            },
-        );
-        let entry = result.unwrap_or_else(|key| {
+        let inserted = shard.insert(hash, key, self.rule(now), &self.fleet, &self.budget, |k| {
+            let breaker = Breaker::from_shared(shared.clone(), hash);
+            EntryArc::new(Entry::new(breaker, Some(k), now, Kind::Tracked))
+        });
+        let entry = inserted.unwrap_or_else(|| {
             // Relaxed: a statistic.
             self.untracked.fetch_add(1, Ordering::Relaxed);
-            let shared = over.map_or(&self.detached, |o| &o.detached);
-            let breaker = Breaker::from_shared(shared.clone(), hash);
-            Arc::new(Entry::new(breaker, key.into_key(), now, false))
+            shard.overflow().clone()
         });
         self.maintain_up_to(now, 1);
-        Handle::new(entry)
-    }
-
-    /// Takes a capacity slot if one is left (always, without a capacity).
-    fn reserve_slot(&self) -> bool {
-        let Some(cap) = self.capacity else {
-            return true;
-        };
-        // Relaxed: a budget, like the fleet's; the shard lock orders the insert
-        // it pays for, and a release happens only after the matching eviction.
-        self.slots
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
-                (n < cap).then_some(n + 1)
-            })
-            .is_ok()
+        entry
     }
 }
 
 impl<K, S, C: Clock> Registry<K, S, C> {
     #[inline]
     fn shard(&self, hash: u64) -> &Shard<K, C> {
-        // Bits 57-b..57: below hashbrown's 7-bit tag, above the bits it uses
-        // for bucket positions (a shard's table stays far below 2^41 buckets).
-        let index = (hash >> (57 - self.shard_bits)) as usize & (self.shards.len() - 1);
-        &self.shards[index]
-    }
-
-    fn now(&self) -> Nanos {
-        self.shared.clock.now()
-    }
-
-    fn release_slots(&self, n: usize) {
-        if self.capacity.is_some() && n > 0 {
-            // Relaxed: see `reserve_slot`.
-            self.slots.fetch_sub(n, Ordering::Relaxed);
-        }
+        // Bits 25..57: below hashbrown's 7-bit tag, above the bits it uses for
+        // bucket positions (a shard's table stays below 2^25 buckets), scaled
+        // to the shard count by one multiply, so the count need not be a
+        // power of two.
+        let bits = u64::from((hash >> 25) as u32);
+        &self.shards[((bits * self.shards.len() as u64) >> 32) as usize]
     }
 
     fn rule(&self, now: Nanos) -> Evict {
         Evict {
             now,
             ttl_ticks: self.ttl_ticks,
+            forget_ticks: self.forget_ticks,
+            pressure: false,
         }
+    }
+
+    /// The registry's clock reading (the keyed layer reads it once per request).
+    #[inline]
+    pub(crate) fn now(&self) -> Nanos {
+        self.shared.clock.now()
+    }
+
+    /// Counts a request whose key could not be derived.
+    #[cfg(feature = "tower")]
+    pub(crate) fn count_keyless(&self) {
+        // Relaxed: a statistic.
+        self.keyless.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The unkeyed breaker's entry.
+    #[cfg(feature = "tower")]
+    pub(crate) fn unkeyed_entry(&self) -> &EntryArc<Entry<K, C>> {
+        &self.unkeyed
     }
 
     fn sweep_shards(&self, count: usize, now: Nanos) -> usize {
@@ -418,9 +565,7 @@ impl<K, S, C: Clock> Registry<K, S, C> {
         let mut evicted = 0;
         for _ in 0..count.min(self.shards.len()) {
             let shard = &self.shards[self.schedule.next_shard(self.shards.len())];
-            let n = shard.sweep(rule, &self.fleet);
-            self.release_slots(n);
-            evicted += n;
+            evicted += shard.sweep(rule, &self.fleet, &self.budget);
         }
         evicted
     }
@@ -577,15 +722,21 @@ impl<K, S, C: Clock> Registry<K, S, C> {
         self.fleet.count(state)
     }
 
-    /// Trips refused by the open cap since the registry was built.
+    /// Trips refused by the open cap since the registry was built. The cap
+    /// counts upstreams seen succeeding at least once (or inserted through
+    /// [`insert_with`](Self::insert_with)): junk that never worked opens
+    /// without taking a slot.
     ///
     /// ```
     /// # use failfast::{Breaker, MaxOpen, Registry, State};
     /// let registry = Registry::<u64>::builder(Breaker::builder().consecutive_failures(1))
     ///     .max_open(MaxOpen::Count(1))
     ///     .build()?;
-    /// registry.handle(&1).try_acquire().unwrap().failure(); // opens
+    /// let first = registry.handle(&1);
+    /// first.try_acquire().unwrap().success();                // a real upstream
+    /// first.try_acquire().unwrap().failure();                // opens: the one slot
     /// let second = registry.handle(&2);
+    /// second.try_acquire().unwrap().success();
     /// second.try_acquire().unwrap().failure();               // refused: stays closed
     /// assert_eq!(second.state(), State::Closed);
     /// assert_eq!(registry.refused_trips(), 1);
@@ -595,8 +746,8 @@ impl<K, S, C: Clock> Registry<K, S, C> {
         self.fleet.refused_trips()
     }
 
-    /// New keys refused because the registry was full (each got a detached
-    /// breaker).
+    /// Lookups of new keys refused because the registry was full (each got
+    /// its shard's overflow breaker).
     ///
     /// ```
     /// # use failfast::{Breaker, Registry};
@@ -618,7 +769,143 @@ impl<K, S, C: Clock> Registry<K, S, C> {
     /// # Ok::<(), failfast::ConfigError>(())
     /// ```
     pub fn capacity(&self) -> Option<usize> {
-        self.capacity
+        self.budget.capacity()
+    }
+
+    /// The key-byte budget, if any.
+    ///
+    /// ```
+    /// # use failfast::{Breaker, Registry};
+    /// let registry = Registry::<String>::builder(Breaker::builder().consecutive_failures(1))
+    ///     .max_key_bytes(1 << 20)
+    ///     .build()?;
+    /// assert_eq!(registry.max_key_bytes(), Some(1 << 20));
+    /// # Ok::<(), failfast::ConfigError>(())
+    /// ```
+    pub fn max_key_bytes(&self) -> Option<usize> {
+        self.budget.max_key_bytes()
+    }
+
+    /// Bytes of key text held by tracked entries (counted only with a
+    /// [`max_key_bytes`](RegistryBuilder::max_key_bytes) budget; 0 without).
+    ///
+    /// ```
+    /// # use failfast::{Breaker, Registry};
+    /// let registry = Registry::<String>::builder(Breaker::builder().consecutive_failures(1))
+    ///     .max_key_bytes(1 << 20)
+    ///     .build()?;
+    /// let _h = registry.handle("db:5432");
+    /// assert_eq!(registry.key_bytes(), 7);
+    /// # Ok::<(), failfast::ConfigError>(())
+    /// ```
+    pub fn key_bytes(&self) -> usize {
+        self.budget.key_bytes()
+    }
+
+    /// Requests the keyed layer could not derive a key for (an unparsable or
+    /// over-long authority), since the registry was built.
+    ///
+    /// ```
+    /// # use failfast::{Breaker, Registry};
+    /// let registry = Registry::<String>::builder(Breaker::builder().consecutive_failures(1)).build()?;
+    /// assert_eq!(registry.keyless(), 0);
+    /// # Ok::<(), failfast::ConfigError>(())
+    /// ```
+    pub fn keyless(&self) -> u64 {
+        // Relaxed: a statistic.
+        self.keyless.load(Ordering::Relaxed)
+    }
+
+    /// The breaker keyless requests share when the keyed layer is told to
+    /// guard them with one (`Keyless::Shared`) rather than reject them. Not in
+    /// the map: not counted in [`len`](Self::len) or
+    /// [`open_count`](Self::open_count), never evicted.
+    ///
+    /// ```
+    /// # use failfast::{Breaker, Handle, Registry};
+    /// let registry = Registry::<String>::builder(Breaker::builder().consecutive_failures(1)).build()?;
+    /// assert!(Handle::ptr_eq(&registry.unkeyed(), &registry.unkeyed()));
+    /// assert!(!registry.unkeyed().is_tracked());
+    /// # Ok::<(), failfast::ConfigError>(())
+    /// ```
+    pub fn unkeyed(&self) -> Handle<K, C> {
+        Handle::new(self.unkeyed.clone())
+    }
+
+    /// Entries evicted since the registry was built (idle, or to make room).
+    ///
+    /// ```
+    /// # use failfast::{Breaker, ManualClock, Registry};
+    /// # use std::time::Duration;
+    /// let clock = ManualClock::new();
+    /// let registry = Registry::<u64>::builder(Breaker::builder().consecutive_failures(1))
+    ///     .idle_ttl(Duration::from_secs(60))
+    ///     .build_with_clock(clock.clone())?;
+    /// drop(registry.handle(&1));
+    /// clock.advance(Duration::from_secs(61));
+    /// registry.sweep(usize::MAX);
+    /// assert_eq!(registry.evicted(), 1);
+    /// # Ok::<(), failfast::ConfigError>(())
+    /// ```
+    pub fn evicted(&self) -> u64 {
+        self.shards.iter().map(|s| s.departures().0).sum()
+    }
+
+    /// Entries removed since the registry was built ([`remove`](Self::remove),
+    /// [`retain`](Self::retain), replaced by [`insert_with`](Self::insert_with)).
+    ///
+    /// ```
+    /// # use failfast::{Breaker, Registry};
+    /// let registry = Registry::<u64>::builder(Breaker::builder().consecutive_failures(1)).build()?;
+    /// drop(registry.handle(&1));
+    /// registry.remove(&1);
+    /// assert_eq!(registry.removed(), 1);
+    /// # Ok::<(), failfast::ConfigError>(())
+    /// ```
+    pub fn removed(&self) -> u64 {
+        self.shards.iter().map(|s| s.departures().1).sum()
+    }
+
+    /// The lifetime call counters of every breaker this registry ever held —
+    /// those evicted or removed (folded in when they left) plus the live ones,
+    /// the overflow and the unkeyed breakers — or `None` if its breakers do
+    /// not count calls ([`Builder::count_calls`](crate::Builder::count_calls)).
+    /// Monotone: each breaker is counted exactly once at any time (see the
+    /// [module docs](self#totals-that-never-go-down)). One pass over the
+    /// entries, one shard's read lock at a time.
+    ///
+    /// ```
+    /// # use failfast::{Breaker, Registry};
+    /// let registry = Registry::<u64>::builder(
+    ///         Breaker::builder().consecutive_failures(5).count_calls(true),
+    ///     )
+    ///     .build()?;
+    /// let h = registry.handle(&1);
+    /// h.try_acquire().unwrap().success();
+    /// drop(h);
+    /// registry.remove(&1);
+    /// assert_eq!(registry.lifetime_calls().unwrap().successes, 1);
+    /// # Ok::<(), failfast::ConfigError>(())
+    /// ```
+    pub fn lifetime_calls(&self) -> Option<CallCounts> {
+        let now = self.now();
+        let mut total = CallCounts::default();
+        let mut any = self.shared.config.counts_calls();
+        let mut add = |b: &Breaker<C>| {
+            if let Some(c) = b.snapshot_at(now).calls {
+                any = true;
+                shard::add_calls(&mut total, &c);
+            }
+        };
+        add(&self.unkeyed.breaker);
+        let mut departed = CallCounts::default();
+        for shard in self.shards.iter() {
+            let d = shard.for_each_with_departed(|e| add(&e.breaker));
+            shard::add_calls(&mut departed, &d);
+        }
+        any |= departed != CallCounts::default();
+        shard::add_calls(&mut total, &departed);
+        any.then_some(total)
     }
 
     /// The idle TTL.
@@ -634,6 +921,19 @@ impl<K, S, C: Clock> Registry<K, S, C> {
         self.idle_ttl
     }
 
+    /// How long a CLOSED breaker's window is remembered without use.
+    ///
+    /// ```
+    /// # use failfast::{Breaker, Registry};
+    /// # use std::time::Duration;
+    /// let registry = Registry::<u64>::builder(Breaker::builder().consecutive_failures(1)).build()?;
+    /// assert_eq!(registry.forget_after(), Duration::from_secs(3600));
+    /// # Ok::<(), failfast::ConfigError>(())
+    /// ```
+    pub fn forget_after(&self) -> Duration {
+        self.forget_after
+    }
+
     /// The number of shards.
     ///
     /// ```
@@ -641,7 +941,7 @@ impl<K, S, C: Clock> Registry<K, S, C> {
     /// let registry = Registry::<u64>::builder(Breaker::builder().consecutive_failures(1))
     ///     .capacity(1_000_000)
     ///     .build()?;
-    /// assert_eq!(registry.shard_count(), 1024);
+    /// assert_eq!(registry.shard_count(), 1250); // 800 keys each when full
     /// # Ok::<(), failfast::ConfigError>(())
     /// ```
     pub fn shard_count(&self) -> usize {
@@ -666,7 +966,11 @@ impl<K, S, C: Clock> Registry<K, S, C> {
     pub fn for_each_snapshot(&self, mut f: impl FnMut(&K, &BreakerSnapshot)) {
         for shard in self.shards.iter() {
             let now = self.now();
-            shard.for_each(|e| f(&e.key, &e.breaker.snapshot_at(now)));
+            shard.for_each(|e| {
+                if let Some(key) = &e.key {
+                    f(key, &e.breaker.snapshot_at(now));
+                }
+            });
         }
     }
 
@@ -712,7 +1016,11 @@ impl<K: Clone, S, C: Clock> Iterator for Snapshots<'_, K, S, C> {
             self.next_shard += 1;
             let now = self.registry.now();
             let mut items = Vec::new();
-            shard.for_each(|e| items.push((e.key.clone(), e.breaker.snapshot_at(now))));
+            shard.for_each(|e| {
+                if let Some(key) = &e.key {
+                    items.push((key.clone(), e.breaker.snapshot_at(now)));
+                }
+            });
             self.buffer = items.into_iter();
         }
     }
@@ -732,8 +1040,9 @@ impl<K, S, C: Clock> fmt::Debug for Registry<K, S, C> {
             .field("len", &self.len())
             .field("open", &self.open_count())
             .field("half_open", &self.half_open_count())
-            .field("capacity", &self.capacity)
+            .field("budget", &self.budget)
             .field("idle_ttl", &self.idle_ttl)
+            .field("forget_after", &self.forget_after)
             .field("shards", &self.shards.len())
             .field("config", &self.shared.config)
             .finish_non_exhaustive()

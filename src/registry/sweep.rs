@@ -34,7 +34,7 @@ impl Schedule {
     pub(crate) fn next_shard(&self, shards: usize) -> usize {
         // Relaxed: the cursor only spreads sweeps over shards; it publishes
         // nothing, and two sweepers on one shard are safe (each takes its lock).
-        self.cursor.fetch_add(1, Ordering::Relaxed) & (shards - 1)
+        self.cursor.fetch_add(1, Ordering::Relaxed) % shards
     }
 
     /// How many shards are due at `now`, at most `max`, claimed by one strong

@@ -94,7 +94,7 @@ impl<K, C: Clock> LayerPermit<K, C> {
     pub(crate) fn key(&self) -> Option<&K> {
         match self {
             LayerPermit::Owned(_) => None,
-            LayerPermit::Keyed(p) => Some(p.key()),
+            LayerPermit::Keyed(p) => p.key(),
         }
     }
 
@@ -188,6 +188,7 @@ pin_project! {
     enum Kind<F> {
         Called { #[pin] fut: F },
         Rejected { rejected: Option<Rejected> },
+        Failed { error: Option<BoxError> },
     }
 }
 
@@ -225,11 +226,11 @@ impl<F, Cl, C: Clock, K> ResponseFuture<F, Cl, C, K> {
         }
     }
 
-    /// No breaker for this request (a keyed layer found no key): the inner
-    /// call runs unguarded and nothing is recorded.
-    pub(crate) fn unguarded(fut: F, classify: Cl) -> Self {
+    /// Refused before any breaker was asked (a keyed layer found no key):
+    /// ready with `error`, the inner service untouched.
+    pub(crate) fn failed(error: BoxError, classify: Cl) -> Self {
         ResponseFuture {
-            kind: Kind::Called { fut },
+            kind: Kind::Failed { error: Some(error) },
             deadline: None,
             permit: None,
             classify,
@@ -288,6 +289,12 @@ where
                     .take()
                     .expect("ResponseFuture polled after completion");
                 return Poll::Ready(Err(Box::new(rejected)));
+            }
+            KindProj::Failed { error } => {
+                let error = error
+                    .take()
+                    .expect("ResponseFuture polled after completion");
+                return Poll::Ready(Err(error));
             }
             KindProj::Called { fut } => fut,
         };

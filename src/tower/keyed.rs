@@ -1,6 +1,20 @@
 //! [`KeyedLayer`] / [`Keyed`]: one breaker per upstream host, picked per
 //! request from a [`Registry`].
+//!
+//! # Per-request cost
+//!
+//! With the default [`AuthorityKey`] over a registry of
+//! [`HostKey`](crate::registry::HostKey)s (or `String`s), a request for a
+//! host already tracked costs: one clock read (shared by the registry's idle
+//! stamp and the admission), the key normalised in a stack buffer, one
+//! hash, one shard read lock, one reference-count increment for the entry
+//! the permit holds and one for the transition hook if set — and no
+//! allocation. The verdict reads the clock again only when the breaker needs
+//! the time (a failure, a probe, a slow-call threshold or a time window); a
+//! [`timeout`](KeyedLayer::timeout) arms a tokio timer, which reads tokio's
+//! clock.
 
+use core::borrow::Borrow;
 use core::fmt;
 use core::hash::{BuildHasher, Hash};
 use core::task::{Context, Poll};
@@ -10,6 +24,7 @@ use std::sync::Arc;
 
 use tower::{BoxError, Layer, Service};
 
+use super::authority::{AuthorityKey, Keyless, KeylessReason};
 use super::classify::{Classify, DefaultClassifier};
 use super::future::{shielded, LayerPermit, Reporter, ResponseFuture};
 use super::{Hook, OnTransition};
@@ -18,19 +33,69 @@ use crate::clock::{Clock, Nanos, QuantaClock};
 use crate::error::Rejected;
 use crate::outcome::Outcome;
 use crate::permit::Permit;
-use crate::registry::{Handle, Registry};
+use crate::registry::{Entry, EntryArc, Registry};
 
 /// Picks the key of a request: the upstream whose breaker guards it.
-/// `None` sends the request on unguarded (nothing admitted, nothing recorded).
 ///
-/// Any `Fn(&Req) -> Option<K>` is a key function; [`AuthorityKey`] is the
-/// default for `http::Request`.
+/// A key function hands the key it derived to a [`KeySink`] — borrowed when
+/// it can, so a request for a key the registry already tracks allocates
+/// nothing — or returns [`Keyless`] when the request has none; the layer's
+/// [`KeylessPolicy`] then decides.
+///
+/// Any `Fn(&Req) -> Option<K>` is a key function (an owned key per request;
+/// `None` is [`KeylessReason::Missing`]); [`AuthorityKey`] is the default for
+/// `http::Request`.
+///
+/// ```
+/// use failfast::tower::{KeyFn, KeySink, Keyless, KeylessReason};
+///
+/// /// Keys requests by their first path segment, borrowed.
+/// struct FirstSegment;
+///
+/// impl<B> KeyFn<http::Request<B>> for FirstSegment {
+///     type Key = String;
+///     fn key_into<S: KeySink<String>>(&self, req: &http::Request<B>, sink: S) -> Result<S::Output, Keyless> {
+///         match req.uri().path().split('/').nth(1) {
+///             Some(segment) if !segment.is_empty() => Ok(sink.borrowed(segment)),
+///             _ => Err(Keyless::new(KeylessReason::Missing)),
+///         }
+///     }
+/// }
+/// ```
 pub trait KeyFn<Req> {
     /// The registry's key type.
     type Key;
 
-    /// The key of `req`, or `None` to leave it unguarded.
-    fn key(&self, req: &Req) -> Option<Self::Key>;
+    /// Derives `req`'s key and hands it to `sink`.
+    ///
+    /// # Errors
+    ///
+    /// [`Keyless`] when `req` has no key.
+    fn key_into<S: KeySink<Self::Key>>(&self, req: &Req, sink: S) -> Result<S::Output, Keyless>;
+}
+
+/// Where a [`KeyFn`] sends the key it derived (the keyed layer's registry
+/// lookup): the three ways a key can arrive.
+pub trait KeySink<K> {
+    /// What the lookup produces.
+    type Output;
+
+    /// An owned key: moved into the registry if new, dropped if not.
+    fn owned(self, key: K) -> Self::Output;
+
+    /// A borrowed key whose `ToOwned` is `K` (`&str` for `String`): cloned
+    /// only if new.
+    fn borrowed<Q>(self, key: &Q) -> Self::Output
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized;
+
+    /// A borrowed key converted with `From` (`&str` for a
+    /// [`HostKey`](crate::registry::HostKey)): converted only if new.
+    fn converted<Q>(self, key: &Q) -> Self::Output
+    where
+        K: Borrow<Q> + for<'q> From<&'q Q>,
+        Q: Hash + Eq + ?Sized;
 }
 
 impl<Req, K, F> KeyFn<Req> for F
@@ -39,63 +104,91 @@ where
 {
     type Key = K;
 
-    fn key(&self, req: &Req) -> Option<K> {
-        self(req)
-    }
-}
-
-/// The default key of an `http::Request`: its URI's authority
-/// (`host[:port]`, as a client or a forward proxy sees it), else its `Host`
-/// header (as a server or a reverse proxy sees it).
-///
-/// ```
-/// use failfast::tower::{AuthorityKey, KeyFn};
-///
-/// let req = http::Request::get("http://api.example:8080/v1").body(()).unwrap();
-/// assert_eq!(AuthorityKey.key(&req).unwrap(), "api.example:8080");
-/// let req = http::Request::get("/v1").header("host", "shop.example").body(()).unwrap();
-/// assert_eq!(AuthorityKey.key(&req).unwrap(), "shop.example");
-/// ```
-#[derive(Copy, Clone, Debug, Default)]
-pub struct AuthorityKey;
-
-impl<B> KeyFn<http::Request<B>> for AuthorityKey {
-    type Key = http::uri::Authority;
-
-    fn key(&self, req: &http::Request<B>) -> Option<http::uri::Authority> {
-        if let Some(authority) = req.uri().authority() {
-            return Some(authority.clone());
+    fn key_into<S: KeySink<K>>(&self, req: &Req, sink: S) -> Result<S::Output, Keyless> {
+        match self(req) {
+            Some(key) => Ok(sink.owned(key)),
+            None => Err(Keyless::new(KeylessReason::Missing)),
         }
-        let host = req.headers().get(http::header::HOST)?;
-        http::uri::Authority::try_from(host.as_bytes()).ok()
     }
 }
 
-/// A permit on a registry handle: keeps the handle (so the breaker is not
-/// evicted while the call runs) and reports through the breaker's own
-/// [`Permit`] logic. Dropped without a verdict, it is judged by its age
-/// like any permit.
+/// The keyed layer's sink: a registry lookup at one clock reading.
+struct Lookup<'r, K, H, C: Clock> {
+    registry: &'r Registry<K, H, C>,
+    now: Nanos,
+}
+
+impl<K: Hash + Eq, H: BuildHasher, C: Clock> KeySink<K> for Lookup<'_, K, H, C> {
+    type Output = EntryArc<Entry<K, C>>;
+
+    fn owned(self, key: K) -> Self::Output {
+        self.registry.entry_owned_at(key, self.now)
+    }
+
+    fn borrowed<Q>(self, key: &Q) -> Self::Output
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        self.registry.entry_borrowed_at(key, self.now)
+    }
+
+    fn converted<Q>(self, key: &Q) -> Self::Output
+    where
+        K: Borrow<Q> + for<'q> From<&'q Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.registry.entry_from_at(key, self.now)
+    }
+}
+
+/// What the keyed layer does with a request that has no key.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub enum KeylessPolicy {
+    /// Refuse it at once, without calling the inner service: the call's
+    /// future is ready with [`Keyless`] boxed in [`BoxError`] (a 400 for a
+    /// proxy; boxing it is the one allocation of such a request, as for any
+    /// error through tower). The default.
+    #[default]
+    Reject,
+    /// Guard it with the registry's one shared unkeyed breaker
+    /// ([`Registry::unkeyed`]): keyless requests fail fast together.
+    Shared,
+}
+
+/// A permit on a registry entry: keeps the entry referenced (so the breaker
+/// is not evicted while the call runs) and reports through the breaker's own
+/// [`Permit`] logic. Dropped without a verdict, it counts as the core counts
+/// a dropped permit.
+///
+/// It holds the entry, not a [`Handle`](crate::Handle): the lookup stamped
+/// the entry with the request's one clock reading, and nothing is stamped
+/// again at the end (no second clock read).
 pub(crate) struct KeyedPermit<K, C: Clock> {
-    handle: Handle<K, C>,
+    entry: EntryArc<Entry<K, C>>,
     ticket: Ticket,
     done: bool,
+    /// The layer's reporter: one reference-count increment per call, and
+    /// only when a hook is set.
+    reporter: Option<Arc<Reporter<K>>>,
 }
 
 impl<K, C: Clock> KeyedPermit<K, C> {
-    /// Admits a call at `now` on `handle`'s breaker and reports the
-    /// transition the admission itself caused (Open → HalfOpen), with the key.
+    /// Admits a call on `entry`'s breaker at `now` and reports the transition
+    /// the admission itself caused (Open → HalfOpen), with the key.
     /// A hook that panics gives the permit back neutrally (see [`shielded`]).
     pub(crate) fn acquire(
-        handle: Handle<K, C>,
+        entry: EntryArc<Entry<K, C>>,
         now: Nanos,
-        reporter: Option<&Reporter<K>>,
+        reporter: Option<&Arc<Reporter<K>>>,
     ) -> Result<LayerPermit<K, C>, Rejected> {
-        let ticket = handle.breaker().ticket_at(now)?;
-        let transition = handle.breaker().admission_transition(&ticket);
+        let ticket = entry.breaker.ticket_at(now)?;
+        let transition = entry.breaker.admission_transition(&ticket);
         let permit = LayerPermit::Keyed(KeyedPermit {
-            handle,
+            entry,
             ticket,
             done: false,
+            reporter: reporter.cloned(),
         });
         Ok(match (transition, reporter) {
             (Some(t), Some(r)) => shielded(permit, |p| r.report(p.key(), &t)),
@@ -103,8 +196,8 @@ impl<K, C: Clock> KeyedPermit<K, C> {
         })
     }
 
-    pub(crate) fn key(&self) -> &K {
-        self.handle.key()
+    pub(crate) fn key(&self) -> Option<&K> {
+        self.entry.key.as_ref()
     }
 
     pub(crate) fn restart_at(&mut self, now: Nanos) {
@@ -114,13 +207,16 @@ impl<K, C: Clock> KeyedPermit<K, C> {
     /// Gives the permit back neutrally, whatever its age.
     pub(crate) fn release(mut self) {
         self.done = true;
-        self.handle.breaker().drop_neutral(self.ticket);
+        self.entry.breaker.drop_neutral(self.ticket);
     }
 
     pub(crate) fn started_at(&self) -> Nanos {
         self.ticket.start
     }
 
+    /// Records `outcome` (at `at`, or when the breaker needs the time) and
+    /// reports any transition, with its own reporter (the response future
+    /// carries none for the keyed layer) or else `reporter`.
     pub(crate) fn record(
         mut self,
         outcome: Outcome,
@@ -128,13 +224,14 @@ impl<K, C: Clock> KeyedPermit<K, C> {
         reporter: Option<&Reporter<K>>,
     ) {
         self.done = true;
-        let permit = Permit::new(self.handle.breaker(), self.ticket);
+        let permit = Permit::new(&self.entry.breaker, self.ticket);
         let transition = match at {
             Some(at) => permit.record_at(outcome, at),
             None => permit.record(outcome),
         };
+        let reporter = self.reporter.as_deref().or(reporter);
         if let (Some(t), Some(r)) = (transition, reporter) {
-            r.report(Some(self.handle.key()), &t);
+            r.report(self.entry.key.as_ref(), &t);
         }
     }
 }
@@ -142,7 +239,7 @@ impl<K, C: Clock> KeyedPermit<K, C> {
 impl<K, C: Clock> Drop for KeyedPermit<K, C> {
     fn drop(&mut self) {
         if !self.done {
-            drop(Permit::new(self.handle.breaker(), self.ticket)); // judged by its age
+            drop(Permit::new(&self.entry.breaker, self.ticket));
         }
     }
 }
@@ -164,23 +261,28 @@ fn display_key<K: fmt::Display>(key: &K) -> String {
 /// Wraps a service in a [`Keyed`]: one breaker per key, from `registry`.
 ///
 /// ```
-/// use failfast::tower::{HttpClassifier, KeyedLayer};
+/// use failfast::registry::HostKey;
+/// use failfast::tower::{HttpClassifier, KeyedLayer, KeylessPolicy};
 /// use failfast::{Breaker, Registry};
 /// use std::sync::Arc;
 ///
 /// let registry = Arc::new(
-///     Registry::<http::uri::Authority>::builder(Breaker::builder().failure_rate(0.5).min_calls(20))
+///     Registry::<HostKey>::builder(Breaker::builder().failure_rate(0.5).min_calls(20))
+///         .capacity(100_000)
 ///         .build()?,
 /// );
 /// let client = tower::ServiceBuilder::new()
-///     .layer(KeyedLayer::new(registry.clone()).classify(HttpClassifier::new()))
+///     .layer(
+///         KeyedLayer::new(registry.clone())
+///             .classify(HttpClassifier::new())
+///             .keyless(KeylessPolicy::Reject),
+///     )
 ///     .service_fn(|_req: http::Request<()>| async {
 ///         Ok::<_, std::io::Error>(http::Response::new(()))
 ///     });
 /// # let _ = client;
 /// # Ok::<(), failfast::ConfigError>(())
 /// ```
-#[derive(Clone, Debug)]
 pub struct KeyedLayer<
     K,
     Kf = AuthorityKey,
@@ -192,31 +294,35 @@ pub struct KeyedLayer<
     key_fn: Kf,
     classify: Cl,
     timeout: Option<Duration>,
-    reporter: Option<Reporter<K>>,
+    keyless: KeylessPolicy,
+    reporter: Option<Arc<Reporter<K>>>,
 }
 
-impl<K, H, C: Clock> KeyedLayer<K, AuthorityKey, DefaultClassifier, H, C> {
+impl<K, H, C: Clock> KeyedLayer<K, AuthorityKey<K>, DefaultClassifier, H, C> {
     /// A layer keyed by [`AuthorityKey`], classifying `Ok` as success and
-    /// `Err` as failure.
+    /// `Err` as failure, rejecting keyless requests.
     pub fn new(registry: Arc<Registry<K, H, C>>) -> Self {
         KeyedLayer {
             registry,
-            key_fn: AuthorityKey,
+            key_fn: AuthorityKey::new(),
             classify: DefaultClassifier,
             timeout: None,
+            keyless: KeylessPolicy::Reject,
             reporter: None,
         }
     }
 }
 
 impl<K, Kf, Cl, H, C: Clock> KeyedLayer<K, Kf, Cl, H, C> {
-    /// Picks keys with `key_fn` instead (any `Fn(&Req) -> Option<K>`).
+    /// Picks keys with `key_fn` instead (a [`KeyFn`], e.g. any
+    /// `Fn(&Req) -> Option<K>`, or an [`AuthorityKey`] with other limits).
     pub fn key_fn<Kf2>(self, key_fn: Kf2) -> KeyedLayer<K, Kf2, Cl, H, C> {
         KeyedLayer {
             registry: self.registry,
             key_fn,
             classify: self.classify,
             timeout: self.timeout,
+            keyless: self.keyless,
             reporter: self.reporter,
         }
     }
@@ -228,8 +334,17 @@ impl<K, Kf, Cl, H, C: Clock> KeyedLayer<K, Kf, Cl, H, C> {
             key_fn: self.key_fn,
             classify,
             timeout: self.timeout,
+            keyless: self.keyless,
             reporter: self.reporter,
         }
+    }
+
+    /// What to do with a request that has no key (default
+    /// [`KeylessPolicy::Reject`]); either way it is counted in
+    /// [`Registry::keyless`].
+    pub fn keyless(mut self, policy: KeylessPolicy) -> Self {
+        self.keyless = policy;
+        self
     }
 
     /// Cuts each admitted call after `timeout`: see [`TimedOut`](super::TimedOut).
@@ -240,24 +355,50 @@ impl<K, Kf, Cl, H, C: Clock> KeyedLayer<K, Kf, Cl, H, C> {
     }
 
     /// Reports each transition caused by a call through this layer (by its
-    /// admission or its verdict), with
-    /// the key formatted by `Display` as the upstream's name (formatting
-    /// happens on transitions only).
+    /// admission or its verdict), with the key formatted by `Display` as the
+    /// upstream's name (formatting happens on transitions only; a breaker
+    /// shared by many keys is named `(shared)`). Costs one reference-count
+    /// increment per call.
     pub fn on_transition(mut self, hook: impl OnTransition) -> Self
     where
         K: fmt::Display,
     {
-        self.reporter = Some(Reporter {
+        self.reporter = Some(Arc::new(Reporter {
             hook: Hook(Arc::new(hook)),
-            upstream: Arc::from(""),
+            upstream: Arc::from("(shared)"),
             name_of: Some(display_key::<K>),
-        });
+        }));
         self
     }
 
     /// The registry.
     pub fn registry(&self) -> &Arc<Registry<K, H, C>> {
         &self.registry
+    }
+}
+
+impl<K, Kf: Clone, Cl: Clone, H, C: Clock> Clone for KeyedLayer<K, Kf, Cl, H, C> {
+    fn clone(&self) -> Self {
+        KeyedLayer {
+            registry: self.registry.clone(),
+            key_fn: self.key_fn.clone(),
+            classify: self.classify.clone(),
+            timeout: self.timeout,
+            keyless: self.keyless,
+            reporter: self.reporter.clone(),
+        }
+    }
+}
+
+impl<K, Kf: fmt::Debug, Cl: fmt::Debug, H, C: Clock> fmt::Debug for KeyedLayer<K, Kf, Cl, H, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeyedLayer")
+            .field("key_fn", &self.key_fn)
+            .field("classify", &self.classify)
+            .field("timeout", &self.timeout)
+            .field("keyless", &self.keyless)
+            .field("reporter", &self.reporter)
+            .finish_non_exhaustive()
     }
 }
 
@@ -271,6 +412,7 @@ impl<S, K, Kf: Clone, Cl: Clone, H, C: Clock> Layer<S> for KeyedLayer<K, Kf, Cl,
             key_fn: self.key_fn.clone(),
             classify: self.classify.clone(),
             timeout: self.timeout,
+            keyless: self.keyless,
             reporter: self.reporter.clone(),
         }
     }
@@ -281,14 +423,16 @@ impl<S, K, Kf: Clone, Cl: Clone, H, C: Clock> Layer<S> for KeyedLayer<K, Kf, Cl,
 /// * `poll_ready` forwards the inner service's readiness and nothing else:
 ///   one inner service fans out to many hosts, and one open host must not
 ///   stall the others.
-/// * `call` takes the key ([`KeyFn`]), finds or creates its breaker in the
-///   registry (one map lookup), and asks it for a permit. Refused, it
-///   returns a future ready with [`Rejected`] boxed in [`BoxError`], without
-///   calling the inner service. Admitted, the permit (holding the registry
-///   handle, so the breaker cannot be evicted mid-call) moves into the
-///   [`ResponseFuture`] and is recorded there; a dropped future counts as
-///   ignored. A request without a key runs unguarded.
-#[derive(Clone, Debug)]
+/// * `call` reads the clock once, derives the key ([`KeyFn`]), finds or
+///   creates its breaker in the registry (one map lookup; a full registry's
+///   overflow breaker for a new key it cannot track), and asks it for a
+///   permit. Refused, it returns a future ready with [`Rejected`] boxed in
+///   [`BoxError`], without calling the inner service. Admitted, the permit
+///   (holding the registry entry, so the breaker cannot be evicted mid-call)
+///   moves into the [`ResponseFuture`] and is recorded there; a dropped
+///   future drops the permit. A request without a key follows the
+///   [`KeylessPolicy`]: rejected with [`Keyless`] (default) or guarded by the
+///   registry's unkeyed breaker.
 pub struct Keyed<
     S,
     K,
@@ -302,7 +446,8 @@ pub struct Keyed<
     key_fn: Kf,
     classify: Cl,
     timeout: Option<Duration>,
-    reporter: Option<Reporter<K>>,
+    keyless: KeylessPolicy,
+    reporter: Option<Arc<Reporter<K>>>,
 }
 
 impl<S, K, Kf, Cl, H, C: Clock> Keyed<S, K, Kf, Cl, H, C> {
@@ -314,6 +459,34 @@ impl<S, K, Kf, Cl, H, C: Clock> Keyed<S, K, Kf, Cl, H, C> {
     /// The inner service.
     pub fn get_ref(&self) -> &S {
         &self.inner
+    }
+}
+
+impl<S: Clone, K, Kf: Clone, Cl: Clone, H, C: Clock> Clone for Keyed<S, K, Kf, Cl, H, C> {
+    fn clone(&self) -> Self {
+        Keyed {
+            inner: self.inner.clone(),
+            registry: self.registry.clone(),
+            key_fn: self.key_fn.clone(),
+            classify: self.classify.clone(),
+            timeout: self.timeout,
+            keyless: self.keyless,
+            reporter: self.reporter.clone(),
+        }
+    }
+}
+
+impl<S: fmt::Debug, K, Kf: fmt::Debug, Cl: fmt::Debug, H, C: Clock> fmt::Debug
+    for Keyed<S, K, Kf, Cl, H, C>
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Keyed")
+            .field("inner", &self.inner)
+            .field("key_fn", &self.key_fn)
+            .field("classify", &self.classify)
+            .field("timeout", &self.timeout)
+            .field("keyless", &self.keyless)
+            .finish_non_exhaustive()
     }
 }
 
@@ -336,19 +509,32 @@ where
     }
 
     fn call(&mut self, req: Req) -> Self::Future {
-        let Some(key) = self.key_fn.key(&req) else {
-            return ResponseFuture::unguarded(self.inner.call(req), self.classify.clone());
+        // The request's one clock reading: the registry's idle stamp and the
+        // admission (and so the deadline's start) share it.
+        let now = self.registry.now();
+        let lookup = Lookup {
+            registry: &self.registry,
+            now,
         };
-        let handle = self.registry.get_or_insert(key);
-        // Always timed: a call through the layer can be abandoned, and only
-        // a permit that knows its start can be judged by its age.
-        let now = handle.breaker().now();
+        let entry = match self.key_fn.key_into(&req, lookup) {
+            Ok(entry) => entry,
+            Err(keyless) => {
+                self.registry.count_keyless();
+                match self.keyless {
+                    KeylessPolicy::Reject => {
+                        return ResponseFuture::failed(Box::new(keyless), self.classify.clone())
+                    }
+                    KeylessPolicy::Shared => self.registry.unkeyed_entry().clone(),
+                }
+            }
+        };
         ResponseFuture::admitted(
-            KeyedPermit::acquire(handle, now, self.reporter.as_ref()),
+            KeyedPermit::acquire(entry, now, self.reporter.as_ref()),
             || self.inner.call(req),
             self.classify.clone(),
             self.timeout,
-            self.reporter.clone(),
+            // The permit carries the reporter: one clone, not two.
+            None,
         )
     }
 }

@@ -4,7 +4,7 @@
 //! | layer | one breaker per | `poll_ready` | a rejected call |
 //! |---|---|---|---|
 //! | [`FailFastLayer`] | service | the inner service's readiness, nothing else | `call` returns a ready `Err(`[`Rejected`](crate::Rejected)`)` boxed in [`tower::BoxError`]; the inner service is not called |
-//! | [`KeyedLayer`] | key taken from the request (default: the URI authority), in a [`Registry`](crate::Registry) | the inner service's readiness, nothing else | as above |
+//! | [`KeyedLayer`] | key taken from the request (default: the normalised URI authority or `Host`, [`AuthorityKey`]), in a [`Registry`](crate::Registry) | the inner service's readiness, nothing else | as above; a request without a key is rejected with [`Keyless`] (or shares one breaker: [`KeylessPolicy`]) |
 //! | [`EjectLayer`] | endpoint under `tower::balance` | `Pending` while the breaker would reject, woken when the probe time comes; **never** `Err` from the breaker | never, if `poll_ready` was honoured |
 //!
 //! In every layer the permit (an [`OwnedPermit`](crate::OwnedPermit), or for
@@ -40,6 +40,7 @@
 //! [`FailFastLayer::upstream`] for a single breaker, the request's key
 //! (formatted with `Display`, on transitions only) for [`KeyedLayer`].
 
+mod authority;
 mod balance;
 mod classify;
 mod clock;
@@ -49,11 +50,15 @@ mod layer;
 mod respond;
 mod timeout;
 
+pub use authority::{
+    normalise_authority, AuthorityKey, FromAuthority, KeyBuf, Keyless, KeylessReason,
+    DEFAULT_MAX_KEY_LEN, MAX_AUTHORITY_LEN,
+};
 pub use balance::{Eject, EjectLayer, DEFAULT_RECHECK};
 pub use classify::{Classify, DefaultClassifier, HttpClassifier};
 pub use clock::TokioClock;
 pub use future::ResponseFuture;
-pub use keyed::{AuthorityKey, KeyFn, Keyed, KeyedLayer};
+pub use keyed::{KeyFn, KeySink, Keyed, KeyedLayer, KeylessPolicy};
 pub use layer::{FailFast, FailFastLayer};
 pub use respond::{error_response, retry_after_secs, status_json, X_FAILFAST};
 pub use timeout::TimedOut;

@@ -76,7 +76,6 @@ pub(crate) fn ratio(part: u32, whole: u32) -> f64 {
     }
 }
 
-
 /// The window's atomics; the [`WindowKind`] (from the shared config) says how to read them.
 pub(crate) struct Window {
     slots: Box<[AtomicU64]>,

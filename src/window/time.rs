@@ -18,8 +18,8 @@
 
 use core::time::Duration;
 
-use crate::clock::Nanos;
 use super::WindowCounts;
+use crate::clock::Nanos;
 use crate::sync::{AtomicU64, Ordering};
 
 const CALLS_SHIFT: u32 = 0;

@@ -1,0 +1,185 @@
+//! The metrics exporter's registry totals stay true across evictions and
+//! removals: published with `Counter::absolute` (which keeps the largest value
+//! ever set), they must be lifetime totals — departed breakers folded in —
+//! or they stall and undercount. Per-host and aggregate series have distinct
+//! names, so a `sum()` over the per-host ones never double-counts.
+
+use std::time::Duration;
+
+use failfast::export::metrics::{
+    record_transition, record_transition_per_host, MetricsExporter, CALLS_TOTAL,
+    REGISTRY_CALLS_TOTAL, REGISTRY_EVICTED_TOTAL, REGISTRY_REMOVED_TOTAL, TRANSITIONS_TOTAL,
+};
+use failfast::{Breaker, ManualClock, Registry};
+use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
+
+/// A counter: name, labels, value.
+type Counter = (String, Vec<(String, String)>, u64);
+
+/// Every counter in a snapshot (a snapshot drains the recorder's counters;
+/// `absolute` sets them again).
+fn counters(snapshotter: &Snapshotter) -> Vec<Counter> {
+    snapshotter
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .filter_map(|(key, _, _, value)| match value {
+            DebugValue::Counter(n) => {
+                let (_, key) = key.into_parts();
+                let labels = key
+                    .labels()
+                    .map(|l| (l.key().to_owned(), l.value().to_owned()))
+                    .collect();
+                Some((key.name().to_owned(), labels, n))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+fn value(all: &[Counter], name: &str, labels: &[(&str, &str)]) -> u64 {
+    all.iter()
+        .find(|(n, l, _)| {
+            n == name
+                && l.len() == labels.len()
+                && labels
+                    .iter()
+                    .all(|(k, v)| l.iter().any(|(lk, lv)| lk == k && lv == v))
+        })
+        .map(|(_, _, v)| *v)
+        .unwrap_or_else(|| panic!("no {name} {labels:?} in {all:?}"))
+}
+
+fn successes(
+    registry: &Registry<u64, std::collections::hash_map::RandomState, ManualClock>,
+    key: u64,
+    n: usize,
+) {
+    let h = registry.handle(&key);
+    for _ in 0..n {
+        h.try_acquire().unwrap().success();
+    }
+}
+
+#[test]
+fn registry_calls_total_is_monotone_across_eviction_and_removal() {
+    let clock = ManualClock::new();
+    let registry =
+        Registry::<u64>::builder(Breaker::builder().consecutive_failures(5).count_calls(true))
+            .idle_ttl(Duration::from_secs(60))
+            .build_with_clock(clock.clone())
+            .unwrap();
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let export = || {
+        metrics::with_local_recorder(&recorder, || {
+            MetricsExporter::new().export_registry(&registry)
+        })
+    };
+    let success_total = || {
+        export();
+        value(
+            &counters(&snapshotter),
+            REGISTRY_CALLS_TOTAL,
+            &[("outcome", "success")],
+        )
+    };
+
+    successes(&registry, 1, 100);
+    assert_eq!(success_total(), 100);
+
+    // Host 1 is evicted: its 100 calls stay in the total.
+    clock.advance(Duration::from_secs(61));
+    assert_eq!(registry.sweep(usize::MAX), 1);
+    export();
+    let all = counters(&snapshotter);
+    assert_eq!(
+        value(&all, REGISTRY_CALLS_TOTAL, &[("outcome", "success")]),
+        100
+    );
+    assert_eq!(value(&all, REGISTRY_EVICTED_TOTAL, &[]), 1);
+
+    // 10 more on a new host: 110, then 120 — not stalled at the old maximum.
+    successes(&registry, 2, 10);
+    assert_eq!(success_total(), 110);
+    successes(&registry, 3, 10);
+    assert_eq!(success_total(), 120);
+
+    // Removed, with and without a live handle: still counted, never lower.
+    let held = registry.handle(&2);
+    assert!(registry.remove(&2));
+    assert!(registry.remove(&3));
+    export();
+    let all = counters(&snapshotter);
+    assert_eq!(
+        value(&all, REGISTRY_CALLS_TOTAL, &[("outcome", "success")]),
+        120
+    );
+    assert_eq!(value(&all, REGISTRY_REMOVED_TOTAL, &[]), 2);
+    drop(held);
+    successes(&registry, 4, 5);
+    assert_eq!(success_total(), 125);
+    assert_eq!(registry.lifetime_calls().unwrap().successes, 125);
+}
+
+#[test]
+fn per_host_and_aggregate_series_have_distinct_names() {
+    let registry =
+        Registry::<u64>::builder(Breaker::builder().consecutive_failures(5).count_calls(true))
+            .build_with_clock(ManualClock::new())
+            .unwrap();
+    successes(&registry, 1, 3);
+    successes(&registry, 2, 4);
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    metrics::with_local_recorder(&recorder, || {
+        MetricsExporter::new()
+            .per_host(true)
+            .export_registry(&registry)
+    });
+    let all = counters(&snapshotter);
+    let per_host: u64 = all
+        .iter()
+        .filter(|(n, l, _)| {
+            n == CALLS_TOTAL && l.iter().any(|(k, v)| k == "outcome" && v == "success")
+        })
+        .map(|(_, l, v)| {
+            assert!(l.iter().any(|(k, _)| k == "upstream"), "{l:?}");
+            *v
+        })
+        .sum();
+    assert_eq!(
+        per_host, 7,
+        "a sum over the per-host series counts each call once"
+    );
+    assert_eq!(
+        value(&all, REGISTRY_CALLS_TOTAL, &[("outcome", "success")]),
+        7
+    );
+    assert_ne!(CALLS_TOTAL, REGISTRY_CALLS_TOTAL);
+}
+
+#[test]
+fn transitions_carry_the_upstream_label_only_when_asked() {
+    let breaker = Breaker::builder()
+        .consecutive_failures(1)
+        .build_with_clock(ManualClock::new())
+        .unwrap();
+    let t = breaker.try_acquire().unwrap().failure().unwrap();
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    metrics::with_local_recorder(&recorder, || {
+        record_transition("api.example:443", &t);
+        record_transition_per_host("api.example:443", &t);
+    });
+    let all = counters(&snapshotter);
+    let base = [
+        ("from", "closed"),
+        ("to", "open"),
+        ("reason", t.reason.as_str()),
+    ];
+    assert_eq!(value(&all, TRANSITIONS_TOTAL, &base), 1);
+    let mut labelled = base.to_vec();
+    labelled.push(("upstream", "api.example:443"));
+    assert_eq!(value(&all, TRANSITIONS_TOTAL, &labelled), 1);
+}
