@@ -13,13 +13,14 @@ use core::fmt;
 use core::time::Duration;
 
 use crate::clock::{Clock, Nanos, QuantaClock};
-use crate::counters::CallCounters;
+use crate::counters::Counters;
 use crate::error::{RejectReason, Rejected};
 use crate::machine::{self, Admission};
 use crate::observe::{BreakerSnapshot, Observer, Reason, Transition};
 use crate::outcome::{Outcome, Verdict};
 use crate::policy::{Config, Flags};
 use crate::state::{Next, Snapshot, State, StateCell};
+use crate::storage::Storage;
 use crate::sync::Arc;
 use crate::window::{Window, WindowCounts};
 
@@ -109,15 +110,22 @@ impl<C> fmt::Debug for Shared<C> {
 /// # Ok::<(), failfast::ConfigError>(())
 /// ```
 pub struct Breaker<C: Clock = QuantaClock> {
+    /// The state word and its stamps (24 bytes).
     cell: StateCell,
-    window: Window,
-    counters: Option<Box<CallCounters>>,
-    id: u64,
+    /// Call counters and window slots, one thin allocation (8 bytes).
+    storage: Storage,
+    /// The jitter seed (a registry's key hash, or a builder's id).
+    id: u32,
     /// The configuration's hot-path bits, copied here: one field of the
     /// breaker instead of a read through `shared`.
     flags: Flags,
     shared: Arc<Shared<C>>,
 }
+
+// A consecutive-policy breaker in 48 bytes: a registry entry with a short
+// key then fits a smaller allocation class.
+#[cfg(all(target_pointer_width = "64", not(failfast_loom)))]
+const _: () = assert!(core::mem::size_of::<Breaker<QuantaClock>>() == 48);
 
 /// The start of a call whose admission did not read the clock (CLOSED, no
 /// slow-call timing): its age is unknown, so a drop without a verdict is
@@ -168,16 +176,28 @@ pub(crate) enum RoundStart {
 }
 
 impl<C: Clock> Breaker<C> {
-    pub(crate) fn from_shared(shared: Arc<Shared<C>>, id: u64) -> Breaker<C> {
-        let counters = shared.config.count_calls.then(Box::default);
+    pub(crate) fn from_shared(shared: Arc<Shared<C>>, id: u32) -> Breaker<C> {
+        let flags = shared.config.flags();
         Breaker {
             cell: StateCell::new(),
-            window: Window::new(shared.config.window),
-            counters,
+            storage: Storage::new(flags.counts_calls(), shared.config.shape),
             id,
-            flags: shared.config.flags(),
+            flags,
             shared,
         }
+    }
+
+    /// The call counters, when kept.
+    #[inline]
+    fn counters(&self) -> Option<Counters<'_>> {
+        self.storage.counters(self.flags.counts_calls())
+    }
+
+    /// The window (empty without one).
+    #[inline]
+    fn window(&self) -> Window<'_> {
+        self.storage
+            .window(self.flags.counts_calls(), self.shared.config.shape)
     }
 
     /// The validated configuration.
@@ -191,8 +211,9 @@ impl<C: Clock> Breaker<C> {
         self.flags
     }
 
-    /// The breaker's id (its jitter seed).
-    pub fn id(&self) -> u64 {
+    /// The breaker's id: its jitter seed (for a registry's breaker, its
+    /// key's hash), reported in each [`Transition`].
+    pub fn id(&self) -> u32 {
         self.id
     }
 
@@ -237,12 +258,7 @@ impl<C: Clock> Breaker<C> {
     /// Bytes this breaker occupies: the struct plus its window and counters on
     /// the heap (the shared config is not counted: one per registry).
     pub fn memory_bytes(&self) -> usize {
-        core::mem::size_of::<Self>()
-            + self.window.heap_bytes()
-            + self
-                .counters
-                .as_ref()
-                .map_or(0, |_| core::mem::size_of::<CallCounters>())
+        core::mem::size_of::<Self>() + self.storage.heap_bytes()
     }
 
     // ===== Admission =====
@@ -275,7 +291,7 @@ impl<C: Clock> Breaker<C> {
 
     #[inline]
     fn admitted(&self, ticket: Ticket) -> Ticket {
-        if let Some(c) = &self.counters {
+        if let Some(c) = self.counters() {
             c.admitted();
         }
         ticket
@@ -289,7 +305,7 @@ impl<C: Clock> Breaker<C> {
         loop {
             let config = &self.shared.config;
             let u = self.cell.update_from(s, now, |s| {
-                machine::admit(s, self.cell.since(s), now, config, self.id)
+                machine::admit(s, self.cell.since(s), now, config, self.id.into())
             });
             return match u.value {
                 Admission::Call => Ok(self.admitted(Ticket::new(u.seen.generation(), false, now))),
@@ -317,7 +333,7 @@ impl<C: Clock> Breaker<C> {
 
     #[cold]
     fn reject(&self, reason: RejectReason, until: Nanos, now: Nanos) -> Rejected {
-        if let Some(c) = &self.counters {
+        if let Some(c) = self.counters() {
             c.rejected();
         }
         let retry_after = (until != Nanos::NEVER).then(|| until.saturating_duration_since(now));
@@ -397,7 +413,7 @@ impl<C: Clock> Breaker<C> {
         let slow = outcome != Outcome::Ignored
             && self.flags.times_calls()
             && self.shared.config.is_slow(ticket.start, now);
-        if let Some(c) = &self.counters {
+        if let Some(c) = self.counters() {
             c.verdict(outcome.into(), slow);
         }
         let s = self.cell.load();
@@ -408,8 +424,7 @@ impl<C: Clock> Breaker<C> {
         // load plus the window's write.
         if outcome == Outcome::Success && !slow && s.is_settled_closed() {
             if self.flags.has_window() {
-                self.window
-                    .record(self.shared.config.window, now, false, false);
+                self.window().record(now, false, false);
             }
             return None;
         }
@@ -426,7 +441,7 @@ impl<C: Clock> Breaker<C> {
             Verdict::AbandonedSlow => true,
             _ => self.shared.config.is_slow(ticket.start, now),
         };
-        if let Some(c) = &self.counters {
+        if let Some(c) = self.counters() {
             c.verdict(verdict, slow);
         }
         let s = self.cell.load();
@@ -494,7 +509,7 @@ impl<C: Clock> Breaker<C> {
     pub(crate) fn drop_neutral(&self, ticket: Ticket) {
         if ticket.probe {
             let _ = self.on_ending(ticket, Verdict::Dropped, ticket.start);
-        } else if let Some(c) = &self.counters {
+        } else if let Some(c) = self.counters() {
             c.verdict(Verdict::Dropped, false);
         }
     }
@@ -519,14 +534,14 @@ impl<C: Clock> Breaker<C> {
         if !verdict.counts() {
             return None;
         }
-        let config = &self.shared.config;
         let failure = verdict.is_failure();
-        self.window.record(config.window, now, failure, slow);
+        let window = self.window();
+        window.record(now, failure, slow);
         if !failure && !slow {
             return None; // a fast success never trips
         }
-        let counts = self.window.counts(config.window, now);
-        let reason = config.trip_reason(run, counts)?;
+        let counts = window.counts(now);
+        let reason = self.shared.config.trip_reason(run, counts)?;
         self.trip(generation, reason, now, counts)
     }
 
@@ -562,7 +577,7 @@ impl<C: Clock> Breaker<C> {
         }
         let to = u.entered?;
         if to.state() == State::MetricsOnly {
-            self.window.reset(self.shared.config.window, now);
+            self.window().reset(now);
         }
         Some(self.report(u.seen, to, reason, now, counts))
     }
@@ -584,7 +599,7 @@ impl<C: Clock> Breaker<C> {
             return None;
         };
         let from = if to.is_closed() {
-            self.window.reset(self.shared.config.window, now);
+            self.window().reset(now);
             // The closing success is one of the counts that caused the
             // transition: report it (as the failure that trips is).
             u.seen.with_successes(u.seen.successes() + 1)
@@ -649,11 +664,10 @@ impl<C: Clock> Breaker<C> {
 
     /// The jittered open duration of the OPEN state `s`.
     fn open_duration(&self, s: Snapshot) -> Duration {
-        Duration::from_nanos(self.shared.config.backoff.open_nanos(
-            s.trips(),
-            self.id,
-            s.generation(),
-        ))
+        self.shared
+            .config
+            .backoff
+            .open_duration(s.trips(), self.id.into(), s.generation())
     }
 
     // ===== Manual modes =====
@@ -663,7 +677,7 @@ impl<C: Clock> Breaker<C> {
         let u = self.cell.update(now, |s| machine::set_mode(s, target));
         let to = u.entered?;
         if matches!(target, State::Closed | State::MetricsOnly) {
-            self.window.reset(self.shared.config.window, now);
+            self.window().reset(now);
         }
         Some(self.report(u.seen, to, reason, now, WindowCounts::default()))
     }
@@ -729,7 +743,7 @@ impl<C: Clock> Breaker<C> {
         let s = self.cell.load();
         let since = self.cell.since(s);
         let config = &self.shared.config;
-        let window = self.window.counts(config.window, now);
+        let window = self.window().counts(now);
         // The trip conditions judge rates only from `min_calls` calls on;
         // below that a rate is noise (one failure in one call is not 100 %).
         let enough = window.calls >= config.min_calls;
@@ -747,7 +761,7 @@ impl<C: Clock> Breaker<C> {
             window,
             consecutive_failures: if s.is_half_open() { 0 } else { s.count() },
             trips_in_a_row: s.trips(),
-            calls: self.counters.as_ref().map(|c| c.read()),
+            calls: self.counters().map(|c| c.read()),
         }
     }
 
@@ -759,7 +773,7 @@ impl<C: Clock> Breaker<C> {
         if !s.is_closed() || s.count() != 0 || s.trips() != 0 {
             return false;
         }
-        let w = self.window.counts(self.shared.config.window, now);
+        let w = self.window().counts(now);
         w.failures == 0 && w.slow == 0
     }
 }
@@ -785,7 +799,7 @@ impl<C: Clock> fmt::Debug for Breaker<C> {
         f.debug_struct("Breaker")
             .field("id", &self.id)
             .field("state", &self.cell)
-            .field("window", &self.window)
+            .field("storage", &self.storage)
             .finish_non_exhaustive()
     }
 }

@@ -11,7 +11,7 @@ use crate::observe::Observer;
 use crate::policy::{Backoff, Config, Rate};
 use crate::state::{COUNT_MAX, SUCCESS_MAX};
 use crate::sync::Arc;
-use crate::window::WindowKind;
+use crate::window::{Shape, WindowKind};
 
 /// Largest count window.
 pub const MAX_COUNT_WINDOW: u32 = 4096;
@@ -80,7 +80,7 @@ pub struct Builder {
     backoff_off: bool,
     count_calls: bool,
     observer: Option<std::sync::Arc<dyn Observer>>,
-    id: Option<u64>,
+    id: Option<u32>,
 }
 
 impl Default for Builder {
@@ -336,7 +336,7 @@ impl Builder {
     /// builder builds gets its own, drawn from the process's random hash
     /// keys: breakers and replicas spread their probes without configuration.
     /// Set it for a reproducible schedule (tests, simulations).
-    pub fn id(mut self, id: u64) -> Self {
+    pub fn id(mut self, id: u32) -> Self {
         self.id = Some(id);
         self
     }
@@ -513,6 +513,7 @@ impl Builder {
             slow_call_rate,
             slow_call_threshold: self.slow_call_threshold,
             window,
+            shape: Shape::of(window),
             min_calls,
             probes: self.probes,
             probe_lease,
@@ -529,7 +530,8 @@ impl Builder {
 /// An id for a breaker built without one: a hash of nothing under a fresh
 /// `RandomState`, whose keys are random per process and advance with each
 /// call. Distinct for each breaker and each replica, with no shared state.
-fn distinct_id() -> u64 {
+fn distinct_id() -> u32 {
     use std::hash::BuildHasher;
-    std::collections::hash_map::RandomState::new().hash_one(())
+    let h = std::collections::hash_map::RandomState::new().hash_one(());
+    (h ^ (h >> 32)) as u32
 }

@@ -1,4 +1,5 @@
-//! Optional lifetime call counters (admitted, rejected, outcomes).
+//! Optional lifetime call counters (admitted, rejected, and how each call
+//! ended), kept in the first slots of a breaker's [`Storage`](crate::storage).
 //!
 //! Off by default: each counter is a read-modify-write on the request path,
 //! and invariant 8 promises none for a healthy call. Turn them on with
@@ -9,55 +10,70 @@ use crate::observe::CallCounts;
 use crate::outcome::Verdict;
 use crate::sync::{AtomicU64, Ordering};
 
-#[derive(Debug, Default)]
-pub(crate) struct CallCounters {
-    admitted: AtomicU64,
-    rejected: AtomicU64,
-    successes: AtomicU64,
-    failures: AtomicU64,
-    ignored: AtomicU64,
-    dropped: AtomicU64,
-    abandoned: AtomicU64,
-    panicked: AtomicU64,
-    slow: AtomicU64,
-}
+/// Slots the counters take.
+pub(crate) const SLOTS: usize = 9;
+
+const ADMITTED: usize = 0;
+const REJECTED: usize = 1;
+const SUCCESSES: usize = 2;
+const FAILURES: usize = 3;
+const IGNORED: usize = 4;
+const DROPPED: usize = 5;
+const ABANDONED: usize = 6;
+const PANICKED: usize = 7;
+const SLOW: usize = 8;
+
+/// The counters in `slots` (exactly [`SLOTS`] of them).
+#[derive(Copy, Clone)]
+pub(crate) struct Counters<'a>(&'a [AtomicU64]);
 
 // Relaxed throughout: each counter is a statistic, not a guard for other memory.
-impl CallCounters {
-    pub(crate) fn admitted(&self) {
-        self.admitted.fetch_add(1, Ordering::Relaxed);
+impl<'a> Counters<'a> {
+    #[inline]
+    pub(crate) fn new(slots: &'a [AtomicU64]) -> Counters<'a> {
+        debug_assert_eq!(slots.len(), SLOTS);
+        Counters(slots)
     }
 
-    pub(crate) fn rejected(&self) {
-        self.rejected.fetch_add(1, Ordering::Relaxed);
+    #[inline]
+    fn bump(self, i: usize) {
+        self.0[i].fetch_add(1, Ordering::Relaxed);
     }
 
-    pub(crate) fn verdict(&self, verdict: Verdict, slow: bool) {
-        let counter = match verdict {
-            Verdict::Success => &self.successes,
-            Verdict::Failure => &self.failures,
-            Verdict::Ignored => &self.ignored,
-            Verdict::Dropped => &self.dropped,
-            Verdict::AbandonedSlow | Verdict::AbandonedFailure => &self.abandoned,
-            Verdict::Panicked => &self.panicked,
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
+    pub(crate) fn admitted(self) {
+        self.bump(ADMITTED);
+    }
+
+    pub(crate) fn rejected(self) {
+        self.bump(REJECTED);
+    }
+
+    pub(crate) fn verdict(self, verdict: Verdict, slow: bool) {
+        self.bump(match verdict {
+            Verdict::Success => SUCCESSES,
+            Verdict::Failure => FAILURES,
+            Verdict::Ignored => IGNORED,
+            Verdict::Dropped => DROPPED,
+            Verdict::AbandonedSlow | Verdict::AbandonedFailure => ABANDONED,
+            Verdict::Panicked => PANICKED,
+        });
         if slow {
-            self.slow.fetch_add(1, Ordering::Relaxed);
+            self.bump(SLOW);
         }
     }
 
-    pub(crate) fn read(&self) -> CallCounts {
+    pub(crate) fn read(self) -> CallCounts {
+        let n = |i: usize| self.0[i].load(Ordering::Relaxed);
         CallCounts {
-            admitted: self.admitted.load(Ordering::Relaxed),
-            rejected: self.rejected.load(Ordering::Relaxed),
-            successes: self.successes.load(Ordering::Relaxed),
-            failures: self.failures.load(Ordering::Relaxed),
-            ignored: self.ignored.load(Ordering::Relaxed),
-            dropped: self.dropped.load(Ordering::Relaxed),
-            abandoned: self.abandoned.load(Ordering::Relaxed),
-            panicked: self.panicked.load(Ordering::Relaxed),
-            slow: self.slow.load(Ordering::Relaxed),
+            admitted: n(ADMITTED),
+            rejected: n(REJECTED),
+            successes: n(SUCCESSES),
+            failures: n(FAILURES),
+            ignored: n(IGNORED),
+            dropped: n(DROPPED),
+            abandoned: n(ABANDONED),
+            panicked: n(PANICKED),
+            slow: n(SLOW),
         }
     }
 }

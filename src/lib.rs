@@ -101,6 +101,7 @@ mod permit;
 mod policy;
 pub mod registry;
 mod state;
+mod storage;
 mod sync;
 #[cfg(feature = "tower")]
 pub mod tower;

@@ -102,7 +102,7 @@ pub struct Transition {
     /// When, on the breaker's clock.
     pub at: Nanos,
     /// The breaker's id (its jitter seed; the registry derives it from the key).
-    pub breaker_id: u64,
+    pub breaker_id: u32,
     /// The window's counts when it happened (zero without a window).
     pub window: WindowCounts,
     /// Consecutive failures when it happened (Closed only).

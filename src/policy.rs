@@ -10,7 +10,7 @@ use core::time::Duration;
 use crate::clock::Nanos;
 use crate::observe::Reason;
 use crate::outcome::Verdict;
-use crate::window::{WindowCounts, WindowKind};
+use crate::window::{Shape, WindowCounts, WindowKind};
 
 /// What a breaker's hot paths need of its configuration, as bits of one
 /// field of the breaker itself (see [`Config::flags`]).
@@ -185,6 +185,8 @@ pub struct Config {
     pub(crate) slow_call_rate: Option<Rate>,
     pub(crate) slow_call_threshold: Option<Duration>,
     pub(crate) window: WindowKind,
+    /// `window`, as the request path reads it.
+    pub(crate) shape: Shape,
     pub(crate) min_calls: u32,
     pub(crate) probes: u32,
     pub(crate) probe_lease: Duration,

@@ -432,7 +432,7 @@ fn no_thread_after_100k_breakers() {
 fn count_threads_around_100k_breakers() {
     let before = threads();
     let clock = ManualClock::new();
-    let breakers: Vec<Breaker<ManualClock>> = (0..100_000u64)
+    let breakers: Vec<Breaker<ManualClock>> = (0..100_000u32)
         .map(|id| {
             Breaker::builder()
                 .consecutive_failures(2)

@@ -59,24 +59,28 @@ fn memory_bytes_counts_the_window_and_the_counters() {
     let base = std::mem::size_of::<Breaker<ManualClock>>();
     let build = |b: failfast::Builder| b.build_with_clock(ManualClock::new()).unwrap();
     let none = build(Breaker::builder().consecutive_failures(1));
-    assert_eq!(none.memory_bytes(), base);
-    // 100 entries: a cursor and ceil(100 / 32) = 4 words of 2-bit entries.
+    assert_eq!(none.memory_bytes(), base, "no window, no counters: no heap");
+    // The one heap allocation: a header (reference count and length), then
+    // the slots. 100 entries: a cursor and ceil(100 / 32) = 4 words of 2-bit
+    // entries.
+    const HEADER: usize = 16;
     let count = build(Breaker::builder().failure_rate(0.5).count_window(100));
-    assert_eq!(count.memory_bytes(), base + 5 * 8);
+    assert_eq!(count.memory_bytes(), base + HEADER + 5 * 8);
     // 10 buckets and the epoch.
     let time = build(
         Breaker::builder()
             .failure_rate(0.5)
             .time_window(Duration::from_secs(10), 10),
     );
-    assert_eq!(time.memory_bytes(), base + 11 * 8);
+    assert_eq!(time.memory_bytes(), base + HEADER + 11 * 8);
     let counted = build(
         Breaker::builder()
             .failure_rate(0.5)
             .count_window(100)
             .count_calls(true),
     );
-    assert!(counted.memory_bytes() > count.memory_bytes());
+    // Nine counters, in the same allocation.
+    assert_eq!(counted.memory_bytes(), count.memory_bytes() + 9 * 8);
 }
 
 #[test]
@@ -198,8 +202,9 @@ fn debug_output_shows_the_state_the_window_and_the_permit() {
         debug_field(&s, "since"),
         format!("{:?}", at - snap.time_in_state)
     );
-    // The window's words: what it adds to the breaker's size, in u64s.
-    let words = (b.memory_bytes() - std::mem::size_of::<Breaker<ManualClock>>()) / 8;
+    // The window's words: what it adds to the breaker's size past the
+    // allocation's 16-byte header, in u64s.
+    let words = (b.memory_bytes() - std::mem::size_of::<Breaker<ManualClock>>() - 16) / 8;
     assert_eq!(debug_field(&s, "slots"), format!("{words:?}"));
 
     let probe = b.try_acquire_at(Nanos::from_secs(100)).unwrap();

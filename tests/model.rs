@@ -119,7 +119,7 @@ struct Spec {
     /// `backoff(multiplier, base × cap_factor)`, or the default (2, max(base, 300 s)).
     backoff: Option<(Multiplier, u64)>,
     jitter: f64,
-    id: u64,
+    id: u32,
     count_calls: bool,
     /// Whether the operations include the manual modes (they are sticky
     /// until a reset, so half the cases leave them out to explore the machine).
@@ -208,7 +208,7 @@ fn spec_strategy() -> impl Strategy<Value = Spec> {
             1u64..=2000,
             prop::option::weighted(0.7, (multiplier, 1u64..=64)),
             prop_oneof![Just(0.0), 0.01f64..0.9],
-            any::<u64>(),
+            any::<u32>(),
             any::<bool>(),
             prop::bool::weighted(0.3),
             1u32..=9,

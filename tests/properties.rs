@@ -72,7 +72,7 @@ proptest! {
     /// id at the same generation, and is what admission and the snapshot use.
     #[test]
     fn jitter_is_bounded_and_deterministic_per_id_and_generation(
-        id in any::<u64>(),
+        id in any::<u32>(),
         resets in 0u32..40,
         jitter in prop_oneof![Just(0.0), 0.001f64..0.999],
         base_ms in 1u64..=100_000,
@@ -239,7 +239,7 @@ fn counts(calls: impl Iterator<Item = (bool, bool)>) -> WindowCounts {
 fn jitter_spreads_across_ids() {
     let base = Duration::from_secs(60);
     let mut seen = HashSet::new();
-    for id in 0..200u64 {
+    for id in 0..200u32 {
         let b = Breaker::builder()
             .id(id)
             .consecutive_failures(1)

@@ -4,7 +4,7 @@ use failfast::{Breaker, ManualClock, Nanos, RejectReason, State};
 use std::collections::HashMap;
 use std::time::Duration;
 
-fn breaker(clock: &ManualClock, id: u64) -> Breaker<ManualClock> {
+fn breaker(clock: &ManualClock, id: u32) -> Breaker<ManualClock> {
     Breaker::builder()
         .consecutive_failures(2)
         .failure_rate(0.5)
@@ -64,7 +64,7 @@ fn one_breaker_per_upstream_host() {
     let breakers: HashMap<&str, Breaker<ManualClock>> = hosts
         .iter()
         .enumerate()
-        .map(|(i, h)| (*h, breaker(&clock, i as u64)))
+        .map(|(i, h)| (*h, breaker(&clock, i as u32)))
         .collect();
 
     // b.internal goes down: half of its calls fail.

@@ -10,7 +10,7 @@ const JITTER: f64 = 0.5;
 
 /// Builds ten breakers, trips them all at `t0`, and returns the first instant
 /// each one admits a probe (checked to the nanosecond on both sides).
-fn probe_times(ids: &[u64], jitter: f64) -> Vec<Nanos> {
+fn probe_times(ids: &[u32], jitter: f64) -> Vec<Nanos> {
     let t0 = Nanos::from_secs(1_000);
     ids.iter()
         .map(|&id| {
@@ -45,7 +45,7 @@ fn probe_times(ids: &[u64], jitter: f64) -> Vec<Nanos> {
 
 #[test]
 fn probe_times_spread_over_the_jitter_range() {
-    let ids: Vec<u64> = (1..=10).collect();
+    let ids: Vec<u32> = (1..=10).collect();
     let times = probe_times(&ids, JITTER);
     let t0 = Nanos::from_secs(1_000);
     let lo = t0 + OPEN.mul_f64(1.0 - JITTER);
@@ -83,7 +83,7 @@ fn probe_times_spread_over_the_jitter_range() {
 #[test]
 fn over_many_hosts_probe_times_are_uniform_over_the_range() {
     // 1,000 hosts, five 1-second bins over (5 s, 10 s]: each holds about 200.
-    let ids: Vec<u64> = (0..1_000).collect();
+    let ids: Vec<u32> = (0..1_000).collect();
     let times = probe_times(&ids, JITTER);
     let t0 = Nanos::from_secs(1_000);
     let mut bins = [0u32; 5];
@@ -101,22 +101,22 @@ fn over_many_hosts_probe_times_are_uniform_over_the_range() {
 fn jitter_is_deterministic_across_runs() {
     // The documented formula, computed outside this crate (a few lines of
     // Python): the first trip of breaker `id` opens generation 1 for
-    // `step - cut` ns, where `u = splitmix64(id ^ 1·0x9E3779B97F4A7C15)`'s
+    // `step - cut` ns, where `u = splitmix64(id ^ 1·0x9E3779B97F4A7C15)`'s (the 32-bit id widened)
     // high 32 bits and `cut = step · (jitter·2³²) · u >> 64`, with
     // step = 10 s and jitter = 0.5. Any run on any machine gives these.
     const OPEN_NS: [u64; 10] = [
         7_068_533_887,
-        5_624_102_798,
-        9_758_332_298,
-        7_948_149_462,
-        6_062_256_638,
-        6_126_380_312,
-        6_305_720_704,
-        6_784_217_922,
-        5_961_737_618,
-        8_351_548_276,
+        7_630_133_741,
+        6_794_217_438,
+        8_689_036_284,
+        6_179_348_698,
+        8_560_917_307,
+        8_094_802_694,
+        6_520_943_075,
+        7_481_491_075,
+        5_687_965_459,
     ];
-    let ids: Vec<u64> = (1..=10).map(|i| i * 0x9E37_79B9).collect();
+    let ids: Vec<u32> = (1..=10u32).map(|i| i.wrapping_mul(0x9E37_79B9)).collect();
     let t0 = Nanos::from_secs(1_000);
     let expected: Vec<Nanos> = OPEN_NS
         .iter()
@@ -127,7 +127,7 @@ fn jitter_is_deterministic_across_runs() {
 
 #[test]
 fn without_jitter_they_all_probe_at_once() {
-    let ids: Vec<u64> = (1..=10).collect();
+    let ids: Vec<u32> = (1..=10).collect();
     let times = probe_times(&ids, 0.0);
     assert!(times.iter().all(|t| *t == Nanos::from_secs(1_010)));
 }

@@ -352,7 +352,7 @@ impl<K: Hash + Eq, S: BuildHasher> RegistryBuilder<K, S> {
             let own = breaker
                 .build_shared(clock.clone())
                 .map_err(|e| for_key(&e, &Raw(&name)))?;
-            let hash = self.hasher.hash_one(&key);
+            let hash = super::hash::key_hash(&self.hasher, &key);
             let entry = Override {
                 key,
                 hash,
@@ -367,7 +367,7 @@ impl<K: Hash + Eq, S: BuildHasher> RegistryBuilder<K, S> {
             }
         }
         let shared_entry = |seed: u64| {
-            let breaker = Breaker::from_shared(detached.clone(), seed);
+            let breaker = Breaker::from_shared(detached.clone(), super::hash::id_of(seed));
             EntryArc::new(Entry::new(breaker, None, now, Kind::Shared))
         };
         let ttl_ticks = ticks(self.idle_ttl);
@@ -377,11 +377,11 @@ impl<K: Hash + Eq, S: BuildHasher> RegistryBuilder<K, S> {
             shards: (0..shards)
                 .map(|i| {
                     // A distinct jitter seed per overflow breaker.
-                    let seed = self.hasher.hash_one(("overflow", i));
+                    let seed = super::hash::key_hash(&self.hasher, &("overflow", i));
                     CachePadded::new(Shard::new(shared_entry(seed)))
                 })
                 .collect(),
-            unkeyed: shared_entry(self.hasher.hash_one("unkeyed")),
+            unkeyed: shared_entry(super::hash::key_hash(&self.hasher, "unkeyed")),
             hasher: self.hasher,
             shared,
             overrides,

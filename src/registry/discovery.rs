@@ -59,7 +59,7 @@ impl<K: Hash + Eq, S: BuildHasher, C: Clock> Registry<K, S, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let hash = self.hasher.hash_one(key);
+        let hash = super::hash::key_hash(&self.hasher, key);
         match self
             .shard(hash)
             .remove(hash, |k| k.borrow() == key, now, &self.fleet, &self.budget)
@@ -133,10 +133,10 @@ impl<K: Hash + Eq, S: BuildHasher, C: Clock> Registry<K, S, C> {
             .build_shared(self.shared.clock.clone())
             .map_err(|e| builder::for_key(&e, &key))?;
         let shared = builder::attach(own, &self.fleet);
-        let hash = self.hasher.hash_one(&key);
+        let hash = super::hash::key_hash(&self.hasher, &key);
         // An upstream registered through discovery is known: the open cap
         // counts it from its first trip, success or not.
-        let breaker = Breaker::from_shared(shared, hash);
+        let breaker = Breaker::from_shared(shared, super::hash::id_of(hash));
         breaker.mark_proven();
         let entry = EntryArc::new(Entry::new(breaker, Some(key), now, Kind::Pinned));
         let replaced = match &entry.key {

@@ -198,6 +198,7 @@ mod budget;
 mod builder;
 mod discovery;
 mod handle;
+mod hash;
 mod host;
 mod key;
 mod shard;
@@ -220,6 +221,7 @@ pub use self::key::KeyBytes;
 use self::budget::Budget;
 use self::handle::Kind;
 pub(crate) use self::handle::{Entry, EntryArc};
+use self::hash::key_hash;
 use self::key::{Borrowed, Converted, KeyArg, Owned};
 use self::shard::{Evict, Shard};
 use self::sweep::Schedule;
@@ -332,7 +334,7 @@ impl<K: Hash + Eq, S: BuildHasher, C: Clock> Registry<K, S, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let hash = self.hasher.hash_one(key);
+        let hash = key_hash(&self.hasher, key);
         Handle::new(self.entry(hash, Borrowed(key), now))
     }
 
@@ -382,7 +384,7 @@ impl<K: Hash + Eq, S: BuildHasher, C: Clock> Registry<K, S, C> {
         K: Borrow<Q> + for<'q> From<&'q Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let hash = self.hasher.hash_one(key);
+        let hash = key_hash(&self.hasher, key);
         self.entry(hash, Converted(key), now)
     }
 
@@ -393,13 +395,13 @@ impl<K: Hash + Eq, S: BuildHasher, C: Clock> Registry<K, S, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let hash = self.hasher.hash_one(key);
+        let hash = key_hash(&self.hasher, key);
         self.entry(hash, Borrowed(key), now)
     }
 
     /// The entry of an owned key (see [`entry_from_at`](Self::entry_from_at)).
     pub(crate) fn entry_owned_at(&self, key: K, now: Nanos) -> EntryArc<Entry<K, C>> {
-        let hash = self.hasher.hash_one(&key);
+        let hash = key_hash(&self.hasher, &key);
         self.entry(hash, Owned(key), now)
     }
 
@@ -470,7 +472,7 @@ impl<K: Hash + Eq, S: BuildHasher, C: Clock> Registry<K, S, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let hash = self.hasher.hash_one(key);
+        let hash = key_hash(&self.hasher, key);
         let key = Borrowed(key);
         match self.shard(hash).find(hash, &key, |e| {
             e.touch(now);
@@ -508,7 +510,7 @@ impl<K: Hash + Eq, S: BuildHasher, C: Clock> Registry<K, S, C> {
         let over = self.overrides.find(hash, |o| key.matches(&o.key));
         let shared = over.map_or(&self.shared, |o| &o.shared);
         let inserted = shard.insert(hash, key, self.rule(now), &self.fleet, &self.budget, |k| {
-            let breaker = Breaker::from_shared(shared.clone(), hash);
+            let breaker = Breaker::from_shared(shared.clone(), hash::id_of(hash));
             EntryArc::new(Entry::new(breaker, Some(k), now, Kind::Tracked))
         });
         let entry = inserted.unwrap_or_else(|| {

@@ -13,6 +13,7 @@ use hashbrown::HashTable;
 
 use super::budget::Budget;
 use super::handle::{tick, Entry, EntryArc, Kind, TICK_SHIFT};
+use super::hash::table_hash;
 use super::key::KeyArg;
 use crate::clock::{Clock, Nanos};
 use crate::fleet::Fleet;
@@ -119,7 +120,7 @@ pub(crate) struct Shard<K, C: Clock> {
 }
 
 fn rehash<K, C: Clock>(e: &EntryArc<Entry<K, C>>) -> u64 {
-    e.breaker.id()
+    table_hash(e.breaker.id())
 }
 
 pub(crate) fn add_calls(to: &mut CallCounts, c: &CallCounts) {
@@ -169,10 +170,9 @@ impl<K, C: Clock> Shard<K, C> {
         F: FnOnce(&EntryArc<Entry<K, C>>) -> R,
     {
         let table = self.read();
-        match table
-            .map
-            .find(hash, |e| e.breaker.id() == hash && matches(key, e))
-        {
+        match table.map.find(hash, |e| {
+            table_hash(e.breaker.id()) == hash && matches(key, e)
+        }) {
             Some(e) => Ok(f(e)),
             None => Err(f),
         }
@@ -195,9 +195,9 @@ impl<K, C: Clock> Shard<K, C> {
         make: impl FnOnce(K) -> EntryArc<Entry<K, C>>,
     ) -> Option<EntryArc<Entry<K, C>>> {
         let mut table = self.write();
-        let found = table
-            .map
-            .find(hash, |e| e.breaker.id() == hash && matches(&key, e));
+        let found = table.map.find(hash, |e| {
+            table_hash(e.breaker.id()) == hash && matches(&key, e)
+        });
         if let Some(e) = found {
             e.touch(rule.now);
             return Some(e.clone());
@@ -275,7 +275,7 @@ impl<K, C: Clock> Shard<K, C> {
                 .map
                 .iter()
                 .filter(|e| !keep(e))
-                .map(|e| (e.breaker.id(), EntryArc::as_ptr(e)))
+                .map(|e| (table_hash(e.breaker.id()), EntryArc::as_ptr(e)))
                 .collect()
         };
         if doomed.is_empty() {
@@ -315,7 +315,7 @@ impl<K, C: Clock> Shard<K, C> {
                 .map
                 .iter()
                 .filter(|e| EntryArc::strong_count(e) == 1 && rule.is_stale(e))
-                .map(|e| (e.breaker.id(), EntryArc::as_ptr(e)))
+                .map(|e| (table_hash(e.breaker.id()), EntryArc::as_ptr(e)))
                 .collect()
         };
         if candidates.is_empty() {
@@ -424,7 +424,7 @@ impl<K, C: Clock> Table<K, C> {
         let found = self
             .map
             .find_entry(hash, |e| {
-                e.breaker.id() == hash && e.key.as_ref().is_some_and(&is_key)
+                table_hash(e.breaker.id()) == hash && e.key.as_ref().is_some_and(&is_key)
             })
             .ok()?;
         let entry = found.remove().0;
@@ -452,7 +452,7 @@ impl<K, C: Clock> Table<K, C> {
             .iter()
             .filter(|e| rule.allows(e))
             .max_by_key(|e| e.idle_ticks(rule.now))
-            .map(|e| (e.breaker.id(), EntryArc::as_ptr(e)));
+            .map(|e| (table_hash(e.breaker.id()), EntryArc::as_ptr(e)));
         let Some((hash, ptr)) = oldest else {
             self.quiet_tick = Some(now_tick);
             return false;

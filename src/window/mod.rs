@@ -3,9 +3,9 @@
 //! Consecutive failures are not here: they live in the state word's count
 //! field, so a success that clears no run costs no write at all.
 //!
-//! Both windows are one boxed slice of atomics, allocated once when the
-//! breaker is built (never on the request path), whose layout depends on the
-//! [`WindowKind`]:
+//! Both windows are a slice of atomics in the breaker's one heap allocation
+//! (its storage, made when the breaker is built, never on the request path),
+//! whose layout depends on the [`WindowKind`]:
 //!
 //! * [`count`]: the last N calls as a ring of 2-bit entries (failure, slow).
 //! * [`time`]: B buckets of packed (calls, failures, slow), rotated lazily by
@@ -76,69 +76,84 @@ pub(crate) fn ratio(part: u32, whole: u32) -> f64 {
     }
 }
 
-/// The window's atomics; the [`WindowKind`] (from the shared config) says how to read them.
-pub(crate) struct Window {
-    slots: Box<[AtomicU64]>,
+/// A window's shape, computed once from its [`WindowKind`] when the config
+/// is built: what the request path needs, with the time window's bucket width
+/// already divided out (no `u128` division per call).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Shape {
+    None,
+    Count { size: u32 },
+    Time { width: u64, buckets: u32 },
 }
 
-impl Window {
-    pub(crate) fn new(kind: WindowKind) -> Window {
-        let len = match kind {
-            WindowKind::None => 0,
-            WindowKind::Count { size } => count::slots_for(size),
-            WindowKind::Time { buckets, .. } => time::slots_for(buckets),
-        };
-        Window {
-            slots: (0..len).map(|_| AtomicU64::new(0)).collect(),
+impl Shape {
+    pub(crate) fn of(kind: WindowKind) -> Shape {
+        match kind {
+            WindowKind::None => Shape::None,
+            WindowKind::Count { size } => Shape::Count { size },
+            WindowKind::Time { length, buckets } => Shape::Time {
+                width: time::width(length, buckets),
+                buckets,
+            },
         }
     }
 
-    /// Bytes on the heap for this window.
-    pub(crate) fn heap_bytes(&self) -> usize {
-        core::mem::size_of_val(&*self.slots)
+    /// The slots a window of this shape takes.
+    pub(crate) fn slots(self) -> usize {
+        match self {
+            Shape::None => 0,
+            Shape::Count { size } => count::slots_for(size),
+            Shape::Time { buckets, .. } => time::slots_for(buckets),
+        }
+    }
+}
+
+/// A window: its slots (in the breaker's storage) read by its shape.
+#[derive(Copy, Clone)]
+pub(crate) struct Window<'a> {
+    slots: &'a [AtomicU64],
+    shape: Shape,
+}
+
+impl<'a> Window<'a> {
+    #[inline]
+    pub(crate) fn new(slots: &'a [AtomicU64], shape: Shape) -> Window<'a> {
+        debug_assert_eq!(slots.len(), shape.slots());
+        Window { slots, shape }
     }
 
     /// Records one success or failure (never an ignored call).
     #[inline]
-    pub(crate) fn record(&self, kind: WindowKind, now: Nanos, failure: bool, slow: bool) {
-        match kind {
-            WindowKind::None => {}
-            WindowKind::Count { size } => count::record(&self.slots, size, failure, slow),
-            WindowKind::Time { length, buckets } => time::record(
-                &self.slots,
-                time::width(length, buckets),
-                buckets,
-                now,
-                failure,
-                slow,
-            ),
+    pub(crate) fn record(self, now: Nanos, failure: bool, slow: bool) {
+        match self.shape {
+            Shape::None => {}
+            Shape::Count { size } => count::record(self.slots, size, failure, slow),
+            Shape::Time { width, buckets } => {
+                time::record(self.slots, width, buckets, now, failure, slow)
+            }
         }
     }
 
     /// The calls, failures and slow calls in the window at `now`.
-    pub(crate) fn counts(&self, kind: WindowKind, now: Nanos) -> WindowCounts {
-        match kind {
-            WindowKind::None => WindowCounts::default(),
-            WindowKind::Count { size } => count::counts(&self.slots, size),
-            WindowKind::Time { length, buckets } => {
-                time::counts(&self.slots, time::width(length, buckets), buckets, now)
-            }
+    pub(crate) fn counts(self, now: Nanos) -> WindowCounts {
+        match self.shape {
+            Shape::None => WindowCounts::default(),
+            Shape::Count { size } => count::counts(self.slots, size),
+            Shape::Time { width, buckets } => time::counts(self.slots, width, buckets, now),
         }
     }
 
     /// Empties the window (on entering Closed or MetricsOnly).
-    pub(crate) fn reset(&self, kind: WindowKind, now: Nanos) {
-        match kind {
-            WindowKind::None => {}
-            WindowKind::Count { .. } => count::reset(&self.slots),
-            WindowKind::Time { length, buckets } => {
-                time::reset(&self.slots, time::width(length, buckets), now)
-            }
+    pub(crate) fn reset(self, now: Nanos) {
+        match self.shape {
+            Shape::None => {}
+            Shape::Count { .. } => count::reset(self.slots),
+            Shape::Time { width, .. } => time::reset(self.slots, width, now),
         }
     }
 }
 
-impl core::fmt::Debug for Window {
+impl core::fmt::Debug for Window<'_> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Window")
             .field("slots", &self.slots.len())
