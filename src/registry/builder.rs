@@ -268,7 +268,7 @@ impl<K: Hash + Eq, S: BuildHasher> RegistryBuilder<K, S> {
     /// A [`ConfigError`] naming the first invalid field: a registry field
     /// (`capacity`, `max_key_bytes`, `idle_ttl`, `forget_after`, `max_open`,
     /// `shards`) or a field of the template's or an override's breaker
-    /// builder (then [`found`](ConfigError::found) names the key).
+    /// builder (then [`key`](ConfigError::key) names the key).
     ///
     /// ```
     /// # use failfast::{Breaker, Registry};
@@ -407,13 +407,9 @@ pub(crate) fn attach<C>(shared: Arc<Shared<C>>, fleet: &Arc<Fleet>) -> Arc<Share
     }
 }
 
-/// `error`, its value naming the key whose override held it.
+/// `error`, naming the key whose override held it.
 pub(crate) fn for_key(error: &ConfigError, key: &dyn fmt::Debug) -> ConfigError {
-    ConfigError::new(
-        error.field(),
-        error.allowed(),
-        Raw(&format!("{} (the override of key {key:?})", error.found())),
-    )
+    error.clone().with_key(key)
 }
 
 /// Text that `Debug` writes as it is (a `ConfigError` formats its value with
