@@ -88,6 +88,9 @@ mod builder;
 mod bulkhead;
 mod call;
 mod clock;
+#[cfg(feature = "serde")]
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
+pub mod config;
 mod counters;
 pub mod docs;
 mod error;
