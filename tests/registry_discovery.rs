@@ -149,7 +149,11 @@ fn insert_with_overrides_pins_and_names_the_key_in_errors() {
         .unwrap_err();
     assert_eq!(err.field(), "failure_rate");
     assert_eq!(err.key(), Some("\"bad:443\""), "{err}");
-    assert_eq!(err.found(), "1.5", "the value alone: the key has its own place");
+    assert_eq!(
+        err.found(),
+        "1.5",
+        "the value alone: the key has its own place"
+    );
     assert!(registry.is_empty());
 
     let err = Registry::<String>::builder(consecutive(5))
