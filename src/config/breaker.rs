@@ -91,6 +91,7 @@ pub struct BreakerConfig {
     /// [`Builder::id`]: a fixed jitter seed, for reproducible schedules in
     /// tests and simulations. Leave it out in production (each breaker then
     /// draws its own; a registry's breakers always take their key's hash).
+    /// TOML integers stop at `i64::MAX`: a larger id cannot be written there.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub id: Option<u64>,
 }
