@@ -41,19 +41,30 @@
 //! (formatted with `Display`, on transitions only) for [`KeyedLayer`].
 
 mod balance;
+mod body;
 mod classify;
+#[cfg(feature = "tower-http")]
+mod from_tower_http;
 mod future;
+mod grpc;
 mod keyed;
 mod layer;
 mod respond;
+mod stream;
 mod timeout;
 
 pub use balance::{Eject, EjectLayer, DEFAULT_RECHECK};
+pub use body::PermitBody;
 pub use classify::{Classify, DefaultClassifier, HttpClassifier};
+#[cfg(feature = "tower-http")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tower-http")))]
+pub use from_tower_http::FromTowerHttp;
 pub use future::ResponseFuture;
+pub use grpc::{GrpcClassifier, GrpcEos, GRPC_STATUS};
 pub use keyed::{AuthorityKey, KeyFn, Keyed, KeyedLayer};
 pub use layer::{FailFast, FailFastLayer};
 pub use respond::{error_response, retry_after_secs, status_json, X_FAILFAST};
+pub use stream::{AtEnd, AtHead, ClassifyEos, ClassifyStream, HeadOutcome, Verdict};
 pub use timeout::TimedOut;
 
 use std::fmt;
