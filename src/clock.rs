@@ -173,7 +173,7 @@ impl Clock for QuantaClock {
 /// let clock = StdClock::new();
 /// assert!(clock.now() <= clock.now());
 ///
-/// let breaker: Breaker<StdClock> = Breaker::builder().build_with_clock(StdClock::new())?;
+/// let breaker: Breaker<StdClock> = Breaker::builder().consecutive_failures(5).build_with_clock(StdClock::new())?;
 /// # let _ = breaker;
 /// # Ok::<(), failfast::ConfigError>(())
 /// ```

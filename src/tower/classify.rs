@@ -38,6 +38,14 @@ where
 }
 
 /// `Ok` is a success, `Err` a failure ([`Outcome::of_result`]).
+///
+/// ```
+/// use failfast::tower::{Classify, DefaultClassifier};
+/// use failfast::Outcome;
+///
+/// assert_eq!(DefaultClassifier.classify(&Ok::<_, ()>(503)), Outcome::Success); // it reads no status
+/// assert_eq!(DefaultClassifier.classify(&Err::<(), _>("reset")), Outcome::Failure);
+/// ```
 #[derive(Copy, Clone, Debug, Default)]
 pub struct DefaultClassifier;
 

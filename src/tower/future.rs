@@ -157,6 +157,28 @@ pin_project! {
     /// `M` is when the verdict is taken: [`AtHead`] (the default), or
     /// [`AtEnd`](super::AtEnd), where a response whose head cannot tell
     /// carries the permit on in its body.
+    ///
+    /// ```
+    /// use failfast::tower::{FailFastLayer, ResponseFuture};
+    /// use failfast::{Breaker, Rejected};
+    /// use std::sync::Arc;
+    /// use tower::{Layer, Service};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), failfast::ConfigError> {
+    /// let breaker = Arc::new(Breaker::builder().consecutive_failures(1).build()?);
+    /// let mut svc = FailFastLayer::new(breaker.clone())
+    ///     .layer(tower::service_fn(|x: u32| async move { Err::<u32, _>(format!("{x} failed")) }));
+    ///
+    /// let call = svc.call(1); // admitted: the permit is inside the future
+    /// assert!(call.await.is_err()); // resolved: the failure is recorded, the breaker opens
+    /// let err = svc.call(2).await.unwrap_err(); // ready at once, the service untouched
+    /// assert!(err.is::<Rejected>());
+    ///
+    /// drop(svc.call(3)); // a future dropped before it resolves records nothing
+    /// # Ok(())
+    /// # }
+    /// ```
     pub struct ResponseFuture<F, Cl, C, K = (), M = AtHead>
     where
         C: Clock,

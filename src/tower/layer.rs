@@ -163,6 +163,28 @@ impl<S, Cl: Clone, C: Clock, M> Layer<S> for FailFastLayer<Cl, C, M> {
 ///   the deadline, or nothing (ignored) if it is dropped first. In
 ///   [`AtEnd`] mode a response whose head cannot tell carries the permit on
 ///   in its body, a [`PermitBody`].
+///
+/// ```
+/// use failfast::tower::{FailFast, HttpClassifier};
+/// use failfast::{Breaker, Rejected};
+/// use std::sync::Arc;
+/// use tower::{Service, ServiceExt};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), tower::BoxError> {
+/// let breaker = Arc::new(Breaker::builder().consecutive_failures(2).build()?);
+/// let upstream = tower::service_fn(|_req: http::Request<()>| async {
+///     Ok::<_, std::io::Error>(http::Response::builder().status(503).body(()).unwrap())
+/// });
+/// let mut svc = FailFast::new(upstream, breaker); // or FailFastLayer::new(breaker).layer(upstream)
+/// for _ in 0..2 {
+///     // The default classifier: any `Ok` is a success, even a 503.
+///     assert_eq!(svc.ready().await?.call(http::Request::new(())).await?.status(), 503);
+/// }
+/// assert_eq!(svc.breaker().state(), failfast::State::Closed);
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone, Debug)]
 pub struct FailFast<S, Cl = DefaultClassifier, C: Clock = QuantaClock, M = AtHead> {
     inner: S,

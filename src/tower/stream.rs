@@ -17,6 +17,18 @@ use crate::outcome::Outcome;
 /// The verdict is taken when the response head arrives (the default mode of
 /// every layer): the response is returned as the inner service made it, and
 /// a slow or failing body is not seen.
+///
+/// ```
+/// use failfast::tower::{AtHead, FailFastLayer, HttpClassifier};
+/// use failfast::{Breaker, QuantaClock};
+/// use std::sync::Arc;
+///
+/// let breaker = Arc::new(Breaker::builder().consecutive_failures(5).build()?);
+/// let layer: FailFastLayer<HttpClassifier, QuantaClock, AtHead> =
+///     FailFastLayer::new(breaker).classify(HttpClassifier::new());
+/// # let _ = layer;
+/// # Ok::<(), failfast::ConfigError>(())
+/// ```
 #[derive(Copy, Clone, Debug, Default)]
 pub struct AtHead;
 
@@ -29,10 +41,32 @@ pub struct AtHead;
 /// gRPC call or a download needs; for long-lived streams (server streaming,
 /// server-sent events) leave the slow-call rate off. The layer's timeout
 /// still covers only the wait for the head.
+///
+/// ```
+/// use failfast::tower::{AtEnd, FailFastLayer, GrpcClassifier};
+/// use failfast::{Breaker, QuantaClock};
+/// use std::sync::Arc;
+///
+/// let breaker = Arc::new(Breaker::builder().consecutive_failures(5).build()?);
+/// let layer: FailFastLayer<GrpcClassifier, QuantaClock, AtEnd> =
+///     FailFastLayer::new(breaker).classify_at_end(GrpcClassifier::new());
+/// # let _ = layer;
+/// # Ok::<(), failfast::ConfigError>(())
+/// ```
 #[derive(Copy, Clone, Debug, Default)]
 pub struct AtEnd;
 
 /// What the head of a response says.
+///
+/// ```
+/// use failfast::tower::{ClassifyStream, GrpcClassifier, Verdict};
+/// use failfast::Outcome;
+///
+/// let trailers_only = Ok::<_, ()>(
+///     http::Response::builder().header("grpc-status", "14").body(()).unwrap(),
+/// );
+/// assert_eq!(GrpcClassifier::new().classify_head(&trailers_only), Verdict::Ready(Outcome::Failure));
+/// ```
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum Verdict<Eos> {
     /// The head decides: record this outcome now.
