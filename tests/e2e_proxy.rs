@@ -710,9 +710,10 @@ async fn out_of_file_descriptors_the_proxy_backs_off_and_recovers() {
         for _ in 0..10 {
             held.push(std::net::TcpStream::connect(addr).unwrap());
         }
-        if let Ok(line) = child.stderr.recv_timeout(Duration::from_millis(200)) {
+        while let Ok(line) = child.stderr.recv_timeout(Duration::from_millis(100)) {
             if line.contains("accept:") {
                 out_of_fds = Some(line);
+                break;
             }
         }
     }
