@@ -117,6 +117,8 @@ async fn grpc_unavailable_in_trailers_trips_the_breaker() {
             .unwrap();
         assert_eq!(response.status(), 200);
         assert!(response.body().is_pending(), "the head cannot tell");
+        assert!(!response.body().is_end_stream());
+        assert!(format!("{:?}", response.body()).contains("pending: true"));
         assert_eq!(
             breaker.snapshot().consecutive_failures,
             i,
@@ -299,11 +301,36 @@ async fn a_body_that_ends_by_saying_so_is_recorded_without_a_last_poll() {
         .call(http::Request::new(()))
         .await
         .unwrap();
+    assert_eq!(
+        response.body().size_hint().exact(),
+        Some(5),
+        "passed through"
+    );
     let mut body = response.into_body();
     let frame = body.frame().await.unwrap().unwrap();
     assert_eq!(frame.into_data().unwrap(), "whole");
     assert!(body.is_end_stream());
     assert!(!body.is_pending(), "recorded with the last frame");
+    assert_eq!(breaker.snapshot().calls.unwrap().successes, 1);
+}
+
+#[tokio::test]
+async fn an_empty_body_is_recorded_at_the_head() {
+    let breaker = breaker(1);
+    let mut svc = FailFastLayer::new(breaker.clone())
+        .classify_at_end(HttpClassifier::new())
+        .layer(tower::service_fn(|_req: http::Request<()>| async {
+            Ok::<_, Infallible>(http::Response::new(http_body_util::Empty::<Bytes>::new()))
+        }));
+    let response = svc
+        .ready()
+        .await
+        .unwrap()
+        .call(http::Request::new(()))
+        .await
+        .unwrap();
+    assert!(!response.body().is_pending(), "nothing to wait for");
+    assert!(format!("{:?}", response.body()).contains("pending: false"));
     assert_eq!(breaker.snapshot().calls.unwrap().successes, 1);
 }
 

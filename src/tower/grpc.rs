@@ -170,11 +170,10 @@ fn parse_code(bytes: &[u8]) -> u32 {
     code
 }
 
-/// The gRPC code a client reports for an HTTP status without `grpc-status`
-/// (gRPC's "HTTP to gRPC status code mapping").
+/// The gRPC code a client reports for a non-200 HTTP status without
+/// `grpc-status` (gRPC's "HTTP to gRPC status code mapping").
 fn code_of_http_status(status: StatusCode) -> u32 {
     match status.as_u16() {
-        200 => OK,
         400 => INTERNAL,
         401 => UNAUTHENTICATED,
         403 => PERMISSION_DENIED,
@@ -245,6 +244,7 @@ mod tests {
         assert_eq!(parse_code(b"0"), 0);
         assert_eq!(parse_code(b"14"), 14);
         assert_eq!(parse_code(b"16"), 16);
+        assert_eq!(parse_code(b"100"), 100, "three digits still parse");
         for junk in [&b""[..], b"x", b"1x", b"-1", b"1234"] {
             assert_eq!(parse_code(junk), UNKNOWN, "{junk:?}");
         }
@@ -259,6 +259,14 @@ mod tests {
         assert_eq!(failures, [2, 4, 8, 13, 14, 15]);
         assert_eq!(c.classify_code(0), Outcome::Success);
         assert_eq!(c.classify_code(99), Outcome::Failure, "read as UNKNOWN");
+        let unknown_ignored = c.code(2, Outcome::Ignored);
+        assert_eq!(
+            unknown_ignored.classify_code(17),
+            Outcome::Ignored,
+            "17 is past the table"
+        );
+        assert_eq!(unknown_ignored.classify_code(16), Outcome::Ignored);
+        assert_eq!(unknown_ignored.classify_code(15), Outcome::Failure);
         assert_eq!(
             c.code(2, Outcome::Ignored).classify_code(99),
             Outcome::Ignored
@@ -279,6 +287,13 @@ mod tests {
         assert_eq!(head(401), Some(Outcome::Ignored)); // UNAUTHENTICATED
         assert_eq!(head(400), Some(Outcome::Failure)); // INTERNAL
         assert_eq!(head(418), Some(Outcome::Failure)); // UNKNOWN
+
+        let code = |status: u16| code_of_http_status(StatusCode::from_u16(status).unwrap());
+        let codes: Vec<u32> = [400, 401, 403, 404, 429, 502, 503, 504, 418, 500]
+            .into_iter()
+            .map(code)
+            .collect();
+        assert_eq!(codes, [13, 16, 7, 12, 14, 14, 14, 14, 2, 2]);
     }
 
     #[test]

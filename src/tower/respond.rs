@@ -264,9 +264,96 @@ mod tests {
     }
 
     #[test]
+    fn rows_come_open_then_half_open_then_closed_with_their_wait() {
+        use crate::ManualClock;
+        use core::time::Duration;
+
+        let clock = ManualClock::new();
+        let template = Breaker::builder()
+            .consecutive_failures(1)
+            .open_duration(Duration::from_secs(10));
+        let registry = Registry::<String>::builder(template)
+            .build_with_clock(clock.clone())
+            .unwrap();
+        let (a, b, c) = (
+            registry.handle("a"),
+            registry.handle("b"),
+            registry.handle("c"),
+        );
+        c.try_acquire().unwrap().failure(); // c opens at 0 s
+        clock.advance(Duration::from_secs(10));
+        let _probe = c.try_acquire().unwrap(); // c is half-open, its probe in flight
+        b.try_acquire().unwrap().failure(); // b opens at 10 s
+        a.try_acquire().unwrap().success();
+
+        let json = status_json(&registry, 10);
+        let expected_start = concat!(
+            r#"{"tracked":3,"open":1,"half_open":1,"shown":3,"omitted":0,"upstreams":["#,
+            r#"{"upstream":"b","state":"open","retry_after_ms":10000,"#,
+        );
+        assert!(json.starts_with(expected_start), "{json}");
+        assert!(
+            json.contains(r#"},{"upstream":"c","state":"half_open","#),
+            "{json}"
+        );
+        assert!(
+            json.contains(r#"},{"upstream":"a","state":"closed","retry_after_ms":0,"#),
+            "{json}"
+        );
+        assert!(json.ends_with("}]}"), "{json}");
+        assert_eq!(json.matches("},{").count(), 2, "{json}");
+        let at = |name: &str| json.find(&format!(r#""upstream":"{name}""#)).unwrap();
+        assert!(
+            at("b") < at("c") && at("c") < at("a"),
+            "open, half-open, closed: {json}"
+        );
+    }
+
+    #[test]
+    fn a_page_of_open_breakers_still_takes_a_later_closed_one() {
+        // Whatever the iteration order, a closed breaker fits while the page
+        // has room, even after open ones filled the top of the heap.
+        let registry = Registry::<u32>::builder(Breaker::builder().consecutive_failures(1))
+            .build()
+            .unwrap();
+        for key in 0..40 {
+            let handle = registry.handle(&key);
+            let permit = handle.try_acquire().unwrap();
+            if key == 0 {
+                permit.success();
+            } else {
+                permit.failure();
+            }
+        }
+        let json = status_json(&registry, 100);
+        assert!(json.contains("\"shown\":40,\"omitted\":0,"), "{json}");
+        assert!(
+            json.contains(r#"{"upstream":"0","state":"closed""#),
+            "{json}"
+        );
+    }
+
+    #[test]
+    fn rows_are_equal_by_rank_and_name() {
+        let registry = Registry::<u32>::builder(Breaker::builder().consecutive_failures(1))
+            .build()
+            .unwrap();
+        let snapshot = registry.handle(&1).snapshot();
+        let row = |rank, name: &str| Row {
+            rank,
+            name: name.to_owned(),
+            snapshot,
+        };
+        assert!(row(0, "a") == row(0, "a"));
+        assert!(row(0, "a") != row(0, "b"));
+        assert!(row(0, "b") != row(1, "b"));
+        assert!(row(0, "b") < row(1, "a"));
+    }
+
+    #[test]
     fn names_are_json_strings() {
         let mut out = String::new();
-        json_string(&mut out, "a\"b\\c\nd");
-        assert_eq!(out, r#""a\"b\\c\u000ad""#);
+        json_string(&mut out, "a\"b\\c\nd e\u{1f}");
+        assert_eq!(out, r#""a\"b\\c\u000ad e\u001f""#);
     }
 }
