@@ -41,7 +41,7 @@ pub(crate) fn format(d: Duration) -> String {
     let (unit, size) = UNITS
         .iter()
         .copied()
-        .find(|(_, size)| nanos % size == 0)
+        .find(|(_, size)| nanos.is_multiple_of(*size))
         .unwrap_or(("ns", 1));
     format!("{}{unit}", nanos / size)
 }
