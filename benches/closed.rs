@@ -94,7 +94,7 @@ pub fn bench(c: &mut Criterion) {
         bn.iter(|| {
             i = i.wrapping_add(1);
             let p = black_box(&b).try_acquire().ok()?;
-            black_box(if i % 1024 == 0 {
+            black_box(if i.is_multiple_of(1024) {
                 p.success()
             } else {
                 p.failure()
@@ -112,7 +112,7 @@ pub fn bench(c: &mut Criterion) {
         bn.iter(|| {
             i = i.wrapping_add(1);
             let p = black_box(&b).try_acquire().ok()?;
-            black_box(if i % 64 == 0 {
+            black_box(if i.is_multiple_of(64) {
                 p.success()
             } else {
                 p.failure()

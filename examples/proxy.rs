@@ -1,12 +1,14 @@
 //! A real HTTP reverse proxy with one circuit breaker per upstream host.
 //!
 //! ```sh
-//! # Start three local upstreams (healthy, slow, failing) and the proxy:
+//! # Start four local upstreams (healthy, slow, failing, down) and the proxy:
 //! cargo run --example proxy --features tower -- --demo
 //! curl -i localhost:8080/slow/       # 200 after 800 ms ... then 503 + Retry-After, at once
-//! curl -s localhost:8080/_failfast   # each upstream's breaker, as JSON
-//! # Or route to your own (loopback) upstreams:
-//! cargo run --example proxy --features tower -- --listen 127.0.0.1:8080 --route api=127.0.0.1:9001
+//! curl -s localhost:8080/_failfast   # the breakers, as JSON (open ones first, 100 at most)
+//! # Route to your own (loopback) upstreams, status page on its own address:
+//! cargo run --example proxy --features tower -- --listen 127.0.0.1:8080 \
+//!     --route api=127.0.0.1:9001 --route auth=127.0.0.1:9002 --admin 127.0.0.1:9900
+//! cargo run --example proxy --features tower -- --help
 //! ```
 //!
 //! `GET /{route}/{path}` is forwarded to `http://{upstream}/{path}`. The
@@ -14,13 +16,32 @@
 //! authority, from a [`Registry`]), [`HttpClassifier`] (5xx, 429, timeouts
 //! and connection errors fail; other 4xx are ignored), a per-call timeout,
 //! [`error_response`] (503 + `Retry-After` for a rejection) and
-//! [`status_json`]. This file is only the hyper glue. The end-to-end test
-//! (`tests/e2e_proxy.rs`) includes it as a module.
+//! [`status_json`]. The rest is the hyper glue, with what a proxy exposed to
+//! real clients needs:
+//!
+//! * **a header-read timeout**: a client that never finishes its request
+//!   head (slowloris) is disconnected after `--header-timeout`;
+//! * **accept back-off**: when `accept` fails for want of a resource (out of
+//!   file descriptors: `EMFILE`), the loop waits 5 ms, doubling to 1 s,
+//!   instead of spinning on the same error; it resumes when descriptors free;
+//! * **no panic on request data**: a rewritten URI longer than 8 KiB is a
+//!   `414`, one that does not parse a `400`;
+//! * **a pool timer**, without which hyper ignores `pool_idle_timeout` and
+//!   keeps every idle upstream connection forever;
+//! * **a bounded status page** (`?limit=N`, capped by `--status-limit`, with
+//!   the count of the rest), which `--admin` moves to its own address (keep
+//!   that one private: it has no authentication);
+//! * **an argument parser**: `--help`; a bad argument prints the usage and
+//!   exits with status 2; a route name given twice is an error.
+//!
+//! The end-to-end test (`tests/e2e_proxy.rs`) includes this file as a
+//! module and covers each of these.
 
 #![allow(dead_code)] // `tests/e2e_proxy.rs` includes this file and uses part of it.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::convert::Infallible;
+use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -28,12 +49,13 @@ use std::time::Duration;
 
 use failfast::tower::{error_response, status_json, HttpClassifier, Keyed, KeyedLayer};
 use failfast::{Breaker, Builder, Registry, Transition};
-use http::uri::Authority;
+use http::uri::{Authority, Scheme, Uri};
+use http::HeaderValue;
 use http_body_util::{combinators::BoxBody, BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
 use hyper::{Request, Response, StatusCode};
 use hyper_util::client::legacy::{connect::HttpConnector, Client};
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tower::{Layer, ServiceExt};
 
@@ -45,71 +67,158 @@ type Upstreams = Keyed<
     HttpClassifier,
 >;
 
+/// Where the status page answers.
+pub const STATUS_PATH: &str = "/_failfast";
+/// The longest URI forwarded upstream; longer ones get `414 URI Too Long`
+/// (8 KiB, as common servers allow for a request line).
+pub const MAX_URI: usize = 8 * 1024;
+/// The longest the accept loop waits after a failed `accept`.
+pub const MAX_ACCEPT_BACKOFF: Duration = Duration::from_secs(1);
+const MIN_ACCEPT_BACKOFF: Duration = Duration::from_millis(5);
+/// How many transitions [`Proxy::transitions`] keeps (the most recent).
+const KEPT_TRANSITIONS: usize = 1024;
+
+/// The proxy's knobs.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// The per-call timeout (a timed-out call is a failure, and slow).
+    pub timeout: Duration,
+    /// How long a client may take to send a whole request head.
+    pub header_timeout: Duration,
+    /// How long a pooled upstream connection may stay idle.
+    pub idle_timeout: Duration,
+    /// The most upstreams the status page shows (and its default).
+    pub status_limit: usize,
+    /// Whether the status page is on its own (admin) listener only.
+    pub admin_listener: bool,
+    /// Whether transitions are printed.
+    pub verbose: bool,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            timeout: Duration::from_secs(5),
+            header_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(30),
+            status_limit: 100,
+            admin_listener: false,
+            verbose: false,
+        }
+    }
+}
+
 /// What the proxy shares between connections.
 pub struct Proxy {
     /// Route name → upstream authority.
     pub routes: HashMap<String, Authority>,
     /// The breakers, one per upstream authority.
     pub registry: Arc<Registry<Authority>>,
-    /// Every transition the layer saw, with its upstream.
-    pub transitions: Mutex<Vec<(String, Transition)>>,
+    /// The most recent transitions the layer saw, with their upstream.
+    pub transitions: Mutex<VecDeque<(String, Transition)>>,
+    /// The knobs it was built with.
+    pub settings: Settings,
     service: Upstreams,
-    verbose: bool,
 }
 
 /// Builds the proxy: `template` configures every upstream's breaker.
 pub fn proxy(
     routes: HashMap<String, Authority>,
     template: Builder,
-    timeout: Duration,
-    verbose: bool,
-) -> Arc<Proxy> {
-    let registry = Arc::new(
-        Registry::<Authority>::builder(template)
-            .build()
-            .expect("valid breaker config"),
-    );
-    Arc::new_cyclic(|me: &std::sync::Weak<Proxy>| {
+    settings: Settings,
+) -> Result<Arc<Proxy>, failfast::ConfigError> {
+    let registry = Arc::new(Registry::<Authority>::builder(template).build()?);
+    Ok(Arc::new_cyclic(|me: &std::sync::Weak<Proxy>| {
         let me = me.clone();
         let client = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(Duration::from_secs(30))
+            // Without a timer hyper never closes idle pooled connections.
+            .pool_timer(TokioTimer::new())
+            .pool_idle_timeout(settings.idle_timeout)
             .build_http::<Incoming>();
         let service = KeyedLayer::new(registry.clone())
             .classify(HttpClassifier::new())
-            .timeout(timeout)
+            .timeout(settings.timeout)
             .on_transition(move |upstream: &str, t: &Transition| {
                 if let Some(proxy) = me.upgrade() {
-                    if proxy.verbose {
+                    if proxy.settings.verbose {
                         eprintln!("{upstream}: {} -> {} ({})", t.from, t.to, t.reason);
                     }
-                    proxy
-                        .transitions
-                        .lock()
-                        .unwrap()
-                        .push((upstream.to_owned(), *t));
+                    let mut kept = proxy.transitions.lock().unwrap_or_else(|p| p.into_inner());
+                    if kept.len() == KEPT_TRANSITIONS {
+                        kept.pop_front();
+                    }
+                    kept.push_back((upstream.to_owned(), *t));
                 }
             })
             .layer(client);
         Proxy {
             routes,
             registry,
-            transitions: Mutex::new(Vec::new()),
+            transitions: Mutex::new(VecDeque::new()),
+            settings,
             service,
-            verbose,
         }
-    })
+    }))
 }
 
-/// Accepts connections on `listener` until the runtime stops.
+/// What a listener answers.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Role {
+    /// Routes, and the status page unless an admin listener has it.
+    Main,
+    /// The status page only.
+    Admin,
+}
+
+/// Serves the routes on `listener` until the runtime stops.
 pub async fn serve(listener: TcpListener, proxy: Arc<Proxy>) {
+    accept_loop(listener, proxy, Role::Main).await
+}
+
+/// Serves the status page (only) on `listener` until the runtime stops.
+pub async fn serve_admin(listener: TcpListener, proxy: Arc<Proxy>) {
+    accept_loop(listener, proxy, Role::Admin).await
+}
+
+/// Errors that concern one connection (it went away before we took it):
+/// the next `accept` may succeed at once.
+fn is_connection_error(err: &io::Error) -> bool {
+    matches!(
+        err.kind(),
+        io::ErrorKind::ConnectionRefused
+            | io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::ConnectionReset
+    )
+}
+
+async fn accept_loop(listener: TcpListener, proxy: Arc<Proxy>, role: Role) {
+    let mut backoff = Duration::ZERO;
     loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            continue;
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(err) if is_connection_error(&err) => continue,
+            Err(err) => {
+                // EMFILE, ENFILE, ENOBUFS, ENOMEM: the same call would fail
+                // again at once. Wait for connections to close instead.
+                if backoff.is_zero() {
+                    eprintln!("accept: {err}; backing off (up to {MAX_ACCEPT_BACKOFF:?})");
+                }
+                backoff = (backoff * 2).clamp(MIN_ACCEPT_BACKOFF, MAX_ACCEPT_BACKOFF);
+                tokio::time::sleep(backoff).await;
+                continue;
+            }
         };
+        if !backoff.is_zero() {
+            eprintln!("accept: recovered");
+            backoff = Duration::ZERO;
+        }
         let proxy = proxy.clone();
         tokio::spawn(async move {
-            let service = hyper::service::service_fn(move |req| handle(req, proxy.clone()));
+            let header_timeout = proxy.settings.header_timeout;
+            let service = hyper::service::service_fn(move |req| handle(req, proxy.clone(), role));
             let _ = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(header_timeout)
                 .serve_connection(TokioIo::new(stream), service)
                 .await;
         });
@@ -127,33 +236,97 @@ fn text(status: StatusCode, body: impl Into<Bytes>) -> Response<Body> {
 }
 
 async fn handle(
-    mut req: Request<Incoming>,
+    req: Request<Incoming>,
     proxy: Arc<Proxy>,
+    role: Role,
 ) -> Result<Response<Body>, Infallible> {
-    let path = req.uri().path().to_owned();
-    if path == "/_failfast" {
-        let mut response = text(StatusCode::OK, status_json(&proxy.registry));
-        response.headers_mut().insert(
-            http::header::CONTENT_TYPE,
-            "application/json".parse().unwrap(),
-        );
-        return Ok(response);
+    let status_here = match role {
+        Role::Admin => true,
+        Role::Main => !proxy.settings.admin_listener,
+    };
+    if req.uri().path() == STATUS_PATH && status_here {
+        return Ok(status_page(req.uri().query(), &proxy));
     }
-    let mut parts = path.trim_start_matches('/').splitn(2, '/');
+    if role == Role::Admin {
+        return Ok(text(
+            StatusCode::NOT_FOUND,
+            "the admin address serves /_failfast only\n",
+        ));
+    }
+    Ok(forward(req, &proxy).await)
+}
+
+/// `/_failfast?limit=N`: at most `N` upstreams (default and cap:
+/// `--status-limit`), open ones first, and how many were left out.
+fn status_page(query: Option<&str>, proxy: &Proxy) -> Response<Body> {
+    let cap = proxy.settings.status_limit;
+    let mut limit = cap;
+    for pair in query
+        .unwrap_or_default()
+        .split('&')
+        .filter(|p| !p.is_empty())
+    {
+        match pair.split_once('=') {
+            Some(("limit", n)) => match n.parse::<usize>() {
+                Ok(n) => limit = n.min(cap),
+                Err(_) => return text(StatusCode::BAD_REQUEST, "limit: a number\n"),
+            },
+            _ => {
+                return text(
+                    StatusCode::BAD_REQUEST,
+                    "the status page takes ?limit=N only\n",
+                )
+            }
+        }
+    }
+    let mut response = text(StatusCode::OK, status_json(&proxy.registry, limit));
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+/// The upstream URI for `/{route}/{rest}?{query}`, or the answer to give
+/// instead (404 no such route, 414 too long, 400 unparsable).
+fn upstream_uri(proxy: &Proxy, uri: &Uri) -> Result<Uri, (StatusCode, &'static str)> {
+    let mut parts = uri.path().trim_start_matches('/').splitn(2, '/');
     let route = parts.next().unwrap_or_default();
     let rest = parts.next().unwrap_or_default();
     let Some(authority) = proxy.routes.get(route) else {
-        return Ok(text(StatusCode::NOT_FOUND, "no such route\n"));
+        return Err((StatusCode::NOT_FOUND, "no such route\n"));
     };
-    let query = req
-        .uri()
-        .query()
-        .map(|q| format!("?{q}"))
-        .unwrap_or_default();
-    *req.uri_mut() = format!("http://{authority}/{rest}{query}").parse().unwrap();
-    req.headers_mut().remove(http::header::HOST);
+    let query = uri.query();
+    let len = "http://".len()
+        + authority.as_str().len()
+        + 1
+        + rest.len()
+        + query.map_or(0, |q| q.len() + 1);
+    if len > MAX_URI {
+        return Err((StatusCode::URI_TOO_LONG, "URI too long\n"));
+    }
+    let mut path_and_query = String::with_capacity(len);
+    path_and_query.push('/');
+    path_and_query.push_str(rest);
+    if let Some(q) = query {
+        path_and_query.push('?');
+        path_and_query.push_str(q);
+    }
+    Uri::builder()
+        .scheme(Scheme::HTTP)
+        .authority(authority.clone())
+        .path_and_query(path_and_query)
+        .build()
+        .map_err(|_| (StatusCode::BAD_REQUEST, "bad request URI\n"))
+}
 
-    Ok(match proxy.service.clone().oneshot(req).await {
+async fn forward(mut req: Request<Incoming>, proxy: &Proxy) -> Response<Body> {
+    match upstream_uri(proxy, req.uri()) {
+        Ok(uri) => *req.uri_mut() = uri,
+        Err((status, why)) => return text(status, why),
+    }
+    req.headers_mut().remove(http::header::HOST);
+    match proxy.service.clone().oneshot(req).await {
         Ok(response) => response.map(|body| body.boxed()),
         Err(err) => match error_response(&err, || {
             Full::new(Bytes::new())
@@ -163,8 +336,11 @@ async fn handle(
             Some(response) => response, // 503 + Retry-After, or 504
             None => text(StatusCode::BAD_GATEWAY, format!("{err}\n")),
         },
-    })
+    }
 }
+
+// ---------------------------------------------------------------------------
+// Demo upstreams
 
 /// How a demo upstream answers.
 pub const HEALTHY: u64 = 0;
@@ -178,23 +354,29 @@ pub const fn slow(ms: u64) -> u64 {
 /// A local upstream whose behaviour can change while it runs.
 pub struct Upstream {
     pub addr: SocketAddr,
+    /// Requests served.
     pub hits: Arc<AtomicUsize>,
+    /// Connections open right now.
+    pub open: Arc<AtomicUsize>,
     pub mode: Arc<AtomicU64>,
 }
 
 /// Starts an upstream on 127.0.0.1 (ephemeral port) answering per `mode`.
-pub async fn upstream(mode: u64) -> Upstream {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
+pub async fn upstream(mode: u64) -> io::Result<Upstream> {
+    let listener = TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
     let hits = Arc::new(AtomicUsize::new(0));
+    let open = Arc::new(AtomicUsize::new(0));
     let mode = Arc::new(AtomicU64::new(mode));
-    let (h, m) = (hits.clone(), mode.clone());
+    let (h, o, m) = (hits.clone(), open.clone(), mode.clone());
     tokio::spawn(async move {
         loop {
             let Ok((stream, _)) = listener.accept().await else {
+                tokio::time::sleep(MIN_ACCEPT_BACKOFF).await;
                 continue;
             };
-            let (h, m) = (h.clone(), m.clone());
+            let (h, o, m) = (h.clone(), o.clone(), m.clone());
+            o.fetch_add(1, Ordering::SeqCst);
             tokio::spawn(async move {
                 let service = hyper::service::service_fn(move |_req: Request<Incoming>| {
                     h.fetch_add(1, Ordering::SeqCst);
@@ -214,73 +396,247 @@ pub async fn upstream(mode: u64) -> Upstream {
                 let _ = hyper::server::conn::http1::Builder::new()
                     .serve_connection(TokioIo::new(stream), service)
                     .await;
+                o.fetch_sub(1, Ordering::SeqCst);
             });
         }
     });
-    Upstream { addr, hits, mode }
+    Ok(Upstream {
+        addr,
+        hits,
+        open,
+        mode,
+    })
 }
 
 /// A loopback address where nothing listens (connections are refused).
-pub async fn refusing() -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    listener.local_addr().unwrap() // dropped: the port is closed again
+pub async fn refusing() -> io::Result<SocketAddr> {
+    let listener = TcpListener::bind("127.0.0.1:0").await?;
+    listener.local_addr() // dropped: the port is closed again
 }
 
-fn authority(addr: SocketAddr) -> Authority {
-    addr.to_string().parse().unwrap()
+// ---------------------------------------------------------------------------
+// Command line
+
+/// The usage text, printed by `--help` and after a bad argument.
+pub const USAGE: &str = "\
+usage: proxy [OPTIONS]
+
+A reverse proxy with one circuit breaker per upstream: GET /NAME/PATH is
+forwarded to http://HOST:PORT/PATH.
+
+options:
+  --route NAME=HOST:PORT  forward /NAME/... to HOST:PORT; repeat for more
+                          routes, each NAME once
+  --demo                  start local upstreams and route to them: healthy,
+                          slow (800 ms), failing (503), down (refused)
+  --listen ADDR           where clients connect [default: 127.0.0.1:8080]
+  --admin ADDR            serve the status page (/_failfast) here only
+                          [default: on --listen]
+  --timeout MS            per-call timeout [default: 5000]
+  --header-timeout MS     close a connection whose request head is not
+                          complete by then [default: 10000]
+  --idle-timeout MS       close pooled upstream connections idle this long
+                          [default: 30000]
+  --status-limit N        upstreams on the status page at most [default: 100]
+  -h, --help              print this and exit
+
+Addresses must be loopback: this is an example.
+";
+
+/// What the command line asks for.
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub listen: SocketAddr,
+    pub admin: Option<SocketAddr>,
+    /// Route name → upstream, in name order.
+    pub routes: BTreeMap<String, Authority>,
+    pub demo: bool,
+    pub settings: Settings,
 }
 
-#[tokio::main]
-async fn main() {
-    let mut args = std::env::args().skip(1);
-    let mut listen: SocketAddr = "127.0.0.1:8080".parse().unwrap();
-    let mut routes = HashMap::new();
+/// The outcome of parsing the command line.
+#[derive(Clone, Debug)]
+pub enum Cli {
+    Run(Options),
+    Help,
+}
+
+/// Parses the arguments (without the program name). `Err` says what is wrong.
+pub fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Cli, String> {
+    let mut args = args.into_iter();
+    let mut options = Options {
+        listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+        admin: None,
+        routes: BTreeMap::new(),
+        demo: false,
+        settings: Settings {
+            verbose: true,
+            ..Settings::default()
+        },
+    };
     while let Some(arg) = args.next() {
+        let mut value = |what: &str| {
+            args.next()
+                .ok_or_else(|| format!("{arg} needs a value: {arg} {what}"))
+        };
         match arg.as_str() {
-            "--listen" => {
-                listen = args
-                    .next()
-                    .expect("--listen ADDR")
-                    .parse()
-                    .expect("an address")
-            }
+            "-h" | "--help" => return Ok(Cli::Help),
+            "--demo" => options.demo = true,
+            "--listen" => options.listen = address(&arg, &value("ADDR")?)?,
+            "--admin" => options.admin = Some(address(&arg, &value("ADDR")?)?),
             "--route" => {
-                let spec = args.next().expect("--route NAME=HOST:PORT");
-                let (name, to) = spec.split_once('=').expect("--route NAME=HOST:PORT");
-                routes.insert(name.to_owned(), to.parse().expect("an authority"));
-            }
-            "--demo" => {
-                for (name, mode) in [
-                    ("healthy", HEALTHY),
-                    ("slow", slow(800)),
-                    ("failing", FAILING),
-                ] {
-                    routes.insert(name.to_owned(), authority(upstream(mode).await.addr));
+                let spec = value("NAME=HOST:PORT")?;
+                let (name, to) = spec
+                    .split_once('=')
+                    .filter(|(name, _)| valid_route_name(name))
+                    .ok_or_else(|| {
+                        format!("--route {spec:?}: expected NAME=HOST:PORT, NAME without '/'")
+                    })?;
+                let to: Authority = to
+                    .parse()
+                    .ok()
+                    .filter(|a: &Authority| a.port().is_some())
+                    .ok_or_else(|| format!("--route {spec:?}: {to:?} is not HOST:PORT"))?;
+                if options.routes.insert(name.to_owned(), to).is_some() {
+                    return Err(format!("--route {name} given twice"));
                 }
-                routes.insert("down".to_owned(), authority(refusing().await));
             }
-            other => panic!("unknown argument {other}; see the header of examples/proxy.rs"),
+            "--timeout" => options.settings.timeout = millis(&arg, &value("MS")?)?,
+            "--header-timeout" => options.settings.header_timeout = millis(&arg, &value("MS")?)?,
+            "--idle-timeout" => options.settings.idle_timeout = millis(&arg, &value("MS")?)?,
+            "--status-limit" => {
+                let n = value("N")?;
+                options.settings.status_limit = n
+                    .parse()
+                    .map_err(|_| format!("--status-limit {n:?}: expected a number"))?;
+            }
+            other => return Err(format!("unknown argument {other:?}")),
         }
     }
-    assert!(
-        listen.ip().is_loopback(),
-        "this example listens on loopback only"
-    );
-    let template = Breaker::builder()
+    if options.demo {
+        for name in DEMO_ROUTES {
+            if options.routes.contains_key(name) {
+                return Err(format!("--route {name} clashes with --demo's route {name}"));
+            }
+        }
+    } else if options.routes.is_empty() {
+        return Err("no routes: give --route NAME=HOST:PORT or --demo".to_owned());
+    }
+    if options.admin == Some(options.listen) && options.listen.port() != 0 {
+        return Err("--admin must differ from --listen".to_owned());
+    }
+    options.settings.admin_listener = options.admin.is_some();
+    Ok(Cli::Run(options))
+}
+
+const DEMO_ROUTES: [&str; 4] = ["healthy", "slow", "failing", "down"];
+
+fn valid_route_name(name: &str) -> bool {
+    !name.is_empty() && !name.contains('/')
+}
+
+fn address(flag: &str, s: &str) -> Result<SocketAddr, String> {
+    let addr: SocketAddr = s
+        .parse()
+        .map_err(|_| format!("{flag} {s:?}: expected IP:PORT, e.g. 127.0.0.1:8080"))?;
+    if !addr.ip().is_loopback() {
+        return Err(format!("{flag} {s}: this example listens on loopback only"));
+    }
+    Ok(addr)
+}
+
+fn millis(flag: &str, s: &str) -> Result<Duration, String> {
+    match s.parse::<u64>() {
+        Ok(ms) if ms > 0 => Ok(Duration::from_millis(ms)),
+        _ => Err(format!("{flag} {s:?}: expected milliseconds, at least 1")),
+    }
+}
+
+/// The breaker every upstream gets.
+pub fn template() -> Builder {
+    Breaker::builder()
         .failure_rate(0.5)
         .slow_call_rate(0.5)
         .slow_call_threshold(Duration::from_millis(500))
         .count_window(20)
         .min_calls(10)
         .open_duration(Duration::from_secs(10))
-        .count_calls(true);
-    let proxy = proxy(routes, template, Duration::from_secs(5), true);
-    let listener = TcpListener::bind(listen).await.expect("bind");
-    eprintln!("failfast proxy on http://{listen}  (status: /_failfast)");
+        .count_calls(true)
+}
+
+/// Runs the proxy as the command line asks; the process exit status.
+pub fn main_with(args: impl IntoIterator<Item = String>) -> i32 {
+    let options = match parse_args(args) {
+        Ok(Cli::Run(options)) => options,
+        Ok(Cli::Help) => {
+            print!("{USAGE}");
+            return 0;
+        }
+        Err(err) => {
+            eprintln!("error: {err}\n\n{USAGE}");
+            return 2;
+        }
+    };
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("error: cannot start the runtime: {err}");
+            return 1;
+        }
+    };
+    match runtime.block_on(run(options)) {
+        Ok(()) => 0,
+        Err(err) => {
+            eprintln!("error: {err}");
+            1
+        }
+    }
+}
+
+async fn run(options: Options) -> io::Result<()> {
+    let mut routes: HashMap<String, Authority> = options.routes.into_iter().collect();
+    if options.demo {
+        for (name, mode) in [
+            ("healthy", HEALTHY),
+            ("slow", slow(800)),
+            ("failing", FAILING),
+        ] {
+            let addr = upstream(mode).await?.addr;
+            routes.insert(name.to_owned(), authority(addr));
+        }
+        routes.insert("down".to_owned(), authority(refusing().await?));
+    }
+    let proxy = proxy(routes, template(), options.settings)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+    let listener = TcpListener::bind(options.listen).await?;
+    eprintln!("failfast proxy on http://{}", listener.local_addr()?);
+    let admin = match options.admin {
+        Some(addr) => {
+            let admin = TcpListener::bind(addr).await?;
+            eprintln!("status on http://{}{STATUS_PATH}", admin.local_addr()?);
+            Some(admin)
+        }
+        None => {
+            eprintln!("status on http://{}{STATUS_PATH}", listener.local_addr()?);
+            None
+        }
+    };
     let mut names: Vec<_> = proxy.routes.iter().collect();
     names.sort_by_key(|(name, _)| name.as_str());
     for (name, to) in names {
         eprintln!("  /{name}/  ->  http://{to}/");
     }
+    if let Some(admin) = admin {
+        tokio::spawn(serve_admin(admin, proxy.clone()));
+    }
     serve(listener, proxy).await;
+    Ok(())
+}
+
+fn authority(addr: SocketAddr) -> Authority {
+    Authority::try_from(addr.to_string()).expect("a socket address is an authority")
+}
+
+fn main() {
+    std::process::exit(main_with(std::env::args().skip(1)));
 }

@@ -229,6 +229,7 @@ impl<C: Clock> Breaker<C> {
     }
 
     /// The current generation (one atomic load).
+    #[cfg(feature = "tower")]
     pub(crate) fn generation(&self) -> u32 {
         self.cell.load().generation()
     }

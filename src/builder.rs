@@ -535,3 +535,55 @@ fn distinct_id() -> u32 {
     let h = std::collections::hash_map::RandomState::new().hash_one(());
     (h ^ (h >> 32)) as u32
 }
+
+/// A builder's knobs as they were set (`None`: left to the default), read by
+/// the config files to write a builder out.
+#[cfg(feature = "serde")]
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub(crate) struct Knobs {
+    pub(crate) consecutive_failures: Option<u32>,
+    pub(crate) failure_rate: Option<f64>,
+    pub(crate) slow_call_rate: Option<f64>,
+    pub(crate) slow_call_threshold: Option<Duration>,
+    pub(crate) window: Option<WindowKind>,
+    pub(crate) min_calls: Option<u32>,
+    pub(crate) probes: u32,
+    pub(crate) probe_lease: Option<Duration>,
+    pub(crate) abandoned_after: Option<Duration>,
+    pub(crate) open_base: Duration,
+    /// `backoff(multiplier, cap)` as called last; `None` for the default
+    /// backoff and after `backoff_off()`.
+    pub(crate) backoff: Option<(f64, Duration)>,
+    pub(crate) backoff_off: bool,
+    pub(crate) jitter: f64,
+    pub(crate) count_calls: bool,
+    pub(crate) id: Option<u32>,
+}
+
+#[cfg(feature = "serde")]
+impl Builder {
+    /// The knobs as set (the observer aside: it is code, not data).
+    pub(crate) fn knobs(&self) -> Knobs {
+        Knobs {
+            consecutive_failures: self.consecutive_failures,
+            failure_rate: self.failure_rate,
+            slow_call_rate: self.slow_call_rate,
+            slow_call_threshold: self.slow_call_threshold,
+            window: self.window,
+            min_calls: self.min_calls,
+            probes: self.probes,
+            probe_lease: self.probe_lease,
+            abandoned_after: self.abandoned_after,
+            open_base: self.open_base,
+            // `backoff()` is the only setter of the cap, and sets it always.
+            backoff: match (self.backoff_off, self.cap) {
+                (false, Some(cap)) => Some((self.multiplier, cap)),
+                _ => None,
+            },
+            backoff_off: self.backoff_off,
+            jitter: self.jitter,
+            count_calls: self.count_calls,
+            id: self.id,
+        }
+    }
+}

@@ -169,13 +169,19 @@ impl Clock for QuantaClock {
     }
 }
 
-/// A clock on `std::time::Instant`: one feature flip away if a platform's TSC
-/// misbehaves (moka moved back to `Instant` after quanta drift reports, moka#472).
+/// A clock on `std::time::Instant`, for a platform whose TSC misbehaves (moka
+/// moved back to `Instant` after quanta drift reports, moka#472). No feature
+/// selects it: pass it to a `*_with_clock` constructor, and the breaker's
+/// clock type follows.
 ///
 /// ```
-/// use failfast::{Clock, StdClock};
+/// use failfast::{Breaker, Clock, StdClock};
 /// let clock = StdClock::new();
 /// assert!(clock.now() <= clock.now());
+///
+/// let breaker: Breaker<StdClock> = Breaker::builder().consecutive_failures(5).build_with_clock(StdClock::new())?;
+/// # let _ = breaker;
+/// # Ok::<(), failfast::ConfigError>(())
 /// ```
 #[derive(Clone, Debug)]
 pub struct StdClock {

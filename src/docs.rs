@@ -205,6 +205,13 @@
 //!   code of ours), and `tokio` with only `time` — a per-call
 //!   `tokio::time::Sleep` for the layers' optional timeout and one reusable
 //!   `Sleep` per ejected endpoint so a balancer is woken at the probe time.
-//!   No task or thread is spawned.
+//!   No task or thread is spawned. Also `http-body` 1 (the `Body` trait,
+//!   for the body that carries a permit to the end of the stream).
+//! * `tower-http`: `tower-http` 0.7 with no default features (its
+//!   `classify` module only), for the `ClassifyResponse` adapter.
 //! * `tracing`: `tracing` 0.1, one event per transition.
 //! * `metrics`: `metrics` 0.24 (the facade), written at scrape time.
+//!
+//! The minimum supported Rust version, 1.87, is the highest `rust-version`
+//! among these for any feature (quanta 0.13's); `.ci/msrv.sh` fails the build
+//! when a dependency update raises it.

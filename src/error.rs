@@ -95,20 +95,34 @@ impl fmt::Display for Rejected {
 
 impl std::error::Error for Rejected {}
 
-/// An invalid configuration value, naming the field and the allowed range.
+/// An invalid configuration value, naming the field and the allowed range,
+/// and the key when the value was a registry's per-key override.
 ///
 /// ```
-/// use failfast::Breaker;
+/// use failfast::{Breaker, Registry};
 ///
 /// let err = Breaker::builder().failure_rate(1.5).build().unwrap_err();
 /// assert_eq!(err.field(), "failure_rate");
+/// assert_eq!(err.key(), None);
 /// assert_eq!(err.to_string(), "invalid failfast config: failure_rate = 1.5; allowed: (0, 1]");
+///
+/// let err = Registry::<String>::builder(Breaker::builder().consecutive_failures(5))
+///     .override_key("api.example:443".into(), Breaker::builder().failure_rate(1.5))
+///     .build()
+///     .unwrap_err();
+/// assert_eq!(err.key(), Some(r#""api.example:443""#));
+/// assert_eq!(
+///     err.to_string(),
+///     r#"invalid failfast config for key "api.example:443": failure_rate = 1.5; allowed: (0, 1]"#
+/// );
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ConfigError {
     field: &'static str,
     allowed: &'static str,
     found: String,
+    /// The override's key, as `Debug` writes it.
+    key: Option<String>,
 }
 
 impl ConfigError {
@@ -121,7 +135,14 @@ impl ConfigError {
             field,
             allowed,
             found: format!("{found:?}"),
+            key: None,
         }
+    }
+
+    /// This error, raised by the configuration of `key`'s override.
+    pub(crate) fn with_key(mut self, key: &dyn fmt::Debug) -> ConfigError {
+        self.key = Some(format!("{key:?}"));
+        self
     }
 
     /// The builder method (and config field) that holds the bad value.
@@ -138,13 +159,24 @@ impl ConfigError {
     pub fn found(&self) -> &str {
         &self.found
     }
+
+    /// The key whose own configuration holds the bad value, as `Debug`
+    /// writes it (a string key in quotes), or `None` for the template's or
+    /// a standalone breaker's: see the example above.
+    pub fn key(&self) -> Option<&str> {
+        self.key.as_deref()
+    }
 }
 
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("invalid failfast config")?;
+        if let Some(key) = &self.key {
+            write!(f, " for key {key}")?;
+        }
         write!(
             f,
-            "invalid failfast config: {} = {}; allowed: {}",
+            ": {} = {}; allowed: {}",
             self.field, self.found, self.allowed
         )
     }

@@ -74,8 +74,25 @@
 //! [`Bulkhead`] in front to cap calls in flight. The [`docs`] module holds the
 //! design: the state diagram, the state word, the invariants and the memory
 //! ordering argument.
+//!
+//! # Feature flags
+//!
+//! The core (breakers, registry, bulkhead, clocks) needs none; each
+//! integration is opt-in, so a service that uses none of them builds no async
+//! runtime, no `http` and no exporter.
+//!
+//! | feature | adds | pulls in |
+//! |---|---|---|
+//! | `tower` | `tower`: layers (one breaker, keyed per host, balancer-aware), HTTP and gRPC classifiers, end-of-stream classification of response bodies, a per-call timeout, HTTP answers for rejections and a status view | `tower`, `http`, `http-body`, `pin-project-lite`, `tokio` (timer only) |
+//! | `tower-http` | an adapter from any `tower_http::classify::ClassifyResponse` (implies `tower`) | `tower-http` 0.7, no default features |
+//! | `tracing` | `export::tracing`: an event per transition | `tracing` |
+//! | `metrics` | `export::metrics`: gauges and counters through the `metrics` facade, exported at scrape time | `metrics` |
+//!
+//! The minimum supported Rust version is 1.87 (set by `quanta`, the default
+//! clock's dependency), for every feature.
 
 #![forbid(unsafe_code)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(
     missing_docs,
     missing_debug_implementations,
@@ -88,10 +105,14 @@ mod builder;
 mod bulkhead;
 mod call;
 mod clock;
+#[cfg(feature = "serde")]
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
+pub mod config;
 mod counters;
 pub mod docs;
 mod error;
 #[cfg(any(feature = "tracing", feature = "metrics"))]
+#[cfg_attr(docsrs, doc(cfg(any(feature = "tracing", feature = "metrics"))))]
 pub mod export;
 mod fleet;
 mod machine;
@@ -104,6 +125,7 @@ mod state;
 mod storage;
 mod sync;
 #[cfg(feature = "tower")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub mod tower;
 mod window;
 

@@ -1,15 +1,24 @@
 //! End to end: real upstream servers on 127.0.0.1 (healthy, slow, failing,
 //! refusing), the real proxy of `examples/proxy.rs`, bounded concurrent
-//! traffic through it. Loopback only; bounded in requests and time (a few
-//! seconds); it stops by itself.
+//! traffic through it; then what a proxy exposed to real clients must
+//! survive: a slowloris client, a 65 KB URI, 300 idle upstream connections,
+//! running out of file descriptors, bad arguments, and the status page on an
+//! admin address. Loopback only; each test is bounded in requests and time
+//! (a few seconds) and stops by itself.
+//!
+//! The tests that need a process of their own (a small `ulimit -n`, an exit
+//! status) run this test binary again as the proxy: see [`proxy_child`].
 
 #[path = "../examples/proxy.rs"]
 #[allow(unreachable_pub, missing_docs)]
 mod proxy;
 
 use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::sync::atomic::Ordering;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use failfast::{Breaker, Reason, State};
@@ -17,7 +26,8 @@ use http_body_util::{BodyExt, Empty};
 use hyper::body::Bytes;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use tokio::net::TcpListener;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
 
 const SLOW_MS: u64 = 300;
 
@@ -107,10 +117,10 @@ fn assert_rejections_are_immediate_503s(name: &str, samples: &[Sample]) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn per_host_breakers_through_a_real_proxy() {
     let deadline = Instant::now();
-    let healthy = proxy::upstream(proxy::HEALTHY).await;
-    let slow = proxy::upstream(proxy::slow(SLOW_MS)).await;
-    let failing = proxy::upstream(proxy::FAILING).await;
-    let down = proxy::refusing().await;
+    let healthy = proxy::upstream(proxy::HEALTHY).await.unwrap();
+    let slow = proxy::upstream(proxy::slow(SLOW_MS)).await.unwrap();
+    let failing = proxy::upstream(proxy::FAILING).await.unwrap();
+    let down = proxy::refusing().await.unwrap();
     for addr in [healthy.addr, slow.addr, failing.addr, down] {
         assert!(addr.ip().is_loopback());
     }
@@ -131,7 +141,11 @@ async fn per_host_breakers_through_a_real_proxy() {
         .min_calls(5)
         .open_duration(Duration::from_millis(1500))
         .count_calls(true);
-    let proxy = proxy::proxy(routes, template, Duration::from_secs(2), false);
+    let settings = proxy::Settings {
+        timeout: Duration::from_secs(2),
+        ..proxy::Settings::default()
+    };
+    let proxy = proxy::proxy(routes, template, settings).unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(proxy::serve(listener, proxy.clone()));
@@ -256,4 +270,478 @@ async fn get_body(client: &HttpClient, url: &str) -> String {
     let response = client.get(url.parse().unwrap()).await.unwrap();
     let body = response.into_body().collect().await.unwrap().to_bytes();
     String::from_utf8(body.to_vec()).unwrap()
+}
+
+// ---------------------------------------------------------------------------
+// Hardening: each test starts its own proxy.
+
+/// A proxy in this process routing `/healthy/` to `upstream`; its address.
+async fn start(upstream: SocketAddr, settings: proxy::Settings) -> (Arc<proxy::Proxy>, SocketAddr) {
+    let routes = [("healthy".to_owned(), upstream.to_string().parse().unwrap())].into();
+    let proxy = proxy::proxy(routes, proxy::template(), settings).unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(proxy::serve(listener, proxy.clone()));
+    (proxy, addr)
+}
+
+/// One request on a fresh connection, written by hand (no client-side URI
+/// limits); the status code, or `None` if the connection closed first.
+async fn raw_status(addr: SocketAddr, target: &str) -> Option<u16> {
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    let request = format!("GET {target} HTTP/1.1\r\nhost: proxy\r\nconnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.ok()?;
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut answer))
+        .await
+        .expect("the proxy answers or closes within 5 s")
+        .ok()?;
+    let head = std::str::from_utf8(answer.get(..12)?).ok()?;
+    head.strip_prefix("HTTP/1.1 ")?.parse().ok()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slowloris_client_is_cut_at_the_header_timeout() {
+    let upstream = proxy::upstream(proxy::HEALTHY).await.unwrap();
+    let header_timeout = Duration::from_millis(300);
+    let settings = proxy::Settings {
+        header_timeout,
+        ..proxy::Settings::default()
+    };
+    let (_proxy, addr) = start(upstream.addr, settings).await;
+
+    // 30 clients that start a request head and never finish it, and one that
+    // sends nothing at all.
+    let started = Instant::now();
+    let mut clients = Vec::new();
+    for i in 0..31 {
+        let mut stream = TcpStream::connect(addr).await.unwrap();
+        if i > 0 {
+            stream
+                .write_all(b"GET /healthy/ HTTP/1.1\r\nhost: proxy\r\nx-slow: ")
+                .await
+                .unwrap();
+        }
+        clients.push(tokio::spawn(async move {
+            let mut rest = Vec::new();
+            let closed =
+                tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut rest)).await;
+            (closed.is_ok(), started.elapsed())
+        }));
+    }
+    // Meanwhile a well-formed request is served at once.
+    assert_eq!(raw_status(addr, "/healthy/").await, Some(200));
+
+    for client in clients {
+        let (closed, after) = client.await.unwrap();
+        assert!(closed, "the proxy closed the half-sent request");
+        assert!(
+            after >= header_timeout - Duration::from_millis(50) && after < Duration::from_secs(3),
+            "closed after {after:?}, the header timeout is {header_timeout:?}"
+        );
+    }
+    assert_eq!(
+        upstream.hits.load(Ordering::SeqCst),
+        1,
+        "no half request reached the upstream"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_65_kb_uri_is_refused_not_a_panic() {
+    let upstream = proxy::upstream(proxy::HEALTHY).await.unwrap();
+    let (_proxy, addr) = start(upstream.addr, proxy::Settings::default()).await;
+    // 65 KB: past what `http::Uri` holds (hyper answers); 65 000 bytes: a
+    // request URI hyper accepts but whose rewrite with the upstream's
+    // authority would not fit (the old `unwrap` panicked there); 9 KB: over
+    // the proxy's own limit.
+    for len in [65 * 1024, 65_000, 9 * 1024] {
+        let target = format!("/healthy/{}", "a".repeat(len));
+        let status = raw_status(addr, &target).await;
+        assert!(matches!(status, Some(400 | 414)), "{len} bytes: {status:?}");
+    }
+    let at_the_limit = format!("/healthy/{}", "a".repeat(proxy::MAX_URI - 64));
+    assert_eq!(raw_status(addr, &at_the_limit).await, Some(200));
+    assert_eq!(
+        raw_status(addr, "/healthy/?q=1").await,
+        Some(200),
+        "still serving"
+    );
+    assert_eq!(upstream.hits.load(Ordering::SeqCst), 2);
+}
+
+/// An upstream that holds every request until `n` are in flight, so `n`
+/// concurrent calls need `n` connections; it counts its open connections.
+async fn gathering_upstream(n: usize) -> (SocketAddr, Arc<AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let open = Arc::new(AtomicUsize::new(0));
+    let barrier = Arc::new(tokio::sync::Barrier::new(n));
+    let counter = open.clone();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let (open, barrier) = (counter.clone(), barrier.clone());
+            open.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(move |_req| {
+                    let barrier = barrier.clone();
+                    async move {
+                        barrier.wait().await;
+                        Ok::<_, std::convert::Infallible>(hyper::Response::new(
+                            Empty::<Bytes>::new(),
+                        ))
+                    }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                    .await;
+                open.fetch_sub(1, Ordering::SeqCst);
+            });
+        }
+    });
+    (addr, open)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_upstream_connections_close_after_the_idle_timeout() {
+    const CALLS: usize = 300;
+    let (upstream, open) = gathering_upstream(CALLS).await;
+    let idle_timeout = Duration::from_millis(400);
+    let settings = proxy::Settings {
+        idle_timeout,
+        ..proxy::Settings::default()
+    };
+    let (proxy, addr) = start(upstream, settings).await;
+    let client: HttpClient = Client::builder(TokioExecutor::new()).build_http();
+    let url = format!("http://{addr}/healthy/");
+    let calls: Vec<_> = (0..CALLS)
+        .map(|_| {
+            let (client, url) = (client.clone(), url.clone());
+            tokio::spawn(async move { get(&client, &url).await.status })
+        })
+        .collect();
+    for call in calls {
+        assert_eq!(call.await.unwrap(), 200);
+    }
+    let idle_since = Instant::now();
+    assert_eq!(
+        open.load(Ordering::SeqCst),
+        CALLS,
+        "one pooled connection per call"
+    );
+
+    let deadline = idle_since + Duration::from_secs(5);
+    while open.load(Ordering::SeqCst) > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "{} still open",
+            open.load(Ordering::SeqCst)
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await; // polling
+    }
+    let closed_after = idle_since.elapsed();
+    assert!(
+        closed_after >= idle_timeout - Duration::from_millis(100),
+        "closed after {closed_after:?}: by the idle timeout ({idle_timeout:?}), not at once"
+    );
+    eprintln!("{CALLS} idle upstream connections closed {closed_after:?} after the last call");
+    assert_eq!(proxy.registry.len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_status_page_is_bounded_and_can_live_on_an_admin_address() {
+    let upstream = proxy::upstream(proxy::HEALTHY).await.unwrap();
+    let settings = proxy::Settings {
+        admin_listener: true,
+        status_limit: 3,
+        ..proxy::Settings::default()
+    };
+    let (proxy, addr) = start(upstream.addr, settings).await;
+    let admin = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let admin_addr = admin.local_addr().unwrap();
+    tokio::spawn(proxy::serve_admin(admin, proxy.clone()));
+    for i in 0..5 {
+        let other: http::uri::Authority = format!("10.0.0.{i}:80").parse().unwrap();
+        proxy.registry.handle(&other); // tracked, never called
+    }
+    assert_eq!(raw_status(addr, "/healthy/").await, Some(200));
+
+    let client: HttpClient = Client::builder(TokioExecutor::new()).build_http();
+    assert_eq!(
+        get(&client, &format!("http://{addr}/_failfast"))
+            .await
+            .status,
+        404,
+        "not on the main address"
+    );
+    let page = get_body(&client, &format!("http://{admin_addr}/_failfast")).await;
+    assert!(
+        page.starts_with("{\"tracked\":6,\"open\":0,\"half_open\":0,\"shown\":3,\"omitted\":3,"),
+        "{page}"
+    );
+    let page = get_body(&client, &format!("http://{admin_addr}/_failfast?limit=1")).await;
+    assert!(page.contains("\"shown\":1,\"omitted\":5,"), "{page}");
+    let page = get_body(
+        &client,
+        &format!("http://{admin_addr}/_failfast?limit=1000"),
+    )
+    .await;
+    assert!(
+        page.contains("\"shown\":3,"),
+        "capped by --status-limit: {page}"
+    );
+    assert_eq!(
+        raw_status(admin_addr, "/_failfast?limit=x").await,
+        Some(400)
+    );
+    assert_eq!(
+        raw_status(admin_addr, "/healthy/").await,
+        Some(404),
+        "the admin address does not proxy"
+    );
+    assert_eq!(upstream.hits.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn arguments_parse_or_say_what_is_wrong() {
+    let parse = |args: &[&str]| proxy::parse_args(args.iter().map(|a| a.to_string()));
+    let proxy::Cli::Run(options) = parse(&[
+        "--route",
+        "a=127.0.0.1:1",
+        "--route",
+        "b=127.0.0.1:2",
+        "--admin",
+        "127.0.0.1:9",
+        "--timeout",
+        "250",
+    ])
+    .unwrap() else {
+        panic!("a run")
+    };
+    assert_eq!(options.routes.len(), 2);
+    assert_eq!(options.settings.timeout, Duration::from_millis(250));
+    assert!(options.settings.admin_listener);
+    assert!(matches!(parse(&["--help"]), Ok(proxy::Cli::Help)));
+    for (args, says) in [
+        (
+            &["--route", "a=127.0.0.1:1", "--route", "a=127.0.0.1:2"][..],
+            "given twice",
+        ),
+        (&["--route", "a"], "NAME=HOST:PORT"),
+        (&["--route", "a=localhost"], "not HOST:PORT"),
+        (&["--route"], "needs a value"),
+        (&["--demo", "--route", "slow=127.0.0.1:1"], "clashes"),
+        (&["--demo", "--listen", "10.1.2.3:80"], "loopback only"),
+        (&["--demo", "--timeout", "0"], "at least 1"),
+        (&["--demo", "--status-limit", "many"], "a number"),
+        (&["--demo", "--verbose"], "unknown argument"),
+        (&[], "no routes"),
+    ] {
+        let err = parse(args).unwrap_err();
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The proxy as a process of its own.
+
+const CHILD_ARGS: &str = "FAILFAST_E2E_PROXY_ARGS";
+
+/// Not a test: the proxy's `main` when the tests below run this binary again
+/// (`proxy_child --exact --ignored`), with the arguments in
+/// `FAILFAST_E2E_PROXY_ARGS`, one per line. Ignored in normal runs.
+#[test]
+#[ignore = "the proxy child process of the tests below; they start it"]
+fn proxy_child() {
+    let Ok(args) = std::env::var(CHILD_ARGS) else {
+        return;
+    };
+    let args = args.lines().map(str::to_owned).collect::<Vec<_>>();
+    std::process::exit(proxy::main_with(args));
+}
+
+/// A proxy process, killed when dropped.
+struct Child {
+    process: std::process::Child,
+    stderr: mpsc::Receiver<String>,
+}
+
+impl Child {
+    /// Starts the proxy with `args`, under `ulimit -n fds` if given.
+    fn start(args: &[&str], fds: Option<u32>) -> Child {
+        let exe = std::env::current_exe().unwrap();
+        let mut command = match fds {
+            Some(fds) => {
+                let mut sh = Command::new("sh");
+                sh.args(["-c", r#"ulimit -n "$0" && exec "$@""#, &fds.to_string()])
+                    .arg(&exe);
+                sh
+            }
+            None => Command::new(&exe),
+        };
+        let mut process = command
+            .args([
+                "proxy_child",
+                "--exact",
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(CHILD_ARGS, args.join("\n"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (tx, stderr) = mpsc::channel();
+        let pipe = process.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        Child { process, stderr }
+    }
+
+    /// Waits (up to `within`) for a line of its stderr containing `needle`.
+    fn wait_for(&self, needle: &str, within: Duration) -> String {
+        let deadline = Instant::now() + within;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.stderr.recv_timeout(left) {
+                Ok(line) if line.contains(needle) => return line,
+                Ok(_) => continue,
+                Err(_) => panic!("no line with {needle:?} within {within:?}"),
+            }
+        }
+    }
+
+    /// The address it listens on, from its start-up line.
+    fn address(&self) -> SocketAddr {
+        let line = self.wait_for("failfast proxy on http://", Duration::from_secs(10));
+        line.rsplit("http://").next().unwrap().parse().unwrap()
+    }
+
+    /// CPU time it used so far (user + system, all threads), from /proc.
+    fn cpu_time(&self) -> Duration {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.process.id())).unwrap();
+        // Fields after the command name (which may hold spaces): state is the
+        // first, utime the 12th, stime the 13th.
+        let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
+        let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+        Duration::from_secs_f64(ticks as f64 / clock_ticks_per_second())
+    }
+
+    /// Its exit status and everything it printed, once it exits by itself.
+    fn finish(mut self) -> (i32, String, String) {
+        let status = self.process.wait().unwrap();
+        let mut stdout = String::new();
+        std::io::Read::read_to_string(&mut self.process.stdout.take().unwrap(), &mut stdout)
+            .unwrap();
+        let stderr: Vec<String> = self.stderr.iter().collect();
+        (status.code().unwrap_or(-1), stdout, stderr.join("\n"))
+    }
+}
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.process.kill();
+        let _ = self.process.wait();
+    }
+}
+
+fn clock_ticks_per_second() -> f64 {
+    let out = Command::new("getconf").arg("CLK_TCK").output().unwrap();
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn bad_arguments_exit_2_with_the_usage() {
+    for args in [
+        &["--route", "x"][..],
+        &["--route", "a=127.0.0.1:1", "--route", "a=127.0.0.1:2"],
+        &["--nope"],
+    ] {
+        let (code, _, stderr) = Child::start(args, None).finish();
+        assert_eq!(code, 2, "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("error: ") && stderr.contains("usage: proxy"),
+            "{args:?}: {stderr}"
+        );
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+    let (code, stdout, _) = Child::start(&["--help"], None).finish();
+    assert_eq!(code, 0);
+    assert!(stdout.contains("usage: proxy") && stdout.contains("--route NAME=HOST:PORT"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn out_of_file_descriptors_the_proxy_backs_off_and_recovers() {
+    let upstream = proxy::upstream(proxy::HEALTHY).await.unwrap();
+    let route = format!("healthy={}", upstream.addr);
+    // 40 descriptors: the runtime and the listener take about a dozen.
+    let child = Child::start(
+        &[
+            "--listen",
+            "127.0.0.1:0",
+            "--route",
+            &route,
+            "--header-timeout",
+            "30000",
+        ],
+        Some(40),
+    );
+    let addr = child.address();
+
+    // Connections the proxy accepts and holds (no request yet), until
+    // `accept` fails with EMFILE; the rest wait in the listen backlog.
+    let mut held = Vec::new();
+    let mut out_of_fds = None;
+    while out_of_fds.is_none() {
+        assert!(
+            held.len() < 200,
+            "no EMFILE after {} connections",
+            held.len()
+        );
+        for _ in 0..10 {
+            held.push(std::net::TcpStream::connect(addr).unwrap());
+        }
+        while let Ok(line) = child.stderr.recv_timeout(Duration::from_millis(100)) {
+            if line.contains("accept:") {
+                out_of_fds = Some(line);
+                break;
+            }
+        }
+    }
+    let line = out_of_fds.unwrap();
+    assert!(line.contains("Too many open files"), "{line}");
+
+    // While it cannot accept, it waits rather than spins: measure its CPU.
+    let before = child.cpu_time();
+    let window = Duration::from_secs(1);
+    std::thread::sleep(window); // the measurement window, not a wait for a condition
+    let used = child.cpu_time() - before;
+    assert!(
+        used < window / 10,
+        "{used:?} of CPU in {window:?} while out of descriptors: a busy loop"
+    );
+
+    // Clients go away: it accepts again and serves.
+    let freed = Instant::now();
+    drop(held);
+    assert_eq!(raw_status(addr, "/healthy/").await, Some(200));
+    child.wait_for("accept: recovered", Duration::from_secs(5));
+    assert!(
+        freed.elapsed() < Duration::from_secs(4),
+        "recovered after {:?}",
+        freed.elapsed()
+    );
+    eprintln!(
+        "out of fds: {used:?} CPU in {window:?}; served again {:?} after the clients left",
+        freed.elapsed()
+    );
 }

@@ -153,7 +153,12 @@ fn insert_with_overrides_pins_and_names_the_key_in_errors() {
         .insert_with("bad:443".to_string(), Breaker::builder().failure_rate(1.5))
         .unwrap_err();
     assert_eq!(err.field(), "failure_rate");
-    assert!(err.found().contains("\"bad:443\""), "{err}");
+    assert_eq!(err.key(), Some("\"bad:443\""), "{err}");
+    assert_eq!(
+        err.found(),
+        "1.5",
+        "the value alone: the key has its own place"
+    );
     assert!(registry.is_empty());
 
     let err = Registry::<String>::builder(consecutive(5))

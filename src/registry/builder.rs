@@ -268,7 +268,7 @@ impl<K: Hash + Eq, S: BuildHasher> RegistryBuilder<K, S> {
     /// A [`ConfigError`] naming the first invalid field: a registry field
     /// (`capacity`, `max_key_bytes`, `idle_ttl`, `forget_after`, `max_open`,
     /// `shards`) or a field of the template's or an override's breaker
-    /// builder (then [`found`](ConfigError::found) names the key).
+    /// builder (then [`key`](ConfigError::key) names the key).
     ///
     /// ```
     /// # use failfast::{Breaker, Registry};
@@ -299,47 +299,7 @@ impl<K: Hash + Eq, S: BuildHasher> RegistryBuilder<K, S> {
         self,
         clock: C,
     ) -> Result<Registry<K, S, C>, ConfigError> {
-        if self.capacity == Some(0) {
-            return Err(ConfigError::new("capacity", "≥ 1", 0));
-        }
-        if let Some((0, _)) = self.max_key_bytes {
-            return Err(ConfigError::new("max_key_bytes", "≥ 1", 0));
-        }
-        if self.idle_ttl.is_zero() || self.idle_ttl > MAX_IDLE_TTL {
-            return Err(ConfigError::new(
-                "idle_ttl",
-                "> 0 and at most 365 days",
-                self.idle_ttl,
-            ));
-        }
-        if self.forget_after.is_zero() || self.forget_after > MAX_IDLE_TTL {
-            return Err(ConfigError::new(
-                "forget_after",
-                "> 0 and at most 365 days",
-                self.forget_after,
-            ));
-        }
-        match self.max_open {
-            MaxOpen::Count(0) => {
-                return Err(ConfigError::new("max_open", "Count(n ≥ 1)", self.max_open))
-            }
-            MaxOpen::Fraction(f) if !(f > 0.0 && f <= 1.0) => {
-                return Err(ConfigError::new(
-                    "max_open",
-                    "Fraction(f) with f in (0, 1]",
-                    self.max_open,
-                ))
-            }
-            _ => {}
-        }
-        let shards = match (self.shards, self.capacity) {
-            (Some(n), _) if !n.is_power_of_two() || n > MAX_SHARDS => {
-                return Err(ConfigError::new("shards", "a power of two in 1..=65536", n));
-            }
-            (Some(n), _) => n,
-            (None, Some(cap)) => cap.div_ceil(ENTRIES_PER_SHARD).clamp(8, 4096),
-            (None, None) => DEFAULT_SHARDS,
-        };
+        let shards = self.check_limits()?;
         let fleet = std::sync::Arc::new(Fleet::new(self.max_open));
         let now = clock.now();
         let template = self.template.build_shared(clock.clone())?;
@@ -396,6 +356,52 @@ impl<K: Hash + Eq, S: BuildHasher> RegistryBuilder<K, S> {
             schedule: Schedule::new(interval.min(u128::from(u64::MAX)) as u64, now),
         })
     }
+
+    /// Checks the registry's own limits (not the breakers'), and returns
+    /// the shard count they give.
+    pub(crate) fn check_limits(&self) -> Result<usize, ConfigError> {
+        if self.capacity == Some(0) {
+            return Err(ConfigError::new("capacity", "≥ 1", 0));
+        }
+        if let Some((0, _)) = self.max_key_bytes {
+            return Err(ConfigError::new("max_key_bytes", "≥ 1", 0));
+        }
+        if self.idle_ttl.is_zero() || self.idle_ttl > MAX_IDLE_TTL {
+            return Err(ConfigError::new(
+                "idle_ttl",
+                "> 0 and at most 365 days",
+                self.idle_ttl,
+            ));
+        }
+        if self.forget_after.is_zero() || self.forget_after > MAX_IDLE_TTL {
+            return Err(ConfigError::new(
+                "forget_after",
+                "> 0 and at most 365 days",
+                self.forget_after,
+            ));
+        }
+        match self.max_open {
+            MaxOpen::Count(0) => {
+                return Err(ConfigError::new("max_open", "Count(n ≥ 1)", self.max_open))
+            }
+            MaxOpen::Fraction(f) if !(f > 0.0 && f <= 1.0) => {
+                return Err(ConfigError::new(
+                    "max_open",
+                    "Fraction(f) with f in (0, 1]",
+                    self.max_open,
+                ))
+            }
+            _ => {}
+        }
+        match (self.shards, self.capacity) {
+            (Some(n), _) if !n.is_power_of_two() || n > MAX_SHARDS => {
+                Err(ConfigError::new("shards", "a power of two in 1..=65536", n))
+            }
+            (Some(n), _) => Ok(n),
+            (None, Some(cap)) => Ok(cap.div_ceil(ENTRIES_PER_SHARD).clamp(8, 4096)),
+            (None, None) => Ok(DEFAULT_SHARDS),
+        }
+    }
 }
 
 /// Attaches the registry's fleet counters to a freshly built shared config.
@@ -407,13 +413,9 @@ pub(crate) fn attach<C>(shared: Arc<Shared<C>>, fleet: &std::sync::Arc<Fleet>) -
     }
 }
 
-/// `error`, its value naming the key whose override held it.
+/// `error`, naming the key whose override held it.
 pub(crate) fn for_key(error: &ConfigError, key: &dyn fmt::Debug) -> ConfigError {
-    ConfigError::new(
-        error.field(),
-        error.allowed(),
-        Raw(&format!("{} (the override of key {key:?})", error.found())),
-    )
+    error.clone().with_key(key)
 }
 
 /// Text that `Debug` writes as it is (a `ConfigError` formats its value with

@@ -96,7 +96,7 @@ impl<K: Hash + Eq, S: BuildHasher, C: Clock> Registry<K, S, C> {
     /// # Errors
     ///
     /// A [`ConfigError`] naming the invalid field of `breaker`, whose
-    /// [`found`](ConfigError::found) names the key.
+    /// [`key`](ConfigError::key) names the key.
     pub fn insert_with(&self, key: K, breaker: Builder) -> Result<Handle<K, C>, ConfigError>
     where
         K: fmt::Debug,

@@ -3,6 +3,7 @@
 
 use http::StatusCode;
 
+use super::stream::{ClassifyStream, HeadOutcome, Verdict};
 use crate::outcome::Outcome;
 
 /// Decides what a call's result means to the breaker.
@@ -37,6 +38,14 @@ where
 }
 
 /// `Ok` is a success, `Err` a failure ([`Outcome::of_result`]).
+///
+/// ```
+/// use failfast::tower::{Classify, DefaultClassifier};
+/// use failfast::Outcome;
+///
+/// assert_eq!(DefaultClassifier.classify(&Ok::<_, ()>(503)), Outcome::Success); // it reads no status
+/// assert_eq!(DefaultClassifier.classify(&Err::<(), _>("reset")), Outcome::Failure);
+/// ```
 #[derive(Copy, Clone, Debug, Default)]
 pub struct DefaultClassifier;
 
@@ -175,6 +184,27 @@ impl<B, E> Classify<http::Response<B>, E> for HttpClassifier {
         match result {
             Ok(response) => self.classify_status(response.status()),
             Err(_) => self.errors,
+        }
+    }
+}
+
+/// With [`AtEnd`](super::AtEnd): the status decides, but a response whose
+/// body fails before its end counts as the classifier's
+/// [`errors`](HttpClassifier::errors) outcome (a failure by default). A
+/// failing status is recorded at the head; there is nothing to wait for.
+impl<B, E> ClassifyStream<B, E> for HttpClassifier {
+    type Eos = HeadOutcome;
+
+    fn classify_head(&self, result: &Result<http::Response<B>, E>) -> Verdict<HeadOutcome> {
+        match result {
+            Ok(response) => match self.classify_status(response.status()) {
+                Outcome::Failure => Verdict::Ready(Outcome::Failure),
+                head => Verdict::AtEndOfStream(HeadOutcome {
+                    head,
+                    body_error: self.errors,
+                }),
+            },
+            Err(_) => Verdict::Ready(self.errors),
         }
     }
 }

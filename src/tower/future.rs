@@ -2,6 +2,7 @@
 
 use core::fmt;
 use core::future::Future;
+use core::marker::PhantomData;
 use core::pin::Pin;
 use core::task::{ready, Context, Poll};
 use core::time::Duration;
@@ -13,6 +14,7 @@ use tower::BoxError;
 
 use super::classify::Classify;
 use super::keyed::KeyedPermit;
+use super::stream::AtHead;
 use super::timeout::TimedOut;
 use super::Hook;
 use crate::breaker::Breaker;
@@ -107,7 +109,12 @@ impl<K, C: Clock> LayerPermit<K, C> {
     }
 
     /// Records `outcome` (at `at`, or now) and reports any transition.
-    fn record(self, outcome: Outcome, at: Option<Nanos>, reporter: Option<&Reporter<K>>) {
+    pub(super) fn record(
+        self,
+        outcome: Outcome,
+        at: Option<Nanos>,
+        reporter: Option<&Reporter<K>>,
+    ) {
         match self {
             LayerPermit::Owned(p) => {
                 let t = match at {
@@ -197,7 +204,33 @@ pin_project! {
     /// once, or the inner call with its permit, recorded when it resolves
     /// (or when its deadline fires). Dropped early, the permit counts as
     /// ignored.
-    pub struct ResponseFuture<F, Cl, C, K = ()>
+    ///
+    /// `M` is when the verdict is taken: [`AtHead`] (the default), or
+    /// [`AtEnd`](super::AtEnd), where a response whose head cannot tell
+    /// carries the permit on in its body.
+    ///
+    /// ```
+    /// use failfast::tower::{FailFastLayer, ResponseFuture};
+    /// use failfast::{Breaker, Rejected};
+    /// use std::sync::Arc;
+    /// use tower::{Layer, Service};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), failfast::ConfigError> {
+    /// let breaker = Arc::new(Breaker::builder().consecutive_failures(1).build()?);
+    /// let mut svc = FailFastLayer::new(breaker.clone())
+    ///     .layer(tower::service_fn(|x: u32| async move { Err::<u32, _>(format!("{x} failed")) }));
+    ///
+    /// let call = svc.call(1); // admitted: the permit is inside the future
+    /// assert!(call.await.is_err()); // resolved: the failure is recorded, the breaker opens
+    /// let err = svc.call(2).await.unwrap_err(); // ready at once, the service untouched
+    /// assert!(err.is::<Rejected>());
+    ///
+    /// drop(svc.call(3)); // a future dropped before it resolves records nothing
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub struct ResponseFuture<F, Cl, C, K = (), M = AtHead>
     where
         C: Clock,
     {
@@ -209,10 +242,11 @@ pin_project! {
         classify: Cl,
         timeout: Duration,
         reporter: Option<Reporter<K>>,
+        mode: PhantomData<fn() -> M>,
     }
 }
 
-impl<F, Cl, C: Clock, K> ResponseFuture<F, Cl, C, K> {
+impl<F, Cl, C: Clock, K, M> ResponseFuture<F, Cl, C, K, M> {
     pub(crate) fn rejected(rejected: Rejected, classify: Cl) -> Self {
         ResponseFuture {
             kind: Kind::Rejected {
@@ -223,6 +257,7 @@ impl<F, Cl, C: Clock, K> ResponseFuture<F, Cl, C, K> {
             classify,
             timeout: Duration::ZERO,
             reporter: None,
+            mode: PhantomData,
         }
     }
 
@@ -236,6 +271,7 @@ impl<F, Cl, C: Clock, K> ResponseFuture<F, Cl, C, K> {
             classify,
             timeout: Duration::ZERO,
             reporter: None,
+            mode: PhantomData,
         }
     }
 
@@ -268,6 +304,7 @@ impl<F, Cl, C: Clock, K> ResponseFuture<F, Cl, C, K> {
             classify,
             timeout: timeout.unwrap_or_default(),
             reporter,
+            mode: PhantomData,
         }
     }
 }
@@ -282,6 +319,34 @@ where
     type Output = Result<T, BoxError>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.poll_call(cx, |classify, result, permit, reporter| {
+            if let Some(permit) = permit {
+                permit.record(classify.classify(&result), None, reporter.as_ref());
+            }
+            result
+        })
+    }
+}
+
+impl<F, Cl, C: Clock, K, M> ResponseFuture<F, Cl, C, K, M> {
+    /// Polls the call. When it resolves, `finish` gets the classifier, the
+    /// result, the permit (`None` when unguarded) and the reporter, and
+    /// decides what the caller receives; at the deadline the permit records
+    /// a failure here.
+    pub(super) fn poll_call<T, E, U>(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        finish: impl FnOnce(
+            &Cl,
+            Result<T, E>,
+            Option<LayerPermit<K, C>>,
+            Option<Reporter<K>>,
+        ) -> Result<U, E>,
+    ) -> Poll<Result<U, BoxError>>
+    where
+        F: Future<Output = Result<T, E>>,
+        E: Into<BoxError>,
+    {
         let this = self.project();
         let fut = match this.kind.project() {
             KindProj::Rejected { rejected } => {
@@ -303,10 +368,8 @@ where
             fut.poll(cx)
         };
         if let Poll::Ready(result) = polled {
-            if let Some(permit) = this.permit.take() {
-                let outcome = this.classify.classify(&result);
-                permit.record(outcome, None, this.reporter.as_ref());
-            }
+            let permit = this.permit.take();
+            let result = finish(this.classify, result, permit, this.reporter.take());
             return Poll::Ready(result.map_err(Into::into));
         }
         if let Some(deadline) = this.deadline.as_pin_mut() {
@@ -322,7 +385,7 @@ where
     }
 }
 
-impl<F, Cl, C: Clock, K> fmt::Debug for ResponseFuture<F, Cl, C, K> {
+impl<F, Cl, C: Clock, K, M> fmt::Debug for ResponseFuture<F, Cl, C, K, M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ResponseFuture")
             .field("permit", &self.permit)

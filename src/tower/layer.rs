@@ -1,13 +1,16 @@
 //! [`FailFastLayer`] / [`FailFast`]: one breaker in front of one service.
 
+use core::marker::PhantomData;
 use core::task::{Context, Poll};
 use core::time::Duration;
 use std::sync::Arc;
 
 use tower::{BoxError, Layer, Service};
 
+use super::body::PermitBody;
 use super::classify::{Classify, DefaultClassifier};
 use super::future::{admit, Reporter, ResponseFuture};
+use super::stream::{AtEnd, AtHead, ClassifyStream};
 use super::{Hook, OnTransition};
 use crate::breaker::Breaker;
 use crate::clock::{Clock, QuantaClock};
@@ -32,13 +35,17 @@ use crate::clock::{Clock, QuantaClock};
 /// # let _ = service;
 /// # Ok::<(), failfast::ConfigError>(())
 /// ```
+///
+/// `M` is when the verdict is taken: [`AtHead`] (the default), or [`AtEnd`]
+/// after [`classify_at_end`](Self::classify_at_end).
 #[derive(Clone, Debug)]
-pub struct FailFastLayer<Cl = DefaultClassifier, C: Clock = QuantaClock> {
+pub struct FailFastLayer<Cl = DefaultClassifier, C: Clock = QuantaClock, M = AtHead> {
     breaker: Arc<Breaker<C>>,
     classify: Cl,
     timeout: Option<Duration>,
     reporter: Option<Reporter<()>>,
     upstream: Arc<str>,
+    mode: PhantomData<fn() -> M>,
 }
 
 impl<C: Clock> FailFastLayer<DefaultClassifier, C> {
@@ -50,19 +57,47 @@ impl<C: Clock> FailFastLayer<DefaultClassifier, C> {
             timeout: None,
             reporter: None,
             upstream: Arc::from(""),
+            mode: PhantomData,
         }
     }
 }
 
-impl<Cl, C: Clock> FailFastLayer<Cl, C> {
-    /// Classifies results with `classify` instead.
+impl<Cl, C: Clock, M> FailFastLayer<Cl, C, M> {
+    /// Classifies results with `classify` instead, when the response head
+    /// arrives ([`AtHead`]).
     pub fn classify<Cl2>(self, classify: Cl2) -> FailFastLayer<Cl2, C> {
+        self.with_classifier(classify)
+    }
+
+    /// Classifies HTTP responses with `classify` ([`AtEnd`]): the head's
+    /// verdict when it tells (a trailers-only gRPC status, a 5xx), else the
+    /// verdict at the end of the body, which carries the permit until then
+    /// (a [`PermitBody`]). The service's responses become
+    /// `http::Response<PermitBody<B, _>>`.
+    ///
+    /// ```
+    /// use failfast::tower::{FailFastLayer, GrpcClassifier};
+    /// use failfast::Breaker;
+    /// use std::sync::Arc;
+    ///
+    /// let breaker = Arc::new(Breaker::builder().failure_rate(0.5).min_calls(20).build()?);
+    /// // grpc-status from the trailers (or a trailers-only head).
+    /// let layer = FailFastLayer::new(breaker).classify_at_end(GrpcClassifier::new());
+    /// # let _ = layer;
+    /// # Ok::<(), failfast::ConfigError>(())
+    /// ```
+    pub fn classify_at_end<G>(self, classify: G) -> FailFastLayer<G, C, AtEnd> {
+        self.with_classifier(classify)
+    }
+
+    fn with_classifier<Cl2, M2>(self, classify: Cl2) -> FailFastLayer<Cl2, C, M2> {
         FailFastLayer {
             breaker: self.breaker,
             classify,
             timeout: self.timeout,
             reporter: self.reporter,
             upstream: self.upstream,
+            mode: PhantomData,
         }
     }
 
@@ -97,8 +132,8 @@ impl<Cl, C: Clock> FailFastLayer<Cl, C> {
     }
 }
 
-impl<S, Cl: Clone, C: Clock> Layer<S> for FailFastLayer<Cl, C> {
-    type Service = FailFast<S, Cl, C>;
+impl<S, Cl: Clone, C: Clock, M> Layer<S> for FailFastLayer<Cl, C, M> {
+    type Service = FailFast<S, Cl, C, M>;
 
     fn layer(&self, inner: S) -> Self::Service {
         FailFast {
@@ -107,6 +142,7 @@ impl<S, Cl: Clone, C: Clock> Layer<S> for FailFastLayer<Cl, C> {
             classify: self.classify.clone(),
             timeout: self.timeout,
             reporter: self.reporter.clone(),
+            mode: PhantomData,
         }
     }
 }
@@ -124,14 +160,39 @@ impl<S, Cl: Clone, C: Clock> Layer<S> for FailFastLayer<Cl, C> {
 ///   next call.
 /// * Admitted, the permit moves into the [`ResponseFuture`], which records
 ///   the classified result when the inner future resolves, or a failure at
-///   the deadline, or nothing (ignored) if it is dropped first.
+///   the deadline, or nothing (ignored) if it is dropped first. In
+///   [`AtEnd`] mode a response whose head cannot tell carries the permit on
+///   in its body, a [`PermitBody`].
+///
+/// ```
+/// use failfast::tower::{FailFast, HttpClassifier};
+/// use failfast::{Breaker, Rejected};
+/// use std::sync::Arc;
+/// use tower::{Service, ServiceExt};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), tower::BoxError> {
+/// let breaker = Arc::new(Breaker::builder().consecutive_failures(2).build()?);
+/// let upstream = tower::service_fn(|_req: http::Request<()>| async {
+///     Ok::<_, std::io::Error>(http::Response::builder().status(503).body(()).unwrap())
+/// });
+/// let mut svc = FailFast::new(upstream, breaker); // or FailFastLayer::new(breaker).layer(upstream)
+/// for _ in 0..2 {
+///     // The default classifier: any `Ok` is a success, even a 503.
+///     assert_eq!(svc.ready().await?.call(http::Request::new(())).await?.status(), 503);
+/// }
+/// assert_eq!(svc.breaker().state(), failfast::State::Closed);
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone, Debug)]
-pub struct FailFast<S, Cl = DefaultClassifier, C: Clock = QuantaClock> {
+pub struct FailFast<S, Cl = DefaultClassifier, C: Clock = QuantaClock, M = AtHead> {
     inner: S,
     breaker: Arc<Breaker<C>>,
     classify: Cl,
     timeout: Option<Duration>,
     reporter: Option<Reporter<()>>,
+    mode: PhantomData<fn() -> M>,
 }
 
 impl<S, C: Clock> FailFast<S, DefaultClassifier, C> {
@@ -141,7 +202,7 @@ impl<S, C: Clock> FailFast<S, DefaultClassifier, C> {
     }
 }
 
-impl<S, Cl, C: Clock> FailFast<S, Cl, C> {
+impl<S, Cl, C: Clock, M> FailFast<S, Cl, C, M> {
     /// The breaker.
     pub fn breaker(&self) -> &Arc<Breaker<C>> {
         &self.breaker
@@ -173,6 +234,33 @@ where
     type Response = S::Response;
     type Error = BoxError;
     type Future = ResponseFuture<S::Future, Cl, C>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, req: Req) -> Self::Future {
+        ResponseFuture::admitted(
+            admit(&self.breaker, self.reporter.as_ref()),
+            || self.inner.call(req),
+            self.classify.clone(),
+            self.timeout,
+            self.reporter.clone(),
+        )
+    }
+}
+
+impl<S, Req, G, C, B> Service<Req> for FailFast<S, G, C, AtEnd>
+where
+    S: Service<Req, Response = http::Response<B>>,
+    S::Error: Into<BoxError>,
+    B: http_body::Body,
+    G: ClassifyStream<B, S::Error> + Clone,
+    C: Clock,
+{
+    type Response = http::Response<PermitBody<B, G::Eos, C>>;
+    type Error = BoxError;
+    type Future = ResponseFuture<S::Future, G, C, (), AtEnd>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx).map_err(Into::into)

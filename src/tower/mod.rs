@@ -16,7 +16,82 @@
 //! *ignored* and frees its probe slot (invariant 5).
 //!
 //! The verdict is taken when the response *head* arrives; a slow body is not
-//! timed.
+//! timed. [`FailFastLayer::classify_at_end`] takes it at the end of the body
+//! instead, when the head cannot tell (see [`AtEnd`]).
+//!
+//! # Classifiers
+//!
+//! | classifier | reads | when |
+//! |---|---|---|
+//! | [`DefaultClassifier`] | `Ok` / `Err` | head |
+//! | [`HttpClassifier`] | the HTTP status (5xx, 429 fail; other 4xx ignored) | head; with [`AtEnd`], a body that fails halfway is a failure |
+//! | [`GrpcClassifier`] | `grpc-status` (see its table) | head (trailers-only responses); with [`AtEnd`], the trailers |
+//! | `FromTowerHttp` (feature `tower-http`) | any `tower_http::classify::ClassifyResponse` | head; with [`AtEnd`], its `ClassifyEos` |
+//! | any `Fn(&Result<T, E>) -> Outcome` | anything | head |
+//!
+//! # Without tower: reqwest
+//!
+//! reqwest's client is not a tower service; take a permit per request and
+//! let [`HttpClassifier`] read the status (reqwest 0.12 uses `http` 1's
+//! `StatusCode`). The example below compiles against a stand-in with
+//! reqwest's signatures, so the crate does not build reqwest and a TLS stack
+//! for its tests.
+//!
+//! ```
+//! # mod reqwest {
+//! #     pub struct Client;
+//! #     pub struct RequestBuilder;
+//! #     pub struct Response;
+//! #     #[derive(Debug)]
+//! #     pub struct Error;
+//! #     impl Client {
+//! #         pub fn get(&self, _url: &str) -> RequestBuilder { RequestBuilder }
+//! #     }
+//! #     impl RequestBuilder {
+//! #         pub async fn send(self) -> Result<Response, Error> { Ok(Response) }
+//! #     }
+//! #     impl Response {
+//! #         pub fn status(&self) -> http::StatusCode { http::StatusCode::OK }
+//! #     }
+//! #     impl Error {
+//! #         pub fn is_builder(&self) -> bool { false }
+//! #     }
+//! #     impl std::fmt::Display for Error {
+//! #         fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result { f.write_str("error") }
+//! #     }
+//! #     impl std::error::Error for Error {}
+//! # }
+//! use failfast::tower::HttpClassifier;
+//! use failfast::{Breaker, Outcome};
+//!
+//! const CLASSIFY: HttpClassifier = HttpClassifier::new();
+//!
+//! async fn get(
+//!     client: &reqwest::Client,
+//!     breaker: &Breaker,
+//!     url: &str,
+//! ) -> Result<reqwest::Response, Box<dyn std::error::Error + Send + Sync>> {
+//!     let permit = breaker.try_acquire()?; // `Rejected`: not sent
+//!     match client.get(url).send().await {
+//!         Ok(response) => {
+//!             permit.record(CLASSIFY.classify_status(response.status()));
+//!             Ok(response)
+//!         }
+//!         // A request we could not even build says nothing about the server.
+//!         Err(e) if e.is_builder() => Err(e.into()), // the permit drops: ignored
+//!         Err(e) => {
+//!             permit.record(Outcome::Failure); // connect, timeout, reset
+//!             Err(e.into())
+//!         }
+//!     }
+//! }
+//! # let breaker = Breaker::builder().consecutive_failures(5).build().unwrap();
+//! # let response = futures_executor(get(&reqwest::Client, &breaker, "http://api.internal/"));
+//! # assert_eq!(response.unwrap().status(), 200);
+//! # fn futures_executor<F: std::future::Future>(f: F) -> F::Output {
+//! #     tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(f)
+//! # }
+//! ```
 //!
 //! # Time
 //!
@@ -42,12 +117,17 @@
 
 mod authority;
 mod balance;
+mod body;
 mod classify;
 mod clock;
+#[cfg(feature = "tower-http")]
+mod from_tower_http;
 mod future;
+mod grpc;
 mod keyed;
 mod layer;
 mod respond;
+mod stream;
 mod timeout;
 
 pub use authority::{
@@ -55,12 +135,18 @@ pub use authority::{
     DEFAULT_MAX_KEY_LEN, MAX_AUTHORITY_LEN,
 };
 pub use balance::{Eject, EjectLayer, DEFAULT_RECHECK};
+pub use body::PermitBody;
 pub use classify::{Classify, DefaultClassifier, HttpClassifier};
 pub use clock::TokioClock;
+#[cfg(feature = "tower-http")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tower-http")))]
+pub use from_tower_http::FromTowerHttp;
 pub use future::ResponseFuture;
+pub use grpc::{GrpcClassifier, GrpcEos, GRPC_STATUS};
 pub use keyed::{KeyFn, KeySink, Keyed, KeyedLayer, KeylessPolicy};
 pub use layer::{FailFast, FailFastLayer};
 pub use respond::{error_response, retry_after_secs, status_json, X_FAILFAST};
+pub use stream::{AtEnd, AtHead, ClassifyEos, ClassifyStream, HeadOutcome, Verdict};
 pub use timeout::TimedOut;
 
 use std::fmt;
@@ -74,6 +160,22 @@ use crate::observe::Transition;
 /// Any `Fn(&str, &Transition) + Send + Sync + 'static` is a hook, for
 /// instance `failfast::export::tracing::emit` (feature `tracing`) or
 /// `failfast::export::metrics::record_transition` (feature `metrics`).
+///
+/// ```
+/// use failfast::tower::{FailFastLayer, OnTransition};
+/// use failfast::{Breaker, State, Transition};
+/// use std::sync::{Arc, Mutex};
+///
+/// let seen = Arc::new(Mutex::new(Vec::new()));
+/// let log = seen.clone();
+/// let hook = move |upstream: &str, t: &Transition| {
+///     log.lock().unwrap().push(format!("{upstream}: {} -> {}", t.from, t.to));
+/// };
+/// let breaker = Arc::new(Breaker::builder().consecutive_failures(1).build()?);
+/// let layer = FailFastLayer::new(breaker).upstream("payments").on_transition(hook);
+/// # let _ = layer;
+/// # Ok::<(), failfast::ConfigError>(())
+/// ```
 pub trait OnTransition: Send + Sync + 'static {
     /// Called once per transition the layer's verdict caused.
     fn on_transition(&self, upstream: &str, transition: &Transition);

@@ -1,0 +1,118 @@
+//! Configuration from files (feature `serde`): [`BreakerConfig`] for a
+//! breaker, [`RegistryConfig`] for a registry with per-host overrides, in
+//! any serde format (TOML, YAML, JSON…).
+//!
+//! They are plain data, one field per builder method, every field optional.
+//! `to_builder()` turns one into the [`Builder`](crate::Builder) or
+//! [`RegistryBuilder`](crate::RegistryBuilder) it describes and checks it
+//! exactly as `build()` would: the same [`ConfigError`](crate::ConfigError)
+//! naming the field and the allowed range, and for a host's override
+//! [`ConfigError::key`](crate::ConfigError::key) naming the host. There is
+//! no second set of range checks here to drift from the builder's.
+//!
+//! # The schema
+//!
+//! Every field, with the builder method it sets:
+//!
+//! ```
+//! use failfast::config::RegistryConfig;
+//!
+//! let toml = r#"
+//! ## The registry (RegistryBuilder).
+//! capacity = 100000               # .capacity(100_000)
+//! idle_ttl = "10m"                # .idle_ttl(…)
+//! forget_after = "1h"             # .forget_after(…)
+//! max_key_bytes = 6400000         # .max_key_bytes(…)
+//! max_open = { fraction = 0.2 }   # .max_open(MaxOpen::Fraction(0.2)); or { count = 10 }, or "unlimited"
+//! shards = 256                    # .shards(256)
+//!
+//! ## The template of every host's breaker (Builder).
+//! [breaker]
+//! preset = "resilience4j"         # start from Builder::resilience4j_defaults(); or "envoy"
+//! consecutive_failures = 5        # .consecutive_failures(5)
+//! failure_rate = 0.5              # .failure_rate(0.5)
+//! slow_call_rate = 0.8            # .slow_call_rate(0.8)
+//! slow_call_threshold = "2s"      # .slow_call_threshold(2 s)
+//! time_window = { length = "60s", buckets = 12 }  # .time_window(60 s, 12); or count_window = 100
+//! min_calls = 20                  # .min_calls(20)
+//! half_open_probes = 3            # .half_open_probes(3)
+//! probe_lease = "10s"             # .probe_lease(10 s)
+//! abandoned_after = "3s"          # .abandoned_after(3 s)
+//! open_duration = "30s"           # .open_duration(30 s)
+//! backoff = { multiplier = 2.0, cap = "5m" }      # .backoff(2.0, 5 min); or "off"
+//! jitter = 0.2                    # .jitter(0.2)
+//! count_calls = true              # .count_calls(true)
+//! ## id = 7                       # .id(7): tests and simulations only
+//!
+//! ## One host's own breaker (RegistryBuilder::override_key): laid over [breaker].
+//! [hosts."payments.internal:443"]
+//! consecutive_failures = 2
+//! backoff = "off"
+//! "#;
+//! let config: RegistryConfig = toml::from_str(toml).unwrap();
+//! let registry = config.to_builder::<String>()?.build()?;
+//! let pay = registry.handle("payments.internal:443");
+//! assert_eq!(pay.config().consecutive_failures(), Some(2));
+//! assert_eq!(pay.config().failure_rate(), Some(0.5)); // the template's
+//! # Ok::<(), failfast::ConfigError>(())
+//! ```
+//!
+//! A [`BreakerConfig`] alone is the `[breaker]` table's fields at the top level.
+//!
+//! # Rules
+//!
+//! - **Durations are text**: integers with units `ns`, `us` (or `µs`), `ms`,
+//!   `s`, `m`, `h`, `d`, summed: `"500ms"`, `"30s"`, `"1h30m"`, `"1d"`. No
+//!   fractions, no bare numbers — `open_duration = 30` is refused, since
+//!   seconds or milliseconds would be a guess. Text that does not parse is a
+//!   `ConfigError` naming the field. (A dozen lines of our own rather than a
+//!   dependency: the format is small, and its errors are ours.) Written out,
+//!   a duration takes its largest exact unit (`"90s"`, `"1500ms"`, `"1d"`),
+//!   so a round trip is exact.
+//! - **A preset, then the fields**: with `preset`, the table starts from
+//!   [`Builder::envoy_outlier_detection`](crate::Builder::envoy_outlier_detection)
+//!   or [`Builder::resilience4j_defaults`](crate::Builder::resilience4j_defaults),
+//!   and each field set replaces the preset's value. A preset's trip
+//!   condition cannot be removed, only changed: leave `preset` out to choose
+//!   them all.
+//! - **One window**: `count_window = N` or `time_window = { length, buckets }`,
+//!   not both. Set neither, and a rate gets the builder's default window.
+//! - **Backoff**: `"off"` or `{ multiplier, cap }` (both required); left out,
+//!   the builder's default (×2 up to 5 min) or the preset's.
+//! - **Hosts lay over the template** field by field (the window as one
+//!   field), and a host's `preset` replaces the template's. Keys are the
+//!   registry's keys as text, made with `K::try_from(&str)`: write them as
+//!   the registry will look them up (the keyed tower layer uses the
+//!   normalised, lowercase `host:port`).
+//! - **Unknown fields are refused** by the deserializer (a misspelt
+//!   `failure_rates` would otherwise be a silent default), as are values of
+//!   the wrong type (`consecutive_failures = -1`, `count_window = "20"`):
+//!   those errors are the format's (for TOML, with the line and the key).
+//!   Values of the right type that the builder refuses are the builder's
+//!   `ConfigError`, word for word.
+//! - **An observer, a clock or a hasher is code**: add it to the builder
+//!   that `to_builder` returns.
+//! - **Writing a builder out**: `BreakerConfig::from(&builder)` sets each
+//!   field the builder moved off its default; `to_builder` on the result
+//!   gives a builder with the same knobs.
+
+mod breaker;
+mod duration;
+mod parts;
+mod registry;
+
+use core::fmt;
+
+pub use breaker::BreakerConfig;
+pub use parts::{BackoffConfig, Preset, TimeWindowConfig};
+pub use registry::RegistryConfig;
+
+/// Text a [`ConfigError`](crate::ConfigError) shows as it is (it formats the
+/// value it was given with `Debug`).
+struct Text<'a, T: ?Sized>(&'a T);
+
+impl<T: fmt::Display + ?Sized> fmt::Debug for Text<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self.0, f)
+    }
+}

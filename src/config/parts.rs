@@ -1,0 +1,144 @@
+//! The values of a [`BreakerConfig`](super::BreakerConfig) that are more than
+//! a number: the preset, the time window and the backoff.
+
+use core::fmt;
+
+use serde::de::{self, MapAccess, Visitor};
+use serde::ser::SerializeStruct;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// A well-known set of defaults to start from: `preset = "envoy"` or
+/// `preset = "resilience4j"`. The other fields of the same table then
+/// override the preset's values one by one.
+///
+/// ```
+/// use failfast::config::{BreakerConfig, Preset};
+///
+/// let mut config = BreakerConfig::default();
+/// config.preset = Some(Preset::Envoy);
+/// config.consecutive_failures = Some(3);
+/// let built = config.to_builder()?.build_config()?;
+/// assert_eq!(built.consecutive_failures(), Some(3)); // the preset says 5
+/// assert_eq!(built.open_duration_cap().as_secs(), 300); // the preset's
+/// # Ok::<(), failfast::ConfigError>(())
+/// ```
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Preset {
+    /// [`Builder::envoy_outlier_detection`](crate::Builder::envoy_outlier_detection):
+    /// 5 failures in a row, ejected 30 s doubling up to 300 s.
+    Envoy,
+    /// [`Builder::resilience4j_defaults`](crate::Builder::resilience4j_defaults):
+    /// 50 % failures (or 100 % calls of 60 s or more) over the last 100
+    /// calls, open 60 s, 10 probes.
+    Resilience4j,
+}
+
+/// A time window: `time_window = { length = "60s", buckets = 60 }`, as
+/// [`Builder::time_window`](crate::Builder::time_window). Both fields are
+/// required.
+///
+/// ```
+/// use failfast::config::TimeWindowConfig;
+///
+/// let window = TimeWindowConfig::new("60s", 12);
+/// assert_eq!(window.length, "60s");
+/// assert_eq!(window.buckets, 12);
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TimeWindowConfig {
+    /// The window's length, as text (`"60s"`).
+    pub length: String,
+    /// How many slices it is kept in (the window slides by `length / buckets`).
+    pub buckets: u32,
+}
+
+impl TimeWindowConfig {
+    /// A window of `length` (duration text) in `buckets` slices.
+    pub fn new(length: impl Into<String>, buckets: u32) -> TimeWindowConfig {
+        TimeWindowConfig {
+            length: length.into(),
+            buckets,
+        }
+    }
+}
+
+/// How the open period grows with each trip in a row: `backoff = "off"`
+/// ([`Builder::backoff_off`](crate::Builder::backoff_off)) or
+/// `backoff = { multiplier = 2.0, cap = "5m" }`
+/// ([`Builder::backoff`](crate::Builder::backoff); both fields required).
+/// Left out, the builder's default (×2 up to 5 min) applies.
+///
+/// ```
+/// use failfast::config::BackoffConfig;
+///
+/// let grow = BackoffConfig::Exponential { multiplier: 2.0, cap: "10m".into() };
+/// assert_ne!(grow, BackoffConfig::Off);
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum BackoffConfig {
+    /// Every open period lasts the base open duration: `"off"`.
+    Off,
+    /// Each trip in a row multiplies the open period by `multiplier`, up to `cap`.
+    Exponential {
+        /// The factor per trip in a row (1..=1000).
+        multiplier: f64,
+        /// The longest open period, as duration text.
+        cap: String,
+    },
+}
+
+/// The table form of [`BackoffConfig::Exponential`].
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Exponential {
+    multiplier: f64,
+    cap: String,
+}
+
+impl Serialize for BackoffConfig {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            BackoffConfig::Off => serializer.serialize_str("off"),
+            BackoffConfig::Exponential { multiplier, cap } => {
+                let mut table = serializer.serialize_struct("BackoffConfig", 2)?;
+                table.serialize_field("multiplier", multiplier)?;
+                table.serialize_field("cap", cap)?;
+                table.end()
+            }
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for BackoffConfig {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(BackoffVisitor)
+    }
+}
+
+/// Reads `"off"` or `{ multiplier, cap }`, with a message naming both forms.
+struct BackoffVisitor;
+
+impl<'de> Visitor<'de> for BackoffVisitor {
+    type Value = BackoffConfig;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(r#""off" or a table { multiplier = 2.0, cap = "5m" }"#)
+    }
+
+    fn visit_str<E: de::Error>(self, text: &str) -> Result<BackoffConfig, E> {
+        match text {
+            "off" => Ok(BackoffConfig::Off),
+            _ => Err(E::invalid_value(de::Unexpected::Str(text), &self)),
+        }
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<BackoffConfig, A::Error> {
+        let Exponential { multiplier, cap } =
+            Exponential::deserialize(de::value::MapAccessDeserializer::new(map))?;
+        Ok(BackoffConfig::Exponential { multiplier, cap })
+    }
+}

@@ -1,0 +1,304 @@
+//! [`GrpcClassifier`]: a gRPC call's status, from the response headers
+//! (trailers-only responses) or the trailers.
+
+use http::{HeaderMap, StatusCode};
+
+use super::classify::Classify;
+use super::stream::{ClassifyEos, ClassifyStream, Verdict};
+use crate::outcome::Outcome;
+
+/// The header (or trailer) that carries a gRPC call's status code.
+pub const GRPC_STATUS: &str = "grpc-status";
+
+/// Classifies gRPC calls by their `grpc-status`.
+///
+/// A gRPC server sends the status in the trailers after the response
+/// messages, or, when it fails before sending any message, in the headers of
+/// a trailers-only response. Use it with
+/// [`FailFastLayer::classify_at_end`](super::FailFastLayer::classify_at_end)
+/// to see both; as a plain [`Classify`] it sees only the headers, and a
+/// response whose status is still to come counts as a success.
+///
+/// The default table follows what each code says about the *server*: codes
+/// that mean it is unavailable, overloaded, too slow or broken are failures;
+/// codes that are the caller's business (a bad argument, a missing entity, a
+/// refused permission) prove it is up and are ignored, as
+/// [`HttpClassifier`](super::HttpClassifier) ignores 4xx.
+///
+/// | code | name | outcome | why |
+/// |---|---|---|---|
+/// | 0 | `OK` | success | |
+/// | 1 | `CANCELLED` | ignored | the caller cancelled |
+/// | 2 | `UNKNOWN` | **failure** | an error the server did not map: usually an unhandled one; also any code above 16 or unreadable |
+/// | 3 | `INVALID_ARGUMENT` | ignored | the request's fault |
+/// | 4 | `DEADLINE_EXCEEDED` | **failure** | too slow |
+/// | 5 | `NOT_FOUND` | ignored | a business answer |
+/// | 6 | `ALREADY_EXISTS` | ignored | a business answer |
+/// | 7 | `PERMISSION_DENIED` | ignored | the caller's credentials |
+/// | 8 | `RESOURCE_EXHAUSTED` | **failure** | overloaded or out of quota: asks for less load, like HTTP 429 |
+/// | 9 | `FAILED_PRECONDITION` | ignored | the system's state, not its health |
+/// | 10 | `ABORTED` | ignored | a concurrency conflict; the caller retries |
+/// | 11 | `OUT_OF_RANGE` | ignored | the request's fault |
+/// | 12 | `UNIMPLEMENTED` | ignored | the method does not exist: a prompt, deterministic answer |
+/// | 13 | `INTERNAL` | **failure** | the server broke an invariant |
+/// | 14 | `UNAVAILABLE` | **failure** | down, draining, or unreachable |
+/// | 15 | `DATA_LOSS` | **failure** | unrecoverable loss on the server |
+/// | 16 | `UNAUTHENTICATED` | ignored | the caller's credentials |
+/// | — | `Err` from the service (no response), or a body that fails halfway | **failure** | set with [`errors`](Self::errors) |
+///
+/// Without a `grpc-status`:
+///
+/// * a head whose HTTP status is not 200 is mapped as gRPC clients map it
+///   (400 → `INTERNAL`; 401 → `UNAUTHENTICATED`; 403 → `PERMISSION_DENIED`;
+///   404 → `UNIMPLEMENTED`; 429, 502, 503, 504 → `UNAVAILABLE`; any other →
+///   `UNKNOWN`), then classified by the table;
+/// * a body that ends without one (no trailers, or trailers without the
+///   status) broke the protocol: `INTERNAL`.
+///
+/// ```
+/// use failfast::tower::{Classify, GrpcClassifier};
+/// use failfast::Outcome;
+///
+/// let classify = GrpcClassifier::new().code(12, Outcome::Failure); // UNIMPLEMENTED counts here
+/// let trailers_only = |code: &str| {
+///     Ok::<_, ()>(http::Response::builder().header("grpc-status", code).body(()).unwrap())
+/// };
+/// assert_eq!(classify.classify(&trailers_only("0")), Outcome::Success);
+/// assert_eq!(classify.classify(&trailers_only("14")), Outcome::Failure);
+/// assert_eq!(classify.classify(&trailers_only("5")), Outcome::Ignored);
+/// assert_eq!(classify.classify(&trailers_only("12")), Outcome::Failure);
+/// assert_eq!(classify.classify_code(8), Outcome::Failure);
+/// ```
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct GrpcClassifier {
+    codes: [Outcome; GrpcClassifier::CODES],
+    errors: Outcome,
+}
+
+impl Default for GrpcClassifier {
+    fn default() -> Self {
+        GrpcClassifier::new()
+    }
+}
+
+/// Codes by number.
+const OK: u32 = 0;
+const UNKNOWN: u32 = 2;
+const INTERNAL: u32 = 13;
+const UNAVAILABLE: u32 = 14;
+const UNIMPLEMENTED: u32 = 12;
+const PERMISSION_DENIED: u32 = 7;
+const UNAUTHENTICATED: u32 = 16;
+
+impl GrpcClassifier {
+    /// How many codes gRPC defines (0 to 16).
+    pub const CODES: usize = 17;
+
+    /// The defaults in the table above.
+    pub const fn new() -> GrpcClassifier {
+        use Outcome::{Failure as F, Ignored as I, Success as S};
+        GrpcClassifier {
+            //     0  1  2  3  4  5  6  7  8  9 10 11 12 13 14 15 16
+            codes: [S, I, F, I, F, I, I, I, F, I, I, I, I, F, F, F, I],
+            errors: F,
+        }
+    }
+
+    /// The outcome of one status code.
+    ///
+    /// # Panics
+    ///
+    /// With a code above 16: gRPC defines none (unknown codes are read as
+    /// `UNKNOWN`, 2; set that one instead).
+    pub const fn code(mut self, code: u32, outcome: Outcome) -> Self {
+        assert!(
+            (code as usize) < Self::CODES,
+            "gRPC status codes run from 0 to 16"
+        );
+        self.codes[code as usize] = outcome;
+        self
+    }
+
+    /// The outcome of an `Err` from the service (no response at all) and of
+    /// a response body that fails before its end.
+    pub const fn errors(mut self, outcome: Outcome) -> Self {
+        self.errors = outcome;
+        self
+    }
+
+    /// The outcome of a status code; codes above 16 are read as `UNKNOWN`.
+    pub const fn classify_code(&self, code: u32) -> Outcome {
+        if (code as usize) < Self::CODES {
+            self.codes[code as usize]
+        } else {
+            self.codes[UNKNOWN as usize]
+        }
+    }
+
+    /// The outcome of the `grpc-status` in `headers` (or trailers), if there
+    /// is one. A value that is not a number is read as `UNKNOWN`.
+    pub fn classify_headers(&self, headers: &HeaderMap) -> Option<Outcome> {
+        let value = headers.get(GRPC_STATUS)?;
+        Some(self.classify_code(parse_code(value.as_bytes())))
+    }
+
+    /// The verdict on a head: its `grpc-status`, else its HTTP status when
+    /// that is not 200, else `None` (the status is still to come).
+    fn classify_head_only<B>(&self, response: &http::Response<B>) -> Option<Outcome> {
+        if let Some(outcome) = self.classify_headers(response.headers()) {
+            return Some(outcome);
+        }
+        match response.status() {
+            StatusCode::OK => None,
+            status => Some(self.classify_code(code_of_http_status(status))),
+        }
+    }
+}
+
+/// A decimal code; anything else is `UNKNOWN`.
+fn parse_code(bytes: &[u8]) -> u32 {
+    if bytes.is_empty() || bytes.len() > 3 {
+        return UNKNOWN;
+    }
+    let mut code = 0;
+    for &b in bytes {
+        if !b.is_ascii_digit() {
+            return UNKNOWN;
+        }
+        code = code * 10 + u32::from(b - b'0');
+    }
+    code
+}
+
+/// The gRPC code a client reports for a non-200 HTTP status without
+/// `grpc-status` (gRPC's "HTTP to gRPC status code mapping").
+fn code_of_http_status(status: StatusCode) -> u32 {
+    match status.as_u16() {
+        400 => INTERNAL,
+        401 => UNAUTHENTICATED,
+        403 => PERMISSION_DENIED,
+        404 => UNIMPLEMENTED,
+        429 | 502 | 503 | 504 => UNAVAILABLE,
+        _ => UNKNOWN,
+    }
+}
+
+/// Head only: the `grpc-status` of a trailers-only response, or the HTTP
+/// status; a response whose status is still to come is a success.
+impl<B, E> Classify<http::Response<B>, E> for GrpcClassifier {
+    fn classify(&self, result: &Result<http::Response<B>, E>) -> Outcome {
+        match result {
+            Ok(response) => self
+                .classify_head_only(response)
+                .unwrap_or(self.codes[OK as usize]),
+            Err(_) => self.errors,
+        }
+    }
+}
+
+impl<B, E> ClassifyStream<B, E> for GrpcClassifier {
+    type Eos = GrpcEos;
+
+    fn classify_head(&self, result: &Result<http::Response<B>, E>) -> Verdict<GrpcEos> {
+        match result {
+            Ok(response) => match self.classify_head_only(response) {
+                Some(outcome) => Verdict::Ready(outcome),
+                None => Verdict::AtEndOfStream(GrpcEos(*self)),
+            },
+            Err(_) => Verdict::Ready(self.errors),
+        }
+    }
+}
+
+/// The [`ClassifyEos`] of [`GrpcClassifier`]: the trailers' `grpc-status`.
+///
+/// ```
+/// use failfast::tower::{ClassifyEos, ClassifyStream, GrpcClassifier, Verdict};
+/// use failfast::Outcome;
+///
+/// let head = Ok::<_, ()>(http::Response::new(()));
+/// let Verdict::AtEndOfStream(eos) = GrpcClassifier::new().classify_head(&head) else { panic!() };
+/// assert_eq!(eos.classify_eos(None), Outcome::Failure); // no status at all: INTERNAL
+/// ```
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct GrpcEos(GrpcClassifier);
+
+impl ClassifyEos for GrpcEos {
+    fn classify_eos(self, trailers: Option<&HeaderMap>) -> Outcome {
+        trailers
+            .and_then(|t| self.0.classify_headers(t))
+            .unwrap_or(self.0.codes[INTERNAL as usize])
+    }
+
+    fn classify_body_error(self) -> Outcome {
+        self.0.errors
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_parse_as_decimal_and_anything_else_is_unknown() {
+        assert_eq!(parse_code(b"0"), 0);
+        assert_eq!(parse_code(b"14"), 14);
+        assert_eq!(parse_code(b"16"), 16);
+        assert_eq!(parse_code(b"100"), 100, "three digits still parse");
+        for junk in [&b""[..], b"x", b"1x", b"-1", b"1234"] {
+            assert_eq!(parse_code(junk), UNKNOWN, "{junk:?}");
+        }
+    }
+
+    #[test]
+    fn the_default_table() {
+        let c = GrpcClassifier::new();
+        let failures: Vec<u32> = (0..17)
+            .filter(|&n| c.classify_code(n) == Outcome::Failure)
+            .collect();
+        assert_eq!(failures, [2, 4, 8, 13, 14, 15]);
+        assert_eq!(c.classify_code(0), Outcome::Success);
+        assert_eq!(c.classify_code(99), Outcome::Failure, "read as UNKNOWN");
+        let unknown_ignored = c.code(2, Outcome::Ignored);
+        assert_eq!(
+            unknown_ignored.classify_code(17),
+            Outcome::Ignored,
+            "17 is past the table"
+        );
+        assert_eq!(unknown_ignored.classify_code(16), Outcome::Ignored);
+        assert_eq!(unknown_ignored.classify_code(15), Outcome::Failure);
+        assert_eq!(
+            c.code(2, Outcome::Ignored).classify_code(99),
+            Outcome::Ignored
+        );
+    }
+
+    #[test]
+    fn http_statuses_map_as_grpc_clients_map_them() {
+        let c = GrpcClassifier::new();
+        let head = |status: u16| {
+            let r = http::Response::builder().status(status).body(()).unwrap();
+            c.classify_head_only(&r)
+        };
+        assert_eq!(head(200), None);
+        assert_eq!(head(503), Some(Outcome::Failure)); // UNAVAILABLE
+        assert_eq!(head(429), Some(Outcome::Failure)); // UNAVAILABLE
+        assert_eq!(head(404), Some(Outcome::Ignored)); // UNIMPLEMENTED
+        assert_eq!(head(401), Some(Outcome::Ignored)); // UNAUTHENTICATED
+        assert_eq!(head(400), Some(Outcome::Failure)); // INTERNAL
+        assert_eq!(head(418), Some(Outcome::Failure)); // UNKNOWN
+
+        let code = |status: u16| code_of_http_status(StatusCode::from_u16(status).unwrap());
+        let codes: Vec<u32> = [400, 401, 403, 404, 429, 502, 503, 504, 418, 500]
+            .into_iter()
+            .map(code)
+            .collect();
+        assert_eq!(codes, [13, 16, 7, 12, 14, 14, 14, 14, 2, 2]);
+    }
+
+    #[test]
+    #[should_panic(expected = "from 0 to 16")]
+    fn a_code_above_16_is_refused() {
+        let _ = GrpcClassifier::new().code(17, Outcome::Failure);
+    }
+}

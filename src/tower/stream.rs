@@ -1,0 +1,179 @@
+//! Classifying a response at the end of its body: [`ClassifyStream`],
+//! [`ClassifyEos`], [`Verdict`], and the two modes a layer runs in,
+//! [`AtHead`] and [`AtEnd`].
+//!
+//! A gRPC call's status usually arrives in the trailers, after the body; an
+//! HTTP body can fail halfway. With [`AtEnd`] (see
+//! [`FailFastLayer::classify_at_end`](super::FailFastLayer::classify_at_end))
+//! the layer's response future classifies the head, and when the head cannot
+//! tell, it moves the permit into the response body, a
+//! [`PermitBody`](super::PermitBody), which records the verdict when the body
+//! ends, fails, or is dropped.
+
+use http::HeaderMap;
+
+use crate::outcome::Outcome;
+
+/// The verdict is taken when the response head arrives (the default mode of
+/// every layer): the response is returned as the inner service made it, and
+/// a slow or failing body is not seen.
+///
+/// ```
+/// use failfast::tower::{AtHead, FailFastLayer, HttpClassifier};
+/// use failfast::{Breaker, QuantaClock};
+/// use std::sync::Arc;
+///
+/// let breaker = Arc::new(Breaker::builder().consecutive_failures(5).build()?);
+/// let layer: FailFastLayer<HttpClassifier, QuantaClock, AtHead> =
+///     FailFastLayer::new(breaker).classify(HttpClassifier::new());
+/// # let _ = layer;
+/// # Ok::<(), failfast::ConfigError>(())
+/// ```
+#[derive(Copy, Clone, Debug, Default)]
+pub struct AtHead;
+
+/// The verdict may wait for the end of the response body: the response's
+/// body is wrapped in a [`PermitBody`](super::PermitBody) that carries the
+/// permit until the body ends.
+///
+/// The call then lasts until the body ends: its duration, measured against
+/// the slow-call threshold, includes the whole body. That is what a unary
+/// gRPC call or a download needs; for long-lived streams (server streaming,
+/// server-sent events) leave the slow-call rate off. The layer's timeout
+/// still covers only the wait for the head.
+///
+/// ```
+/// use failfast::tower::{AtEnd, FailFastLayer, GrpcClassifier};
+/// use failfast::{Breaker, QuantaClock};
+/// use std::sync::Arc;
+///
+/// let breaker = Arc::new(Breaker::builder().consecutive_failures(5).build()?);
+/// let layer: FailFastLayer<GrpcClassifier, QuantaClock, AtEnd> =
+///     FailFastLayer::new(breaker).classify_at_end(GrpcClassifier::new());
+/// # let _ = layer;
+/// # Ok::<(), failfast::ConfigError>(())
+/// ```
+#[derive(Copy, Clone, Debug, Default)]
+pub struct AtEnd;
+
+/// What the head of a response says.
+///
+/// ```
+/// use failfast::tower::{ClassifyStream, GrpcClassifier, Verdict};
+/// use failfast::Outcome;
+///
+/// let trailers_only = Ok::<_, ()>(
+///     http::Response::builder().header("grpc-status", "14").body(()).unwrap(),
+/// );
+/// assert_eq!(GrpcClassifier::new().classify_head(&trailers_only), Verdict::Ready(Outcome::Failure));
+/// ```
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Verdict<Eos> {
+    /// The head decides: record this outcome now.
+    Ready(Outcome),
+    /// Wait for the end of the body, then ask `Eos`.
+    AtEndOfStream(Eos),
+}
+
+/// Classifies `Result<http::Response<B>, E>` by its head, or defers to the
+/// end of its body ([`Verdict::AtEndOfStream`]).
+///
+/// Implemented by [`GrpcClassifier`](super::GrpcClassifier) (status in the
+/// headers or the trailers), [`HttpClassifier`](super::HttpClassifier) (the
+/// status decides, but a body that fails halfway is a failure) and, with
+/// feature `tower-http`, [`FromTowerHttp`](super::FromTowerHttp).
+///
+/// ```
+/// use failfast::tower::{ClassifyEos, ClassifyStream, Verdict};
+/// use failfast::Outcome;
+///
+/// /// A 200 is a success only if its body arrives whole.
+/// #[derive(Clone)]
+/// struct WholeBody;
+///
+/// struct Whole;
+///
+/// impl ClassifyEos for Whole {
+///     fn classify_eos(self, _trailers: Option<&http::HeaderMap>) -> Outcome {
+///         Outcome::Success
+///     }
+///     // classify_body_error: a failure (the default)
+/// }
+///
+/// impl<B, E> ClassifyStream<B, E> for WholeBody {
+///     type Eos = Whole;
+///     fn classify_head(&self, result: &Result<http::Response<B>, E>) -> Verdict<Whole> {
+///         match result {
+///             Ok(r) if r.status().is_success() => Verdict::AtEndOfStream(Whole),
+///             Ok(r) if r.status().is_server_error() => Verdict::Ready(Outcome::Failure),
+///             Ok(_) => Verdict::Ready(Outcome::Ignored),
+///             Err(_) => Verdict::Ready(Outcome::Failure),
+///         }
+///     }
+/// }
+///
+/// let ok = Ok::<_, ()>(http::Response::new(()));
+/// assert!(matches!(WholeBody.classify_head(&ok), Verdict::AtEndOfStream(_)));
+/// ```
+pub trait ClassifyStream<B, E> {
+    /// Classifies the end of the body.
+    type Eos: ClassifyEos;
+
+    /// The verdict on the head (or the error).
+    fn classify_head(&self, result: &Result<http::Response<B>, E>) -> Verdict<Self::Eos>;
+}
+
+/// Classifies the end of a response body.
+///
+/// ```
+/// use failfast::tower::{ClassifyEos, GrpcClassifier, ClassifyStream, Verdict};
+/// use failfast::Outcome;
+///
+/// let head = Ok::<_, ()>(http::Response::new(()));
+/// let Verdict::AtEndOfStream(eos) = GrpcClassifier::new().classify_head(&head) else { panic!() };
+/// let mut trailers = http::HeaderMap::new();
+/// trailers.insert("grpc-status", "14".parse().unwrap()); // UNAVAILABLE
+/// assert_eq!(eos.classify_eos(Some(&trailers)), Outcome::Failure);
+/// ```
+pub trait ClassifyEos {
+    /// The body ended, with these trailers if it had any.
+    fn classify_eos(self, trailers: Option<&HeaderMap>) -> Outcome;
+
+    /// The body failed before its end (a reset connection, a broken stream):
+    /// a failure unless overridden.
+    fn classify_body_error(self) -> Outcome
+    where
+        Self: Sized,
+    {
+        Outcome::Failure
+    }
+}
+
+/// The [`ClassifyEos`] of [`HttpClassifier`](super::HttpClassifier): the
+/// outcome its status gave, unless the body fails before its end (then the
+/// classifier's [`errors`](super::HttpClassifier::errors) outcome).
+///
+/// ```
+/// use failfast::tower::{ClassifyEos, ClassifyStream, HttpClassifier, Verdict};
+/// use failfast::Outcome;
+///
+/// let ok = Ok::<_, ()>(http::Response::new(()));
+/// let Verdict::AtEndOfStream(eos) = HttpClassifier::new().classify_head(&ok) else { panic!() };
+/// assert_eq!(eos.classify_eos(None), Outcome::Success);
+/// assert_eq!(eos.classify_body_error(), Outcome::Failure);
+/// ```
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct HeadOutcome {
+    pub(crate) head: Outcome,
+    pub(crate) body_error: Outcome,
+}
+
+impl ClassifyEos for HeadOutcome {
+    fn classify_eos(self, _trailers: Option<&HeaderMap>) -> Outcome {
+        self.head
+    }
+
+    fn classify_body_error(self) -> Outcome {
+        self.body_error
+    }
+}

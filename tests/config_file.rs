@@ -1,0 +1,728 @@
+//! Configuration files (feature `serde`): every builder knob survives
+//! builder → config → TOML → config → builder; bad values from a file give
+//! the builder's own `ConfigError`, with the host named for an override;
+//! unknown fields are refused; presets are a start that fields override.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use failfast::config::{BackoffConfig, BreakerConfig, Preset, RegistryConfig, TimeWindowConfig};
+use failfast::registry::KeyBytes;
+use failfast::{
+    Breaker, Builder, Config, ConfigError, ManualClock, MaxOpen, Nanos, Registry, WindowKind,
+    MAX_DURATION,
+};
+
+/// Every getter of a validated config, to compare two of them whole.
+fn getters(c: &Config) -> String {
+    format!(
+        "{:?} {:?}",
+        (
+            c.consecutive_failures(),
+            c.failure_rate(),
+            c.slow_call_rate(),
+            c.slow_call_threshold(),
+            c.window(),
+            c.min_calls(),
+            c.half_open_probes(),
+            c.probe_lease(),
+            c.abandoned_after(),
+        ),
+        (
+            (1..=12).map(|t| c.open_duration(t)).collect::<Vec<_>>(),
+            c.open_duration_base(),
+            c.backoff_multiplier(),
+            c.open_duration_cap(),
+            c.jitter(),
+            c.counts_calls(),
+        )
+    )
+}
+
+/// builder → config → TOML → config → builder, checking each step.
+#[track_caller]
+fn round_trip(builder: &Builder) -> (BreakerConfig, String) {
+    let config = BreakerConfig::from(builder);
+    let text = toml::to_string(&config).expect("every config serialises");
+    let read: BreakerConfig = toml::from_str(&text).unwrap_or_else(|e| panic!("{text}\n{e}"));
+    assert_eq!(read, config, "TOML keeps every field:\n{text}");
+    let rebuilt = read.to_builder().unwrap_or_else(|e| panic!("{text}\n{e}"));
+    // The builder's Debug lists every knob, set or not (and the id).
+    assert_eq!(format!("{rebuilt:?}"), format!("{builder:?}"), "{text}");
+    let (want, got) = (
+        builder.build_config().unwrap(),
+        rebuilt.build_config().unwrap(),
+    );
+    assert_eq!(getters(&got), getters(&want), "{text}");
+    (config, text)
+}
+
+#[test]
+fn every_knob_survives_a_round_trip_through_toml() {
+    let day = MAX_DURATION;
+    let everything = Breaker::builder()
+        .consecutive_failures(32767)
+        .failure_rate(0.25)
+        .slow_call_rate(1.0)
+        .slow_call_threshold(day)
+        .time_window(day, 1024)
+        .min_calls(1_048_576)
+        .half_open_probes(255)
+        .probe_lease(day)
+        .abandoned_after(day)
+        .open_duration(day)
+        .backoff(1000.0, day)
+        .jitter(0.999)
+        .count_calls(true)
+        .id(u32::MAX);
+    let (config, text) = round_trip(&everything);
+    assert_eq!(config.slow_call_threshold.as_deref(), Some("1d"));
+    assert_eq!(config.time_window, Some(TimeWindowConfig::new("1d", 1024)));
+    assert!(text.contains("open_duration = \"1d\""), "{text}");
+    let built = config.to_builder().unwrap().build_config().unwrap();
+    assert_eq!(built.open_duration_cap(), MAX_DURATION);
+    assert_eq!(
+        built.window(),
+        WindowKind::Time {
+            length: day,
+            buckets: 1024
+        }
+    );
+
+    // Durations below a millisecond, and ones that are no whole unit.
+    round_trip(
+        &Breaker::builder()
+            .slow_call_rate(0.5)
+            .slow_call_threshold(Duration::from_micros(1500))
+            .time_window(Duration::from_nanos(1_000_001), 1)
+            .probe_lease(Duration::from_nanos(1))
+            .abandoned_after(Duration::from_millis(90_001))
+            .open_duration(Duration::from_secs(90))
+            .backoff(1.5, Duration::from_secs(5400)),
+    );
+    // A count window, backoff off, the bottom of each range.
+    let (config, _) = round_trip(
+        &Breaker::builder()
+            .failure_rate(f64::MIN_POSITIVE)
+            .count_window(1)
+            .min_calls(1)
+            .open_duration(Duration::from_nanos(1))
+            .backoff_off()
+            .jitter(0.0)
+            .count_calls(false),
+    );
+    assert_eq!(config.count_window, Some(1));
+    assert_eq!(config.backoff, Some(BackoffConfig::Off));
+    // Defaults stay unset: the file says only what was chosen.
+    let (config, text) = round_trip(&Breaker::builder().consecutive_failures(5));
+    assert_eq!(text, "consecutive_failures = 5\n");
+    assert_eq!(config.jitter, None);
+    // Presets come out as the values they stand for.
+    for preset in [
+        Builder::envoy_outlier_detection(),
+        Builder::resilience4j_defaults(),
+    ] {
+        let (config, _) = round_trip(&preset);
+        assert_eq!(config.preset, None);
+    }
+    // The rates a float can only nearly write in decimal.
+    round_trip(&Breaker::builder().failure_rate(0.1 + 0.2).jitter(1.0 / 3.0));
+}
+
+#[test]
+fn presets_read_from_a_file_equal_the_builder_presets() {
+    for (name, preset) in [
+        ("envoy", Builder::envoy_outlier_detection()),
+        ("resilience4j", Builder::resilience4j_defaults()),
+    ] {
+        let config: BreakerConfig = toml::from_str(&format!("preset = \"{name}\"")).unwrap();
+        let from_file = config.to_builder().unwrap();
+        assert_eq!(format!("{from_file:?}"), format!("{preset:?}"));
+        assert_eq!(
+            toml::to_string(&config).unwrap(),
+            format!("preset = \"{name}\"\n")
+        );
+    }
+}
+
+#[test]
+fn a_preset_is_a_start_that_explicit_fields_override() {
+    let config: BreakerConfig = toml::from_str(
+        r#"
+        preset = "envoy"
+        consecutive_failures = 3
+        open_duration = "10s"
+        backoff = "off"
+        "#,
+    )
+    .unwrap();
+    assert_eq!(config.preset, Some(Preset::Envoy));
+    let c = config.to_builder().unwrap().build_config().unwrap();
+    assert_eq!(c.consecutive_failures(), Some(3)); // envoy: 5
+    assert_eq!(c.open_duration(1), Duration::from_secs(10)); // envoy: 30 s
+    assert_eq!(c.open_duration(4), Duration::from_secs(10)); // envoy: doubling
+    assert_eq!(c.failure_rate(), None);
+
+    let config: BreakerConfig = toml::from_str(
+        r#"
+        preset = "resilience4j"
+        time_window = { length = "10s", buckets = 10 }
+        min_calls = 5
+        "#,
+    )
+    .unwrap();
+    let c = config.to_builder().unwrap().build_config().unwrap();
+    assert_eq!(
+        c.window(),
+        WindowKind::Time {
+            length: Duration::from_secs(10),
+            buckets: 10
+        }
+    ); // resilience4j: the last 100 calls
+    assert_eq!(c.min_calls(), 5);
+    assert_eq!(c.failure_rate(), Some(0.5)); // kept
+    assert_eq!(c.half_open_probes(), 10); // kept
+    assert_eq!(c.open_duration(3), Duration::from_secs(60)); // kept, no backoff
+}
+
+/// A breaker table's bad value, and the builder call with the same value.
+fn bad_breaker_values() -> Vec<(String, Builder)> {
+    let base = || Breaker::builder().consecutive_failures(5);
+    let with_base = |text: &str| format!("consecutive_failures = 5\n{text}");
+    let secs = Duration::from_secs;
+    let day_and = |d: Duration| MAX_DURATION + d;
+    vec![
+        (
+            "consecutive_failures = 0".to_string(),
+            Builder::new().consecutive_failures(0),
+        ),
+        (
+            "consecutive_failures = 32768".to_string(),
+            Builder::new().consecutive_failures(32768),
+        ),
+        (with_base("failure_rate = 1.5"), base().failure_rate(1.5)),
+        (with_base("failure_rate = 0"), base().failure_rate(0.0)),
+        (
+            with_base("failure_rate = nan"),
+            base().failure_rate(f64::NAN),
+        ),
+        (
+            with_base("failure_rate = -inf"),
+            base().failure_rate(f64::NEG_INFINITY),
+        ),
+        (
+            with_base("slow_call_rate = 2.0\nslow_call_threshold = \"1s\""),
+            base().slow_call_rate(2.0).slow_call_threshold(secs(1)),
+        ),
+        (
+            with_base("slow_call_rate = 0.5"),
+            base().slow_call_rate(0.5),
+        ),
+        (
+            with_base("slow_call_threshold = \"0s\""),
+            base().slow_call_threshold(Duration::ZERO),
+        ),
+        (
+            with_base("slow_call_threshold = \"1d1ns\""),
+            base().slow_call_threshold(day_and(Duration::from_nanos(1))),
+        ),
+        ("".to_string(), Builder::new()),
+        (
+            with_base("failure_rate = 0.5\ncount_window = 0"),
+            base().failure_rate(0.5).count_window(0),
+        ),
+        (
+            with_base("failure_rate = 0.5\ncount_window = 4097"),
+            base().failure_rate(0.5).count_window(4097),
+        ),
+        (
+            with_base("failure_rate = 0.5\ntime_window = { length = \"10s\", buckets = 0 }"),
+            base().failure_rate(0.5).time_window(secs(10), 0),
+        ),
+        (
+            with_base("failure_rate = 0.5\ntime_window = { length = \"10s\", buckets = 1025 }"),
+            base().failure_rate(0.5).time_window(secs(10), 1025),
+        ),
+        (
+            with_base("failure_rate = 0.5\ntime_window = { length = \"1us\", buckets = 2 }"),
+            base()
+                .failure_rate(0.5)
+                .time_window(Duration::from_micros(1), 2),
+        ),
+        (
+            with_base("failure_rate = 0.5\ncount_window = 10\nmin_calls = 11"),
+            base().failure_rate(0.5).count_window(10).min_calls(11),
+        ),
+        (with_base("min_calls = 0"), base().min_calls(0)),
+        (
+            with_base("half_open_probes = 0"),
+            base().half_open_probes(0),
+        ),
+        (
+            with_base("half_open_probes = 256"),
+            base().half_open_probes(256),
+        ),
+        (
+            with_base("open_duration = \"0ms\""),
+            base().open_duration(Duration::ZERO),
+        ),
+        (
+            with_base("open_duration = \"25h\""),
+            base().open_duration(secs(25 * 3600)),
+        ),
+        (
+            with_base("backoff = { multiplier = 0.5, cap = \"5m\" }"),
+            base().backoff(0.5, secs(300)),
+        ),
+        (
+            with_base("backoff = { multiplier = 1001, cap = \"5m\" }"),
+            base().backoff(1001.0, secs(300)),
+        ),
+        (
+            with_base("open_duration = \"10m\"\nbackoff = { multiplier = 2, cap = \"5m\" }"),
+            base().open_duration(secs(600)).backoff(2.0, secs(300)),
+        ),
+        (
+            with_base("backoff = { multiplier = 2, cap = \"1d1s\" }"),
+            base().backoff(2.0, day_and(secs(1))),
+        ),
+        (with_base("jitter = 1.0"), base().jitter(1.0)),
+        (with_base("jitter = -0.1"), base().jitter(-0.1)),
+        (
+            with_base("probe_lease = \"0s\""),
+            base().probe_lease(Duration::ZERO),
+        ),
+        (
+            with_base("probe_lease = \"2d\""),
+            base().probe_lease(secs(2 * 86_400)),
+        ),
+        (
+            with_base("abandoned_after = \"0s\""),
+            base().abandoned_after(Duration::ZERO),
+        ),
+        (
+            with_base("abandoned_after = \"86401s\""),
+            base().abandoned_after(day_and(secs(1))),
+        ),
+    ]
+}
+
+#[test]
+fn a_bad_value_in_a_file_is_the_builders_error_word_for_word() {
+    for (text, builder) in bad_breaker_values() {
+        let want = builder
+            .build_config()
+            .expect_err("the builder refuses this value");
+        let config: BreakerConfig =
+            toml::from_str(&text).unwrap_or_else(|e| panic!("{text:?} should parse: {e}"));
+        let got = config.to_builder().expect_err(&text);
+        assert_eq!(got, want, "{text:?}");
+        assert_eq!(got.to_string(), want.to_string());
+        assert_eq!(got.key(), None);
+    }
+}
+
+#[test]
+fn duration_text_that_does_not_parse_names_its_field() {
+    for (text, field) in [
+        ("open_duration = \"30 s\"", "open_duration"),
+        ("probe_lease = \"1.5s\"", "probe_lease"),
+        ("abandoned_after = \"5min\"", "abandoned_after"),
+        ("slow_call_threshold = \"\"", "slow_call_threshold"),
+        ("backoff = { multiplier = 2, cap = \"300\" }", "backoff.cap"),
+        (
+            "failure_rate = 0.5\ntime_window = { length = \"ten seconds\", buckets = 10 }",
+            "time_window.length",
+        ),
+    ] {
+        let config: BreakerConfig = toml::from_str(&format!("consecutive_failures = 5\n{text}"))
+            .unwrap_or_else(|e| panic!("{text}: {e}"));
+        let err = config.to_builder().expect_err(text);
+        assert_eq!(err.field(), field, "{err}");
+        assert!(err.allowed().contains("\"30s\""), "{err}");
+        assert!(err
+            .to_string()
+            .starts_with(&format!("invalid failfast config: {field} = \"")));
+    }
+    // A bare number is a type error of the format: seconds or milliseconds
+    // would be a guess.
+    let err = toml::from_str::<BreakerConfig>("open_duration = 30").unwrap_err();
+    assert!(err.to_string().contains("open_duration"), "{err}");
+    assert!(err.to_string().contains("expected a string"), "{err}");
+}
+
+#[test]
+fn one_window_kind_per_table() {
+    let config: BreakerConfig = toml::from_str(
+        "failure_rate = 0.5\ncount_window = 20\ntime_window = { length = \"10s\", buckets = 10 }",
+    )
+    .unwrap();
+    let err = config.to_builder().unwrap_err();
+    assert_eq!(err.field(), "time_window");
+    assert_eq!(
+        err.to_string(),
+        "invalid failfast config: time_window = TimeWindowConfig { length: \"10s\", buckets: 10 } \
+         and count_window = 20; allowed: count_window or time_window, not both"
+    );
+}
+
+#[test]
+fn unknown_fields_are_refused_with_the_name_and_the_place() {
+    for (text, unknown) in [
+        ("failure_rates = 0.5", "failure_rates"),
+        (
+            "consecutive_failures = 5\nbackoff = { multiplier = 2, cap = \"5m\", max = \"1h\" }",
+            "max",
+        ),
+        (
+            "time_window = { length = \"10s\", buckets = 10, slices = 2 }",
+            "slices",
+        ),
+    ] {
+        let err = toml::from_str::<BreakerConfig>(text)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(&format!("unknown field `{unknown}`")), "{err}");
+        assert!(err.contains("expected"), "lists the fields it knows: {err}");
+    }
+    for (text, unknown) in [
+        ("capacty = 10", "capacty"),
+        ("[breaker]\nconsecutive_failure = 5", "consecutive_failure"),
+        (
+            "[hosts.\"a:80\"]\nopen_durations = \"1s\"",
+            "open_durations",
+        ),
+        ("max_open = { percent = 10 }", "percent"),
+    ] {
+        let err = toml::from_str::<RegistryConfig>(text)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(unknown), "{err}");
+        assert!(err.contains("unknown"), "{err}");
+    }
+    // Values of the wrong shape say what was expected.
+    let err = toml::from_str::<BreakerConfig>("backoff = \"none\"")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains(r#""off" or a table"#), "{err}");
+    let err = toml::from_str::<BreakerConfig>("preset = \"hystrix\"")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("envoy") && err.contains("resilience4j"),
+        "{err}"
+    );
+    let err = toml::from_str::<BreakerConfig>("consecutive_failures = -1")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("consecutive_failures"), "{err}");
+    let err = toml::from_str::<BreakerConfig>("backoff = { multiplier = 2 }")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("missing field `cap`"), "{err}");
+}
+
+fn registry_config(text: &str) -> RegistryConfig {
+    toml::from_str(text).unwrap_or_else(|e| panic!("{text}\n{e}"))
+}
+
+#[test]
+fn a_registry_and_its_hosts_survive_a_round_trip_through_toml() {
+    let mut config = RegistryConfig::default();
+    config.capacity = Some(100_000);
+    config.idle_ttl = Some("5m".into());
+    config.forget_after = Some("1d".into());
+    config.max_key_bytes = Some(6_400_000);
+    config.max_open = Some(MaxOpen::Count(1));
+    config.shards = Some(64);
+    config.breaker = BreakerConfig::from(
+        Breaker::builder()
+            .failure_rate(0.5)
+            .count_window(20)
+            .min_calls(5)
+            .open_duration(Duration::from_secs(10)),
+    );
+    let mut pay = BreakerConfig::from(Breaker::builder().consecutive_failures(2));
+    pay.backoff = Some(BackoffConfig::Off);
+    pay.time_window = Some(TimeWindowConfig::new("30s", 6));
+    config.hosts = BTreeMap::from([
+        ("pay.internal:443".to_string(), pay),
+        ("Search:80".to_string(), BreakerConfig::default()),
+    ]);
+    let text = toml::to_string(&config).unwrap();
+    let read = registry_config(&text);
+    assert_eq!(read, config, "{text}");
+    assert!(
+        text.contains("max_open = { count = 1 }") || text.contains("[max_open]"),
+        "{text}"
+    );
+
+    // The same builder as one written by hand.
+    let by_hand = Registry::<String>::builder(
+        Breaker::builder()
+            .failure_rate(0.5)
+            .count_window(20)
+            .min_calls(5)
+            .open_duration(Duration::from_secs(10)),
+    )
+    .capacity(100_000)
+    .idle_ttl(Duration::from_secs(300))
+    .forget_after(Duration::from_secs(86_400))
+    .max_key_bytes(6_400_000)
+    .max_open(MaxOpen::Count(1))
+    .shards(64);
+    let from_file = read.to_builder::<String>().unwrap();
+    assert_eq!(
+        format!("{from_file:?}"),
+        format!("{by_hand:?}").replace("overrides: 0", "overrides: 2")
+    );
+
+    let registry = from_file.build_with_clock(ManualClock::new()).unwrap();
+    assert_eq!(registry.capacity(), Some(100_000));
+    assert_eq!(registry.idle_ttl(), Duration::from_secs(300));
+    assert_eq!(registry.forget_after(), Duration::from_secs(86_400));
+    assert_eq!(registry.max_key_bytes(), Some(6_400_000));
+    assert_eq!(registry.shard_count(), 64);
+    // A host's table is laid over the template, the window as one field.
+    let pay = registry.handle("pay.internal:443");
+    let c = pay.config();
+    assert_eq!(c.consecutive_failures(), Some(2));
+    assert_eq!(c.failure_rate(), Some(0.5));
+    assert_eq!(
+        c.window(),
+        WindowKind::Time {
+            length: Duration::from_secs(30),
+            buckets: 6
+        }
+    );
+    assert_eq!(c.min_calls(), 5);
+    assert_eq!(c.open_duration(3), Duration::from_secs(10));
+    // An empty host table is the template, under its own key.
+    let search = registry.handle("Search:80");
+    assert_eq!(
+        getters(search.config()),
+        getters(registry.handle("other:80").config())
+    );
+    // max_open = { count = 1 }: a second trip of a real upstream (seen
+    // succeeding) is refused.
+    for host in ["a:80", "b:80"] {
+        let h = registry.handle(host);
+        h.try_acquire_at(Nanos::ZERO)
+            .unwrap()
+            .success_at(Nanos::ZERO);
+        // min_calls (5) is reached at the 4th failure: one trip each.
+        for _ in 0..4 {
+            if let Ok(p) = h.try_acquire_at(Nanos::ZERO) {
+                p.failure_at(Nanos::ZERO);
+            }
+        }
+    }
+    assert_eq!((registry.open_count(), registry.refused_trips()), (1, 1));
+}
+
+#[test]
+fn max_open_reads_each_form() {
+    for (text, want) in [
+        ("max_open = \"unlimited\"", MaxOpen::Unlimited),
+        ("max_open = { count = 3 }", MaxOpen::Count(3)),
+        ("max_open = { fraction = 0.25 }", MaxOpen::Fraction(0.25)),
+    ] {
+        let config = registry_config(text);
+        assert_eq!(config.max_open, Some(want));
+        assert_eq!(registry_config(&toml::to_string(&config).unwrap()), config);
+    }
+    assert!(toml::from_str::<RegistryConfig>("max_open = 0.2").is_err());
+}
+
+#[test]
+fn a_bad_registry_value_is_the_registry_builders_error() {
+    let template = || Breaker::builder().consecutive_failures(3);
+    for (text, builder) in [
+        (
+            "capacity = 0",
+            Registry::<String>::builder(template()).capacity(0),
+        ),
+        (
+            "max_key_bytes = 0",
+            Registry::builder(template()).max_key_bytes(0),
+        ),
+        (
+            "idle_ttl = \"0s\"",
+            Registry::builder(template()).idle_ttl(Duration::ZERO),
+        ),
+        (
+            "forget_after = \"366d\"",
+            Registry::builder(template()).forget_after(Duration::from_secs(366 * 86_400)),
+        ),
+        (
+            "max_open = { count = 0 }",
+            Registry::builder(template()).max_open(MaxOpen::Count(0)),
+        ),
+        (
+            "max_open = { fraction = 1.5 }",
+            Registry::builder(template()).max_open(MaxOpen::Fraction(1.5)),
+        ),
+        ("shards = 3", Registry::builder(template()).shards(3)),
+        // The registry's limits are checked before the template, as `build` does.
+        (
+            "shards = 3\n[breaker]\nfailure_rate = 7",
+            Registry::builder(Breaker::builder().failure_rate(7.0)).shards(3),
+        ),
+    ] {
+        let want = builder.build().expect_err(text);
+        let config = if text.contains("[breaker]") {
+            registry_config(text)
+        } else {
+            registry_config(&format!("{text}\n[breaker]\nconsecutive_failures = 3"))
+        };
+        let got = config.to_builder::<String>().expect_err(text);
+        assert_eq!(got, want, "{text}");
+        assert_eq!(got.to_string(), want.to_string());
+    }
+    let err = registry_config("idle_ttl = \"forever\"\n[breaker]\nconsecutive_failures = 3")
+        .to_builder::<String>()
+        .unwrap_err();
+    assert_eq!(err.field(), "idle_ttl");
+}
+
+#[test]
+fn a_bad_host_value_names_the_host_and_matches_override_key() {
+    for (text, builder) in bad_breaker_values() {
+        if text.is_empty() {
+            continue; // no trip condition: the template has one
+        }
+        // The template is valid, and every bad builder above starts from
+        // it; the host's table breaks one value.
+        let config = registry_config(&format!(
+            "[breaker]\nconsecutive_failures = 5\n[hosts.\"api.example:443\"]\n{text}"
+        ));
+        let got = config
+            .to_builder::<String>()
+            .expect_err("refused at to_builder");
+        let want = builder.build_config().unwrap_err();
+        assert_eq!(got.key(), Some("\"api.example:443\""), "{got}");
+        assert_eq!(
+            (got.field(), got.allowed(), got.found()),
+            (want.field(), want.allowed(), want.found())
+        );
+        assert_eq!(
+            got.to_string(),
+            want.to_string().replace(
+                "invalid failfast config:",
+                "invalid failfast config for key \"api.example:443\":"
+            )
+        );
+    }
+    // The same error as `override_key` with the same builder gives.
+    let config = registry_config(
+        "[breaker]\nconsecutive_failures = 5\n[hosts.\"api.example:443\"]\nfailure_rate = 1.5",
+    );
+    let got = config.to_builder::<String>().unwrap_err();
+    let want = Registry::<String>::builder(Breaker::builder().consecutive_failures(5))
+        .override_key(
+            "api.example:443".into(),
+            Breaker::builder().consecutive_failures(5).failure_rate(1.5),
+        )
+        .build()
+        .unwrap_err();
+    assert_eq!(got, want);
+    assert_eq!(
+        got.to_string(),
+        r#"invalid failfast config for key "api.example:443": failure_rate = 1.5; allowed: (0, 1]"#
+    );
+    // A duration that does not parse, in a host's table.
+    let err = registry_config(
+        "[breaker]\nconsecutive_failures = 5\n[hosts.\"b:80\"]\nprobe_lease = \"soon\"",
+    )
+    .to_builder::<String>()
+    .unwrap_err();
+    assert_eq!((err.field(), err.key()), ("probe_lease", Some("\"b:80\"")));
+    // The template's own error names no host.
+    let err =
+        registry_config("[breaker]\nfailure_rate = 1.5\n[hosts.\"b:80\"]\nfailure_rate = 0.5")
+            .to_builder::<String>()
+            .unwrap_err();
+    assert_eq!((err.field(), err.key()), ("failure_rate", None));
+}
+
+#[test]
+fn a_host_preset_replaces_the_templates() {
+    let registry = registry_config(
+        r#"
+        [breaker]
+        preset = "envoy"
+        open_duration = "5s"
+        [hosts."legacy:8080"]
+        preset = "resilience4j"
+        "#,
+    )
+    .to_builder::<String>()
+    .unwrap()
+    .build()
+    .unwrap();
+    let legacy = registry.handle("legacy:8080");
+    assert_eq!(legacy.config().failure_rate(), Some(0.5));
+    assert_eq!(legacy.config().consecutive_failures(), None);
+    // The template's explicit fields still lie over the host's preset.
+    assert_eq!(legacy.config().open_duration(1), Duration::from_secs(5));
+    assert_eq!(
+        registry.handle("x:1").config().consecutive_failures(),
+        Some(5)
+    );
+}
+
+/// A key type that refuses some text.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Port(u16);
+
+impl TryFrom<&str> for Port {
+    type Error = std::num::ParseIntError;
+    fn try_from(text: &str) -> Result<Self, Self::Error> {
+        text.parse().map(Port)
+    }
+}
+
+impl KeyBytes for Port {
+    fn key_bytes(&self) -> usize {
+        2
+    }
+}
+
+#[test]
+fn a_host_key_the_key_type_refuses_is_named() {
+    let config = registry_config(
+        "[breaker]\nconsecutive_failures = 5\n[hosts.\"443\"]\n[hosts.\"http\"]\nconsecutive_failures = 1",
+    );
+    let err = config.to_builder::<Port>().unwrap_err();
+    assert_eq!((err.field(), err.key()), ("hosts", Some("\"http\"")));
+    assert_eq!(
+        err.to_string(),
+        "invalid failfast config for key \"http\": hosts = invalid digit found in string; \
+         allowed: a key the registry's key type accepts"
+    );
+    let registry = registry_config(
+        "[breaker]\nconsecutive_failures = 5\n[hosts.\"443\"]\nconsecutive_failures = 1",
+    )
+    .to_builder::<Port>()
+    .unwrap()
+    .build()
+    .unwrap();
+    assert_eq!(
+        registry.handle(&Port(443)).config().consecutive_failures(),
+        Some(1)
+    );
+}
+
+#[test]
+fn config_errors_compare_whole() {
+    // The tests above compare errors with `==`: it sees every part.
+    let a: ConfigError = Breaker::builder()
+        .failure_rate(1.5)
+        .build_config()
+        .unwrap_err();
+    let b = Breaker::builder()
+        .failure_rate(1.25)
+        .build_config()
+        .unwrap_err();
+    assert_ne!(a, b);
+}
