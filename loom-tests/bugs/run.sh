@@ -19,16 +19,20 @@
 #   NAME      a patch name without `.patch` (default: every patch)
 #
 # Scratch: $FAILFAST_BUGS_DIR (default target/bugs in this checkout): `tree/`
-# is the copy (remade for every bug) and `logs/` the output of every build and
-# test run. The builds go to the checkout's own target dirs, target/loom for
-# the models and target/ for the suite (override: FAILFAST_BUGS_TARGET). The
-# copy lives at another path, so its crates are distinct units there and never
-# replace the checkout's, while the dependencies are shared: only failfast and
-# the test crates recompile for each bug, and a CI run that already built the
-# loom models builds no dependency again. LOOM_MAX_PREEMPTIONS defaults to 2; the suite
-# tests run with PROPTEST_CASES=1000 and a fixed PROPTEST_RNG_SEED. A test
-# still running after BUG_TEST_TIMEOUT seconds (default 600) is stopped and
-# counts as caught (the bug made it hang).
+# is the copy (remade for every bug), `target/` the CARGO_TARGET_DIR every bug
+# shares (`target/loom` for the models, `target/debug` for the suite: only
+# failfast and the test crates recompile per bug), `logs/` the output of every
+# build and test run. Never the checkout's own target dirs: cargo gives the
+# copy's crates the same unit hashes as the checkout's (path crates hash
+# relative to the workspace), so a shared target dir would leave a patched
+# build where the checkout's cargo sees a fresh one. A missing scratch target
+# is seeded with a copy of the checkout's (target/loom, target/debug), so a CI
+# run that already built the models builds no dependency again.
+#
+# LOOM_MAX_PREEMPTIONS defaults to 2; the suite tests run with
+# PROPTEST_CASES=1000 and a fixed PROPTEST_RNG_SEED. A test still running
+# after BUG_TEST_TIMEOUT seconds (default 600) is stopped and counts as caught
+# (the bug made it hang).
 #
 # Exit status: 0 when every selected patch applies and is caught by each of
 # its tests; 1 otherwise (including a baseline failure or a stale patch).
@@ -42,7 +46,7 @@ for a in "$@"; do
   case "$a" in
     --cheap) mode=cheap ;;
     --all) mode=all ;;
-    -h | --help) sed -n '2,37p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,38p' "$0"; exit 0 ;;
     -*) echo "unknown option $a" >&2; exit 1 ;;
     *) names+=("${a%.patch}") ;;
   esac
@@ -52,10 +56,10 @@ if [ ${#names[@]} -eq 0 ]; then
 fi
 
 scratch="${FAILFAST_BUGS_DIR:-$root/target/bugs}"
-targets="${FAILFAST_BUGS_TARGET:-$root/target}"
+targets="$scratch/target"
 tree="$scratch/tree"
 logs="$scratch/logs"
-mkdir -p "$logs"
+mkdir -p "$logs" "$targets"
 export CARGO_TERM_COLOR=never
 export LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-2}"
 export PROPTEST_CASES="${PROPTEST_CASES:-1000}"
@@ -91,6 +95,12 @@ suite_cargo() {
     "${limit[@]}" cargo test -q --all-features "$@")
 }
 
+# Seeds the scratch target dir $1 (loom or debug) from the checkout's, once.
+seed() {
+  local from="$root/target/$1" to="$targets/$1"
+  if [ ! -d "$to" ] && [ -d "$from" ]; then cp -a "$from" "$to"; fi
+}
+
 # Builds the test binaries the catchers need; prints the seconds it took.
 build() {
   local log="$1"; shift
@@ -100,6 +110,8 @@ build() {
     if [ "$kind" = loom ]; then loom+=(--test "$bin"); else suite+=(--test "$bin"); fi
   done <<<"$*"
   local t0=$EPOCHREALTIME
+  if [ ${#loom[@]} -gt 0 ]; then seed loom; fi
+  if [ ${#suite[@]} -gt 0 ]; then seed debug; fi
   if [ ${#loom[@]} -gt 0 ]; then loom_cargo --no-run "${loom[@]}" >>"$log" 2>&1 || return 1; fi
   if [ ${#suite[@]} -gt 0 ]; then suite_cargo --no-run "${suite[@]}" >>"$log" 2>&1 || return 1; fi
   since "$t0"
