@@ -5,7 +5,8 @@
 # the tests that must catch it, one per line:
 #
 #   # caught-by: loom BINARY TEST    a loom model (loom-tests/tests/BINARY.rs), p = 2
-#   # caught-by: suite BINARY TEST   an ordinary test (tests/BINARY.rs)
+#   # caught-by: suite BINARY TEST   an ordinary test (tests/BINARY.rs; `lib` for
+#                                    a unit test in src/, TEST its full path)
 #
 # For each selected patch, this script copies the working tree to a scratch
 # directory, applies the patch (and fails loudly if it no longer applies),
@@ -46,7 +47,7 @@ for a in "$@"; do
   case "$a" in
     --cheap) mode=cheap ;;
     --all) mode=all ;;
-    -h | --help) sed -n '2,38p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,39p' "$0"; exit 0 ;;
     -*) echo "unknown option $a" >&2; exit 1 ;;
     *) names+=("${a%.patch}") ;;
   esac
@@ -107,7 +108,9 @@ build() {
   local loom=() suite=() kind bin test
   while read -r kind bin test; do
     [ -n "$kind" ] || continue
-    if [ "$kind" = loom ]; then loom+=(--test "$bin"); else suite+=(--test "$bin"); fi
+    if [ "$kind" = loom ]; then loom+=(--test "$bin")
+    elif [ "$bin" = lib ]; then suite+=(--lib)
+    else suite+=(--test "$bin"); fi
   done <<<"$*"
   local t0=$EPOCHREALTIME
   if [ ${#loom[@]} -gt 0 ]; then seed loom; fi
@@ -124,7 +127,9 @@ run_one() {
   if [ "$kind" = loom ]; then
     loom_cargo --test "$bin" -- --exact "$test" >"$log" 2>&1 || rc=$?
   else
-    suite_cargo --test "$bin" -- --exact "$test" >"$log" 2>&1 || rc=$?
+    local target=(--test "$bin")
+    if [ "$bin" = lib ]; then target=(--lib); fi
+    suite_cargo "${target[@]}" -- --exact "$test" >"$log" 2>&1 || rc=$?
   fi
   if [ $rc -eq 124 ]; then echo timeout
   elif grep -q 'test result: ok. 1 passed' "$log"; then echo pass
