@@ -419,10 +419,13 @@ mod tests {
             .unwrap();
         assert_eq!(cell.tripped_at(cell.load()), Nanos::from_secs(5));
         let s = cell.load();
+        // A loser that decided on the same Closed word and meant the same
+        // generation: its stamp lands in the slot readers of that generation
+        // read, and must not pull it back.
         assert!(cell
             .transition(
                 Snapshot::INITIAL,
-                s.enter(State::HalfOpen),
+                Snapshot::INITIAL.enter(State::Open),
                 Nanos::from_secs(1)
             )
             .is_err());

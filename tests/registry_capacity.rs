@@ -1,6 +1,7 @@
 //! The registry's capacity: a slot per tracked key, given back by every
-//! eviction; a full registry evicts only an idle, pristine, unheld entry to
-//! make room, and otherwise hands out a detached breaker and counts it.
+//! eviction; a full registry makes room only by evicting an unheld entry
+//! that carries no information (pristine, or idle past its bounds), and
+//! otherwise sends the key to its shard's overflow breaker and counts it.
 
 use std::time::Duration;
 
@@ -46,13 +47,24 @@ fn a_sweep_gives_the_slots_back() {
     assert_eq!(r.untracked(), 1);
 }
 
-/// A full registry makes room only by evicting an entry that is idle past
-/// the TTL: a released but recently used entry stays, and the new key gets a
-/// detached breaker instead.
+/// A full registry never evicts a recent entry that holds information: a
+/// released entry with a failure in its window stays, and the new key goes
+/// to the overflow breaker instead. (A pristine entry would make room at
+/// once: forgetting it loses nothing.)
 #[test]
 fn a_full_registry_never_evicts_a_recent_entry() {
-    let r = registry(1);
-    drop(r.handle_at(&1, Nanos::ZERO));
+    let r = Registry::<u64>::builder(Breaker::builder().consecutive_failures(2))
+        .capacity(1)
+        .shards(1)
+        .idle_ttl(Duration::from_secs(60))
+        .build_with_clock(ManualClock::new())
+        .unwrap();
+    let first = r.handle_at(&1, Nanos::ZERO);
+    first
+        .try_acquire_at(Nanos::ZERO)
+        .unwrap()
+        .failure_at(Nanos::ZERO);
+    drop(first);
     let second = r.handle_at(&2, Nanos::from_secs(1));
     assert!(!second.is_tracked());
     assert_eq!((r.len(), r.untracked()), (1, 1));
@@ -60,9 +72,10 @@ fn a_full_registry_never_evicts_a_recent_entry() {
         r.handle_at(&1, Nanos::from_secs(1)).is_tracked(),
         "key 1 kept"
     );
-    // Once key 1 is idle past the TTL, it makes room.
+    // Once key 1's failure is older than `forget_after` (an hour by
+    // default) and it is idle past the TTL, it makes room.
     drop(second);
-    let third = r.handle_at(&3, Nanos::from_secs(70));
+    let third = r.handle_at(&3, Nanos::from_secs(3_700));
     assert!(third.is_tracked());
     assert_eq!((r.len(), r.untracked()), (1, 1));
 }

@@ -99,7 +99,7 @@ fn debug_output_names_the_key_facts() {
     );
     let text = format!("{h:?}");
     assert!(
-        text.starts_with("Handle") && text.contains("key: 42"),
+        text.starts_with("Handle") && text.contains("key: Some(42)"),
         "{text}"
     );
     let text = format!("{:?}", r.snapshots());
