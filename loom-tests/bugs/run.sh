@@ -1,0 +1,217 @@
+#!/usr/bin/env bash
+# The catalogue of deliberate bugs (loom-tests/README.md, "The bug catalogue").
+#
+# Each `*.patch` here breaks the core in one realistic way. Its header names
+# the tests that must catch it, one per line:
+#
+#   # caught-by: loom BINARY TEST    a loom model (loom-tests/tests/BINARY.rs), p = 2
+#   # caught-by: suite BINARY TEST   an ordinary test (tests/BINARY.rs; `lib` for
+#                                    a unit test in src/, TEST its full path)
+#
+# For each selected patch, this script copies the working tree to a scratch
+# directory, applies the patch (and fails loudly if it no longer applies),
+# builds, and runs every named test, which must FAIL. Before that it runs the
+# same tests on the unpatched copy, where they must PASS.
+#
+#   loom-tests/bugs/run.sh [--cheap | --all] [NAME...]
+#
+#   --cheap   (default) only the loom catchers: what .ci/run runs
+#   --all     the loom and the suite catchers
+#   NAME      a patch name without `.patch` (default: every patch)
+#
+# Scratch: $FAILFAST_BUGS_DIR (default target/bugs in this checkout): `tree/`
+# is the copy (remade for every bug), `target/` the CARGO_TARGET_DIR every bug
+# shares (`target/loom` for the models, `target/debug` for the suite: only
+# failfast and the test crates recompile per bug), `logs/` the output of every
+# build and test run. Never the checkout's own target dirs: cargo gives the
+# copy's crates the same unit hashes as the checkout's (path crates hash
+# relative to the workspace), so a shared target dir would leave a patched
+# build where the checkout's cargo sees a fresh one. A missing scratch target
+# is seeded with a copy of the checkout's (target/loom, target/debug), so a CI
+# run that already built the models builds no dependency again.
+#
+# LOOM_MAX_PREEMPTIONS defaults to 2; the suite tests run with
+# PROPTEST_CASES=1000 and a fixed PROPTEST_RNG_SEED. A test still running
+# after BUG_TEST_TIMEOUT seconds (default 600) is stopped and counts as caught
+# (the bug made it hang).
+#
+# Exit status: 0 when every selected patch applies and is caught by each of
+# its tests; 1 otherwise (including a baseline failure or a stale patch).
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+bugs="$root/loom-tests/bugs"
+
+mode=cheap
+names=()
+for a in "$@"; do
+  case "$a" in
+    --cheap) mode=cheap ;;
+    --all) mode=all ;;
+    -h | --help) sed -n '2,39p' "$0"; exit 0 ;;
+    -*) echo "unknown option $a" >&2; exit 1 ;;
+    *) names+=("${a%.patch}") ;;
+  esac
+done
+if [ ${#names[@]} -eq 0 ]; then
+  for p in "$bugs"/*.patch; do names+=("$(basename "$p" .patch)"); done
+fi
+
+scratch="${FAILFAST_BUGS_DIR:-$root/target/bugs}"
+targets="$scratch/target"
+tree="$scratch/tree"
+logs="$scratch/logs"
+mkdir -p "$logs" "$targets"
+export CARGO_TERM_COLOR=never
+export LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-2}"
+export PROPTEST_CASES="${PROPTEST_CASES:-1000}"
+export PROPTEST_RNG_SEED="${PROPTEST_RNG_SEED:-20261130}"
+unset LOOM_LOG LOOM_MAX_BRANCHES RUSTFLAGS
+
+# The catchers of one patch in this mode: lines "KIND BINARY TEST".
+catchers() {
+  sed -n 's/^# caught-by: *\(loom\|suite\) \+\([^ ]\+\) \+\([^ ]\+\) *$/\1 \2 \3/p' "$bugs/$1.patch" |
+    { if [ "$mode" = cheap ]; then grep '^loom ' || true; else cat; fi; }
+}
+
+# A fresh copy of the working tree. Every file is touched so that cargo
+# rebuilds the crates whose sources a previous patch changed (a copy keeps
+# the original mtimes, which would look older than the last build).
+fresh_tree() {
+  rm -rf "$tree"
+  mkdir -p "$tree"
+  tar -C "$root" -c --exclude=./target --exclude=./.git --exclude='./mutants.out*' . |
+    tar -C "$tree" -x
+  find "$tree" -type f -exec touch {} +
+}
+
+# `cargo test` in the scratch tree, for loom models or for the ordinary suite.
+# $limit: an optional `timeout SECONDS` prefix (set while a test runs).
+limit=()
+loom_cargo() {
+  (cd "$tree" && RUSTFLAGS="--cfg failfast_loom" CARGO_TARGET_DIR="$targets/loom" \
+    "${limit[@]}" cargo test -q -p failfast-loom-tests --release "$@")
+}
+suite_cargo() {
+  (cd "$tree" && CARGO_TARGET_DIR="$targets" \
+    "${limit[@]}" cargo test -q --all-features "$@")
+}
+
+# Seeds the scratch target dir $1 (loom or debug) from the checkout's, once.
+seed() {
+  local from="$root/target/$1" to="$targets/$1"
+  if [ ! -d "$to" ] && [ -d "$from" ]; then cp -a "$from" "$to"; fi
+}
+
+# Builds the test binaries the catchers need; prints the seconds it took.
+build() {
+  local log="$1"; shift
+  local loom=() suite=() kind bin test
+  while read -r kind bin test; do
+    [ -n "$kind" ] || continue
+    if [ "$kind" = loom ]; then loom+=(--test "$bin")
+    elif [ "$bin" = lib ]; then suite+=(--lib)
+    else suite+=(--test "$bin"); fi
+  done <<<"$*"
+  local t0=$EPOCHREALTIME
+  if [ ${#loom[@]} -gt 0 ]; then seed loom; fi
+  if [ ${#suite[@]} -gt 0 ]; then seed debug; fi
+  if [ ${#loom[@]} -gt 0 ]; then loom_cargo --no-run "${loom[@]}" >>"$log" 2>&1 || return 1; fi
+  if [ ${#suite[@]} -gt 0 ]; then suite_cargo --no-run "${suite[@]}" >>"$log" 2>&1 || return 1; fi
+  since "$t0"
+}
+
+# Runs one catcher; echoes "pass", "fail", "timeout" or "error" (no test of that name ran).
+run_one() {
+  local kind="$1" bin="$2" test="$3" log="$4" rc=0
+  local limit=(timeout "${BUG_TEST_TIMEOUT:-600}")
+  if [ "$kind" = loom ]; then
+    loom_cargo --test "$bin" -- --exact "$test" >"$log" 2>&1 || rc=$?
+  else
+    local target=(--test "$bin")
+    if [ "$bin" = lib ]; then target=(--lib); fi
+    suite_cargo "${target[@]}" -- --exact "$test" >"$log" 2>&1 || rc=$?
+  fi
+  if [ $rc -eq 124 ]; then echo timeout
+  elif grep -q 'test result: ok. 1 passed' "$log"; then echo pass
+  elif grep -q 'test result: FAILED. 0 passed; 1 failed' "$log"; then echo fail
+  else echo error
+  fi
+}
+
+# Wall-clock seconds since $1 (an $EPOCHREALTIME), to 0.1 s.
+since() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }'; }
+
+rows=()
+status=0
+start=$EPOCHREALTIME
+row() { rows+=("$(printf '%-30s %-6s %-70s %-9s %6s' "$@")"); }
+
+# 1. Every catcher passes on the unpatched tree.
+all=""
+for n in "${names[@]}"; do
+  if [ ! -f "$bugs/$n.patch" ]; then echo "no such bug: $n" >&2; exit 1; fi
+  all+="$(catchers "$n")"$'\n'
+done
+all="$(sort -u <<<"$all" | sed '/^$/d')"
+echo "== baseline: $(wc -l <<<"$all") tests on the unpatched tree ($mode, LOOM_MAX_PREEMPTIONS=$LOOM_MAX_PREEMPTIONS)"
+fresh_tree
+if ! secs=$(build "$logs/baseline.build.log" "$all"); then
+  echo "FAILED: the unpatched tree does not build; see $logs/baseline.build.log" >&2
+  exit 1
+fi
+row "(unpatched)" build "" "" "$secs"
+while read -r kind bin test; do
+  t0=$EPOCHREALTIME
+  got=$(run_one "$kind" "$bin" "$test" "$logs/baseline.$bin.$test.log")
+  ok=yes
+  if [ "$got" != pass ]; then ok="NO ($got)"; status=1; fi
+  row "(unpatched)" "$kind" "$bin::$test" "passes:$ok" "$(since "$t0")"
+done <<<"$all"
+
+# 2. Every patch applies, builds, and each of its catchers fails.
+for n in "${names[@]}"; do
+  cs="$(catchers "$n")"
+  if [ -z "$cs" ]; then
+    row "$n" "-" "(no $mode catcher: run with --all)" "skipped" ""
+    continue
+  fi
+  echo "== $n"
+  fresh_tree
+  if ! (cd "$tree" && git apply --check "$bugs/$n.patch" 2>"$logs/$n.apply.log" &&
+    git apply "$bugs/$n.patch"); then
+    echo "!! $n.patch NO LONGER APPLIES to the current tree: update it (loom-tests/README.md)." >&2
+    sed 's/^/   /' "$logs/$n.apply.log" >&2
+    row "$n" "-" "(patch does not apply)" "STALE" ""
+    status=1
+    continue
+  fi
+  if ! secs=$(build "$logs/$n.build.log" "$cs"); then
+    echo "!! $n: the patched tree does not build; see $logs/$n.build.log" >&2
+    row "$n" "-" "(patched tree does not build)" "STALE" ""
+    status=1
+    continue
+  fi
+  row "$n" build "" "" "$secs"
+  while read -r kind bin test; do
+    t0=$EPOCHREALTIME
+    got=$(run_one "$kind" "$bin" "$test" "$logs/$n.$bin.$test.log")
+    case "$got" in
+      fail) caught=yes ;;
+      timeout) caught="yes (hang)" ;;
+      *) caught="NO ($got)"; status=1
+         echo "!! $n is not caught by $bin::$test; see $logs/$n.$bin.$test.log" >&2 ;;
+    esac
+    row "$n" "$kind" "$bin::$test" "$caught" "$(since "$t0")"
+  done <<<"$cs"
+done
+
+echo
+printf '%-30s %-6s %-70s %-9s %6s\n' bug kind "catching test" caught seconds
+printf '%s\n' "${rows[@]}"
+echo "total: $(since "$start") s wall"
+if [ $status -eq 0 ]; then
+  echo "bugs: OK, every bug applies and is caught"
+else
+  echo "bugs: FAILED (see the rows marked NO or STALE above)"
+fi
+exit $status

@@ -1,0 +1,113 @@
+//! Idle eviction, step by step: when an entry counts as idle, when a sweep is
+//! due, what `maintain` and `sweep` return, and how releasing a handle
+//! restarts the idle clock.
+
+use std::time::Duration;
+
+use failfast::{Breaker, ManualClock, Nanos, Registry, State};
+
+type Reg = Registry<u64, std::collections::hash_map::RandomState, ManualClock>;
+
+/// One idle tick of the registry: 2^24 ns.
+const TICK: u64 = 1 << 24;
+
+fn registry(clock: &ManualClock, ttl: Duration, shards: usize) -> Reg {
+    Registry::<u64>::builder(
+        Breaker::builder()
+            .consecutive_failures(1)
+            .open_duration(Duration::from_secs(10)),
+    )
+    .idle_ttl(ttl)
+    .shards(shards)
+    .build_with_clock(clock.clone())
+    .unwrap()
+}
+
+#[test]
+fn idle_means_longer_than_the_ttl() {
+    let clock = ManualClock::new();
+    // A TTL of exactly 3 idle ticks.
+    let r = registry(&clock, Duration::from_nanos(3 * TICK), 1);
+    drop(r.handle_at(&1, Nanos::ZERO));
+    assert_eq!(
+        r.sweep_at(1, Nanos::from_nanos(3 * TICK)),
+        0,
+        "idle for exactly the TTL: kept"
+    );
+    assert_eq!(r.len(), 1);
+    assert_eq!(
+        r.sweep_at(1, Nanos::from_nanos(4 * TICK)),
+        1,
+        "one tick longer: evicted"
+    );
+    assert!(r.is_empty());
+}
+
+#[test]
+fn is_empty_follows_inserts_and_evictions() {
+    let clock = ManualClock::new();
+    let r = registry(&clock, Duration::from_secs(60), 1);
+    assert!(r.is_empty());
+    drop(r.handle_at(&1, Nanos::ZERO));
+    assert!(!r.is_empty());
+    assert_eq!(r.sweep_at(1, Nanos::from_secs(61)), 1);
+    assert!(r.is_empty());
+}
+
+/// One shard, TTL 60 s: a sweep is due 60 s after the last one (the first
+/// "last" is the registry's creation), never sooner, and `maintain_at`
+/// returns what it evicted.
+#[test]
+fn a_sweep_is_due_one_interval_after_the_last() {
+    let clock = ManualClock::new();
+    let r = registry(&clock, Duration::from_secs(60), 1);
+    let h = r.handle_at(&1, Nanos::ZERO);
+    h.try_acquire_at(Nanos::ZERO)
+        .unwrap()
+        .failure_at(Nanos::ZERO);
+    // Due at 60 s; key 1 is open (and held), so nothing goes.
+    assert_eq!(r.maintain_at(Nanos::from_secs(60)), 0);
+    // Key 1 recovers and is released: pristine, last seen at 0 s.
+    let probe = h.try_acquire_at(Nanos::from_secs(70)).unwrap();
+    assert_eq!(
+        probe.success_at(Nanos::from_secs(70)).unwrap().to,
+        State::Closed
+    );
+    drop(h); // the clock still reads 0 s: the idle stamp stays at 0 s
+             // Idle past the TTL at 100 s, but the next sweep is not due before 120 s.
+    assert_eq!(r.maintain_at(Nanos::from_secs(100)), 0, "not due yet");
+    assert_eq!(r.len(), 1);
+    assert_eq!(r.maintain_at(Nanos::from_secs(120)), 1, "due exactly now");
+    assert!(r.is_empty());
+}
+
+#[test]
+fn maintain_reads_the_clock_and_returns_the_evicted_count() {
+    let clock = ManualClock::new();
+    let r = registry(&clock, Duration::from_secs(60), 1);
+    for k in 0..3 {
+        drop(r.handle(&k));
+    }
+    clock.advance(Duration::from_secs(30));
+    assert_eq!(r.maintain(), 0, "not due");
+    clock.advance(Duration::from_secs(31));
+    assert_eq!(r.maintain(), 3);
+    assert!(r.is_empty());
+}
+
+/// Releasing a handle counts as a use: a breaker held past the TTL is not
+/// evicted the moment it is let go.
+#[test]
+fn releasing_a_handle_restarts_the_idle_clock() {
+    let clock = ManualClock::new();
+    let r = registry(&clock, Duration::from_secs(60), 1);
+    let h = r.handle(&1);
+    clock.set(Nanos::from_secs(100));
+    drop(h);
+    assert_eq!(
+        r.sweep_at(1, Nanos::from_secs(150)),
+        0,
+        "idle for 50 s only"
+    );
+    assert_eq!(r.sweep_at(1, Nanos::from_secs(161)), 1);
+}
