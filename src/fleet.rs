@@ -99,12 +99,6 @@ impl Fleet {
         }
     }
 
-    /// Breakers holding an ejection slot now.
-    #[cfg(test)]
-    pub(crate) fn ejected(&self) -> usize {
-        self.ejected.load(Ordering::Relaxed)
-    }
-
     pub(crate) fn count(&self, state: State) -> usize {
         self.by_state[index(state)].load(Ordering::Relaxed)
     }

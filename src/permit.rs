@@ -205,15 +205,22 @@ impl<C: Clock, B: Deref<Target = Breaker<C>>> OwnedPermit<C, B> {
     /// be the real time.
     #[inline]
     pub fn record(self, outcome: Outcome) -> Option<Transition> {
-        let now = if outcome == Outcome::Failure
+        let now = self.verdict_time(outcome);
+        self.record_at(outcome, now)
+    }
+
+    /// The time a verdict is recorded at: now when it needs the time, else
+    /// the admission's (no clock read).
+    #[inline]
+    fn verdict_time(&self, outcome: Outcome) -> Nanos {
+        if outcome == Outcome::Failure
             || self.ticket.probe
             || self.breaker.flags().records_need_time()
         {
             self.breaker.now()
         } else {
             self.ticket.start
-        };
-        self.record_at(outcome, now)
+        }
     }
 
     /// Reports `outcome` for a call that ended at `now`.
@@ -258,24 +265,31 @@ impl<C: Clock, B: Deref<Target = Breaker<C>>> OwnedPermit<C, B> {
         self.record_at(Outcome::Ignored, now)
     }
 
-    /// Records `outcome` at `now` and gives the owner back with the
-    /// transition: for a caller that names the upstream from its owner (a
-    /// registry handle's key) only once it knows there was a transition.
-    pub(crate) fn record_keeping_owner(
+    /// Records `outcome` (at `at`, or when the breaker needs the time, as
+    /// [`record`](Self::record) decides) and, if it caused a transition,
+    /// shows it to `then` with the owner before the owner goes: for a
+    /// caller that names the upstream from its owner (a registry entry's
+    /// key) only when there is a transition to report.
+    #[cfg(feature = "tower")]
+    pub(crate) fn record_then(
         mut self,
         outcome: Outcome,
-        now: Nanos,
-    ) -> (Option<Transition>, B)
-    where
-        B: Clone,
-    {
+        at: Option<Nanos>,
+        then: impl FnOnce(&B, &Transition),
+    ) {
+        let now = match at {
+            Some(at) => at,
+            None => self.verdict_time(outcome),
+        };
         self.done = true;
-        let transition = self.breaker.on_verdict(self.ticket, outcome, now);
-        (transition, self.breaker.clone())
+        if let Some(t) = self.breaker.on_verdict(self.ticket, outcome, now) {
+            then(&self.breaker, &t);
+        }
     }
 
     /// Restarts the call's clock at `now`: for a permit taken ahead of its
     /// call (a balancer's readiness), so the wait is not timed.
+    #[cfg(feature = "tower")]
     pub(crate) fn restart_at(&mut self, now: Nanos) {
         self.ticket.start = now;
     }
@@ -283,6 +297,7 @@ impl<C: Clock, B: Deref<Target = Breaker<C>>> OwnedPermit<C, B> {
     /// Gives the permit back with no verdict, neutral whatever its age or
     /// the thread's state: for the crate's own code that must let go of a
     /// permit no call ran on, or while user code (a hook) panics.
+    #[cfg(feature = "tower")]
     pub(crate) fn release(mut self) {
         self.done = true;
         self.breaker.drop_neutral(self.ticket);

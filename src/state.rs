@@ -169,7 +169,7 @@ impl Snapshot {
     /// The word of a fresh breaker: Closed, generation 0, all counts zero.
     pub(crate) const INITIAL: Snapshot = Snapshot(0);
 
-    #[cfg(test)]
+    #[cfg(all(test, not(failfast_loom)))]
     pub(crate) const fn from_bits(bits: u64) -> Snapshot {
         Snapshot(bits)
     }
@@ -484,7 +484,7 @@ impl fmt::Debug for StateCell {
 }
 
 /// The largest generation (29 bits).
-#[cfg(test)]
+#[cfg(all(test, not(failfast_loom)))]
 const GEN_MAX: u32 = (1 << GEN_BITS) - 1;
 
 #[cfg(all(test, not(failfast_loom)))]

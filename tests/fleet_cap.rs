@@ -1,7 +1,9 @@
 //! The registry's fleet-wide cap on ejected (Open or HalfOpen) breakers, one
-//! step at a time: a slot is taken by a trip, kept through the probe round,
-//! and given back when the breaker closes or leaves the ejected states by
-//! hand. (The races on the cap are loom models: loom-tests/tests/fleet_cap.rs.)
+//! step at a time: a slot is taken by the trip of an upstream seen
+//! succeeding, kept through the probe round, and given back when the breaker
+//! closes or leaves the ejected states by hand. (The races on the cap are
+//! loom models: loom-tests/tests/fleet_cap.rs.) Every handle here is a real
+//! upstream: its first call succeeds (see `handle`).
 
 use std::time::Duration;
 
@@ -27,6 +29,17 @@ fn registry(
     .unwrap()
 }
 
+/// A real upstream's handle: seen succeeding once, so the cap counts it.
+fn handle(
+    r: &Registry<u64, std::collections::hash_map::RandomState, ManualClock>,
+    key: u64,
+    at: Nanos,
+) -> Handle<u64, ManualClock> {
+    let h = r.handle_at(&key, at);
+    h.try_acquire_at(at).unwrap().success_at(at);
+    h
+}
+
 /// One failure at `at`: whether it tripped the breaker.
 fn fail(h: &Handle<u64, ManualClock>, at: Nanos) -> bool {
     h.try_acquire_at(at).unwrap().failure_at(at).is_some()
@@ -47,7 +60,7 @@ fn probe(h: &Handle<u64, ManualClock>, at: Nanos, success: bool) -> State {
 #[test]
 fn a_recovered_breaker_frees_its_slot_for_another() {
     let r = registry(MaxOpen::Count(1));
-    let (a, b) = (r.handle_at(&1, secs(0)), r.handle_at(&2, secs(0)));
+    let (a, b) = (handle(&r, 1, secs(0)), handle(&r, 2, secs(0)));
     assert!(fail(&a, secs(0)));
     assert!(!fail(&b, secs(0)), "over the cap: refused");
     assert_eq!((b.state(), r.refused_trips()), (State::Closed, 1));
@@ -64,7 +77,7 @@ fn a_recovered_breaker_frees_its_slot_for_another() {
 #[test]
 fn a_breaker_keeps_its_slot_through_its_probe_rounds() {
     let r = registry(MaxOpen::Count(1));
-    let (a, b) = (r.handle_at(&1, secs(0)), r.handle_at(&2, secs(0)));
+    let (a, b) = (handle(&r, 1, secs(0)), handle(&r, 2, secs(0)));
     assert!(fail(&a, secs(0)));
     let p = a.try_acquire_at(secs(10)).unwrap();
     assert_eq!((r.open_count(), r.half_open_count()), (0, 1));
@@ -80,7 +93,7 @@ fn a_breaker_keeps_its_slot_through_its_probe_rounds() {
 #[test]
 fn leaving_the_ejected_states_by_hand_frees_the_slot() {
     let r = registry(MaxOpen::Count(1));
-    let (a, b) = (r.handle_at(&1, secs(0)), r.handle_at(&2, secs(0)));
+    let (a, b) = (handle(&r, 1, secs(0)), handle(&r, 2, secs(0)));
     assert!(fail(&a, secs(0)));
     a.force_open_at(secs(1)).unwrap();
     assert_eq!((r.open_count(), r.count_in(State::ForcedOpen)), (0, 1));
@@ -90,7 +103,7 @@ fn leaving_the_ejected_states_by_hand_frees_the_slot() {
     );
     b.reset_at(secs(2)).unwrap();
     assert_eq!(r.count_in(State::Closed), 1);
-    let c = r.handle_at(&3, secs(2));
+    let c = handle(&r, 3, secs(2));
     assert!(fail(&c, secs(2)), "the reset breaker gave its slot back");
     assert_eq!((r.open_count(), r.refused_trips()), (1, 0));
 }
@@ -98,7 +111,7 @@ fn leaving_the_ejected_states_by_hand_frees_the_slot() {
 #[test]
 fn a_shadow_trip_takes_no_slot() {
     let r = registry(MaxOpen::Count(1));
-    let (a, b) = (r.handle_at(&1, secs(0)), r.handle_at(&2, secs(0)));
+    let (a, b) = (handle(&r, 1, secs(0)), handle(&r, 2, secs(0)));
     a.metrics_only_at(secs(0)).unwrap();
     let t = a
         .try_acquire_at(secs(0))
@@ -120,8 +133,8 @@ fn a_shadow_trip_takes_no_slot() {
 #[test]
 fn counts_per_state_follow_every_transition() {
     let r = registry(MaxOpen::Unlimited);
-    let a = r.handle_at(&1, secs(0));
-    let _b = r.handle_at(&2, secs(0));
+    let a = handle(&r, 1, secs(0));
+    let _b = handle(&r, 2, secs(0));
     let counts = |r: &Registry<u64, _, ManualClock>| State::all().map(|s| r.count_in(s));
     // Closed, Open, HalfOpen, ForcedOpen, Disabled, MetricsOnly
     assert_eq!(counts(&r), [2, 0, 0, 0, 0, 0]);
@@ -142,14 +155,14 @@ fn counts_per_state_follow_every_transition() {
 #[test]
 fn a_fractional_cap_is_at_least_one_and_follows_the_tracked_count() {
     let r = registry(MaxOpen::Fraction(0.5));
-    let a = r.handle_at(&1, secs(0));
+    let a = handle(&r, 1, secs(0));
     assert!(
         fail(&a, secs(0)),
         "half of one tracked breaker still allows one"
     );
-    let b = r.handle_at(&2, secs(0));
+    let b = handle(&r, 2, secs(0));
     assert!(!fail(&b, secs(0)), "half of two is one, taken");
-    let hs: Vec<_> = (3..=4).map(|k| r.handle_at(&k, secs(0))).collect();
+    let hs: Vec<_> = (3..=4).map(|k| handle(&r, k, secs(0))).collect();
     assert!(fail(&b, secs(0)), "half of four is two");
     assert!(!fail(&hs[0], secs(0)));
     assert_eq!((r.open_count(), r.refused_trips()), (2, 2));
@@ -158,7 +171,7 @@ fn a_fractional_cap_is_at_least_one_and_follows_the_tracked_count() {
 #[test]
 fn unlimited_never_refuses() {
     let r = registry(MaxOpen::Unlimited);
-    let hs: Vec<_> = (0..64).map(|k| r.handle_at(&k, secs(0))).collect();
+    let hs: Vec<_> = (0..64).map(|k| handle(&r, k, secs(0))).collect();
     assert!(hs.iter().all(|h| fail(h, secs(0))));
     assert_eq!((r.open_count(), r.refused_trips()), (64, 0));
 }

@@ -246,7 +246,7 @@ fn spec_strategy() -> impl Strategy<Value = Spec> {
                     && s.failure_permille.is_none()
                     && s.slow_permille.is_none()
                 {
-                    s.consecutive = Some(1 + (id % 3) as u32);
+                    s.consecutive = Some(1 + id % 3);
                 }
                 if set_min {
                     s.min_calls = match s.window {

@@ -1,9 +1,11 @@
 //! The registry's fleet-wide cap on ejected (Open or HalfOpen) breakers.
 //!
-//! A trip from Closed first reserves an ejection slot with one atomic
-//! read-modify-write on the fleet's counter, and is refused (the breaker
-//! stays Closed, the refusal is counted) when none is left. The slot is given
-//! back when the trip's CAS loses, and when the breaker closes again.
+//! A trip from Closed of an upstream seen succeeding first reserves an
+//! ejection slot with one atomic read-modify-write on the fleet's counter,
+//! and is refused (the breaker stays Closed, the refusal is counted) when
+//! none is left. The slot is given back when the trip's CAS loses, and when
+//! the breaker closes again. Every upstream here has succeeded once (see
+//! `known`): the cap counts only those.
 #![cfg(failfast_loom)]
 
 use failfast::{Breaker, Handle, ManualClock, MaxOpen, Nanos, Registry, State};
@@ -28,6 +30,16 @@ fn registry(cap: usize) -> Arc<Reg> {
     Arc::new(r)
 }
 
+/// The handle of `key`, an upstream seen succeeding (set-up, sequential).
+fn known(r: &Reg, key: u64) -> Handle<u64, ManualClock> {
+    let h = r.handle_at(&key, Nanos::ZERO);
+    let _ = h
+        .try_acquire_at(Nanos::ZERO)
+        .expect("closed")
+        .success_at(Nanos::ZERO);
+    h
+}
+
 /// One failure through `h` at `at`; the transition it caused, if any.
 fn fail(h: &Handle<u64, ManualClock>, at: Nanos) -> Option<failfast::Transition> {
     h.try_acquire_at(at)
@@ -41,7 +53,7 @@ fn fail(h: &Handle<u64, ManualClock>, at: Nanos) -> Option<failfast::Transition>
 fn two_trips_against_a_cap_of_one_open_one() {
     loom::model(|| {
         let r = registry(1);
-        let (a, b) = (r.handle_at(&1, Nanos::ZERO), r.handle_at(&2, Nanos::ZERO));
+        let (a, b) = (known(&r, 1), known(&r, 2));
         let other = {
             let a = a.clone();
             thread::spawn(move || fail(&a, secs(1)))
@@ -69,7 +81,7 @@ fn two_trips_against_a_cap_of_one_open_one() {
 fn a_lost_trip_gives_its_slot_back() {
     loom::model(|| {
         let r = registry(2);
-        let a = r.handle_at(&1, Nanos::ZERO);
+        let a = known(&r, 1);
         let first = a.try_acquire_owned_at(secs(1)).expect("closed");
         let second = a.try_acquire_owned_at(secs(1)).expect("closed");
         let other = thread::spawn(move || first.failure_at(secs(1)));
@@ -85,7 +97,7 @@ fn a_lost_trip_gives_its_slot_back() {
             (a.state(), r.open_count(), r.refused_trips()),
             (State::Open, 1, 0)
         );
-        let c = r.handle_at(&2, secs(1));
+        let c = known(&r, 2);
         assert!(fail(&c, secs(1)).is_some(), "one slot of two is free");
         assert_eq!((r.open_count(), r.refused_trips()), (2, 0));
     });
@@ -98,7 +110,7 @@ fn a_lost_trip_gives_its_slot_back() {
 fn a_close_releases_the_slot_for_another_breaker() {
     loom::model(|| {
         let r = registry(1);
-        let (a, b) = (r.handle_at(&1, Nanos::ZERO), r.handle_at(&2, Nanos::ZERO));
+        let (a, b) = (known(&r, 1), known(&r, 2));
         assert!(fail(&a, secs(0)).is_some());
         let ready = secs(0) + OPEN;
         let prober = {

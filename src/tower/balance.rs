@@ -11,8 +11,9 @@ use tokio::time::{Instant, Sleep};
 use tower::{BoxError, Layer, Service};
 
 use super::classify::{Classify, DefaultClassifier};
-use super::future::{admit, LayerPermit, Reporter, ResponseFuture};
-use super::{Hook, OnTransition};
+use super::future::ResponseFuture;
+use super::hook::{Hook, OnTransition};
+use super::permit::{admit, LayerPermit, Owner, Reporter};
 use crate::breaker::Breaker;
 use crate::clock::{Clock, QuantaClock};
 
@@ -42,7 +43,7 @@ pub struct EjectLayer<Cl = DefaultClassifier, C: Clock = QuantaClock> {
     classify: Cl,
     timeout: Option<Duration>,
     recheck: Duration,
-    reporter: Option<Reporter<()>>,
+    reporter: Option<Arc<Reporter<()>>>,
     upstream: Arc<str>,
 }
 
@@ -92,8 +93,8 @@ impl<Cl, C: Clock> EjectLayer<Cl, C> {
     /// The upstream's name, passed to the [`on_transition`](Self::on_transition) hook.
     pub fn upstream(mut self, name: impl Into<Arc<str>>) -> Self {
         self.upstream = name.into();
-        if let Some(r) = &mut self.reporter {
-            r.upstream = self.upstream.clone();
+        if let Some(r) = &self.reporter {
+            self.reporter = Some(Reporter::shared(r.hook.clone(), self.upstream.clone()));
         }
         self
     }
@@ -101,7 +102,10 @@ impl<Cl, C: Clock> EjectLayer<Cl, C> {
     /// Reports each transition caused by a call through this layer (by its
     /// admission or its verdict).
     pub fn on_transition(mut self, hook: impl OnTransition) -> Self {
-        self.reporter = Some(Reporter::new(Hook(Arc::new(hook)), self.upstream.clone()));
+        self.reporter = Some(Reporter::shared(
+            Hook(Arc::new(hook)),
+            self.upstream.clone(),
+        ));
         self
     }
 }
@@ -154,7 +158,7 @@ pub struct Eject<S, Cl = DefaultClassifier, C: Clock = QuantaClock> {
     classify: Cl,
     timeout: Option<Duration>,
     recheck: Duration,
-    reporter: Option<Reporter<()>>,
+    reporter: Option<Arc<Reporter<()>>>,
     permit: Option<LayerPermit<(), C>>,
     sleep: Option<Pin<Box<Sleep>>>,
 }
@@ -190,9 +194,7 @@ impl<S, Cl, C: Clock> Eject<S, Cl, C> {
     fn drop_stale_permit(&mut self) {
         let stale = match &self.permit {
             None => return,
-            Some(LayerPermit::Owned(p)) => self.breaker.generation() != p.generation(),
-            // Not admitted by `admit` on this breaker: ask again.
-            Some(LayerPermit::Keyed(_)) => true,
+            Some(p) => self.breaker.generation() != p.generation(),
         };
         if stale {
             if let Some(unused) = self.permit.take() {
@@ -275,7 +277,11 @@ where
             if self.permit.is_some() {
                 break;
             }
-            match admit(&self.breaker, self.reporter.as_ref()) {
+            match admit(
+                Owner::Shared(self.breaker.clone()),
+                self.breaker.now(),
+                self.reporter.as_deref(),
+            ) {
                 Ok(permit) => self.permit = Some(permit),
                 Err(rejected) => {
                     let wait = rejected
@@ -304,7 +310,11 @@ where
                 permit.restart_at(self.breaker.now());
                 Ok(permit)
             }
-            None => admit(&self.breaker, self.reporter.as_ref()),
+            None => admit(
+                Owner::Shared(self.breaker.clone()),
+                self.breaker.now(),
+                self.reporter.as_deref(),
+            ),
         };
         ResponseFuture::admitted(
             admitted,

@@ -10,23 +10,26 @@ use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 use tower::BoxError;
 
-use super::future::{LayerPermit, Reporter, ResponseFuture};
+use super::future::ResponseFuture;
+use super::permit::{LayerPermit, Reporter};
 use super::stream::{AtEnd, ClassifyEos, ClassifyStream, Verdict};
 use crate::clock::{Clock, QuantaClock};
 use crate::outcome::Outcome;
+use std::sync::Arc;
 
 /// A verdict still to come: the permit, what classifies the end, and where
 /// transitions go.
 struct Pending<Eos, K, C: Clock> {
     permit: LayerPermit<K, C>,
     eos: Eos,
-    reporter: Option<Reporter<K>>,
+    reporter: Option<Arc<Reporter<K>>>,
 }
 
 impl<Eos, K, C: Clock> Pending<Eos, K, C> {
     fn settle(self, classify: impl FnOnce(Eos) -> Outcome) {
         let outcome = classify(self.eos);
-        self.permit.record(outcome, None, self.reporter.as_ref());
+        self.permit
+            .record_reporting(outcome, None, self.reporter.as_deref());
     }
 }
 
@@ -162,7 +165,7 @@ fn hand_off<B, E, G, C, K>(
     classify: &G,
     result: Result<http::Response<B>, E>,
     permit: Option<LayerPermit<K, C>>,
-    reporter: Option<Reporter<K>>,
+    reporter: Option<Arc<Reporter<K>>>,
 ) -> Result<Carried<B, G::Eos, C, K>, E>
 where
     B: Body,
@@ -174,7 +177,7 @@ where
     };
     let eos = match classify.classify_head(&result) {
         Verdict::Ready(outcome) => {
-            permit.record(outcome, None, reporter.as_ref());
+            permit.record_reporting(outcome, None, reporter.as_deref());
             return result.map(|r| r.map(PermitBody::passing));
         }
         Verdict::AtEndOfStream(eos) => eos,

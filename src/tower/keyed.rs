@@ -26,13 +26,10 @@ use tower::{BoxError, Layer, Service};
 
 use super::authority::{AuthorityKey, Keyless, KeylessReason};
 use super::classify::{Classify, DefaultClassifier};
-use super::future::{shielded, LayerPermit, Reporter, ResponseFuture};
-use super::{Hook, OnTransition};
-use crate::breaker::Ticket;
+use super::future::ResponseFuture;
+use super::hook::{Hook, OnTransition};
+use super::permit::{admit, Owner, Reporter};
 use crate::clock::{Clock, Nanos, QuantaClock};
-use crate::error::Rejected;
-use crate::outcome::Outcome;
-use crate::permit::Permit;
 use crate::registry::{Entry, EntryArc, Registry};
 
 /// Picks the key of a request: the upstream whose breaker guards it.
@@ -154,104 +151,6 @@ pub enum KeylessPolicy {
     /// Guard it with the registry's one shared unkeyed breaker
     /// ([`Registry::unkeyed`]): keyless requests fail fast together.
     Shared,
-}
-
-/// A permit on a registry entry: keeps the entry referenced (so the breaker
-/// is not evicted while the call runs) and reports through the breaker's own
-/// [`Permit`] logic. Dropped without a verdict, it counts as the core counts
-/// a dropped permit.
-///
-/// It holds the entry, not a [`Handle`](crate::Handle): the lookup stamped
-/// the entry with the request's one clock reading, and nothing is stamped
-/// again at the end (no second clock read).
-pub(crate) struct KeyedPermit<K, C: Clock> {
-    entry: EntryArc<Entry<K, C>>,
-    ticket: Ticket,
-    done: bool,
-    /// The layer's reporter: one reference-count increment per call, and
-    /// only when a hook is set.
-    reporter: Option<Arc<Reporter<K>>>,
-}
-
-impl<K, C: Clock> KeyedPermit<K, C> {
-    /// Admits a call on `entry`'s breaker at `now` and reports the transition
-    /// the admission itself caused (Open → HalfOpen), with the key.
-    /// A hook that panics gives the permit back neutrally (see [`shielded`]).
-    pub(crate) fn acquire(
-        entry: EntryArc<Entry<K, C>>,
-        now: Nanos,
-        reporter: Option<&Arc<Reporter<K>>>,
-    ) -> Result<LayerPermit<K, C>, Rejected> {
-        let ticket = entry.breaker.ticket_at(now)?;
-        let transition = entry.breaker.admission_transition(&ticket);
-        let permit = LayerPermit::Keyed(KeyedPermit {
-            entry,
-            ticket,
-            done: false,
-            reporter: reporter.cloned(),
-        });
-        Ok(match (transition, reporter) {
-            (Some(t), Some(r)) => shielded(permit, |p| r.report(p.key(), &t)),
-            _ => permit,
-        })
-    }
-
-    pub(crate) fn key(&self) -> Option<&K> {
-        self.entry.key.as_ref()
-    }
-
-    pub(crate) fn restart_at(&mut self, now: Nanos) {
-        self.ticket.start = now;
-    }
-
-    /// Gives the permit back neutrally, whatever its age.
-    pub(crate) fn release(mut self) {
-        self.done = true;
-        self.entry.breaker.drop_neutral(self.ticket);
-    }
-
-    pub(crate) fn started_at(&self) -> Nanos {
-        self.ticket.start
-    }
-
-    /// Records `outcome` (at `at`, or when the breaker needs the time) and
-    /// reports any transition, with its own reporter (the response future
-    /// carries none for the keyed layer) or else `reporter`.
-    pub(crate) fn record(
-        mut self,
-        outcome: Outcome,
-        at: Option<Nanos>,
-        reporter: Option<&Reporter<K>>,
-    ) {
-        self.done = true;
-        let permit = Permit::new(&self.entry.breaker, self.ticket);
-        let transition = match at {
-            Some(at) => permit.record_at(outcome, at),
-            None => permit.record(outcome),
-        };
-        let reporter = self.reporter.as_deref().or(reporter);
-        if let (Some(t), Some(r)) = (transition, reporter) {
-            r.report(self.entry.key.as_ref(), &t);
-        }
-    }
-}
-
-impl<K, C: Clock> Drop for KeyedPermit<K, C> {
-    fn drop(&mut self) {
-        if !self.done {
-            drop(Permit::new(&self.entry.breaker, self.ticket));
-        }
-    }
-}
-
-impl<K, C: Clock> fmt::Debug for KeyedPermit<K, C> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("KeyedPermit")
-            .field("generation", &self.ticket.generation)
-            .field("probe", &self.ticket.probe)
-            .field("start", &self.ticket.start)
-            .finish()
-    }
 }
 
 fn display_key<K: fmt::Display>(key: &K) -> String {
@@ -529,12 +428,11 @@ where
             }
         };
         ResponseFuture::admitted(
-            KeyedPermit::acquire(entry, now, self.reporter.as_ref()),
+            admit(Owner::Entry(entry), now, self.reporter.as_deref()),
             || self.inner.call(req),
             self.classify.clone(),
             self.timeout,
-            // The permit carries the reporter: one clone, not two.
-            None,
+            self.reporter.clone(),
         )
     }
 }

@@ -9,9 +9,10 @@ use tower::{BoxError, Layer, Service};
 
 use super::body::PermitBody;
 use super::classify::{Classify, DefaultClassifier};
-use super::future::{admit, Reporter, ResponseFuture};
+use super::future::ResponseFuture;
+use super::hook::{Hook, OnTransition};
+use super::permit::{admit, Owner, Reporter};
 use super::stream::{AtEnd, AtHead, ClassifyStream};
-use super::{Hook, OnTransition};
 use crate::breaker::Breaker;
 use crate::clock::{Clock, QuantaClock};
 
@@ -43,7 +44,7 @@ pub struct FailFastLayer<Cl = DefaultClassifier, C: Clock = QuantaClock, M = AtH
     breaker: Arc<Breaker<C>>,
     classify: Cl,
     timeout: Option<Duration>,
-    reporter: Option<Reporter<()>>,
+    reporter: Option<Arc<Reporter<()>>>,
     upstream: Arc<str>,
     mode: PhantomData<fn() -> M>,
 }
@@ -111,18 +112,21 @@ impl<Cl, C: Clock, M> FailFastLayer<Cl, C, M> {
     /// The upstream's name, passed to the [`on_transition`](Self::on_transition) hook.
     pub fn upstream(mut self, name: impl Into<Arc<str>>) -> Self {
         self.upstream = name.into();
-        if let Some(r) = &mut self.reporter {
-            r.upstream = self.upstream.clone();
+        if let Some(r) = &self.reporter {
+            self.reporter = Some(Reporter::shared(r.hook.clone(), self.upstream.clone()));
         }
         self
     }
 
     /// Reports each transition caused by a call through this layer (by its
-    /// admission or its verdict), with
-    /// the upstream's name. Costs two reference-count increments per call
-    /// (the hook and the name travel into the response future).
+    /// admission or its verdict), with the upstream's name. Costs one
+    /// reference-count increment per call (the reporter travels into the
+    /// response future).
     pub fn on_transition(mut self, hook: impl OnTransition) -> Self {
-        self.reporter = Some(Reporter::new(Hook(Arc::new(hook)), self.upstream.clone()));
+        self.reporter = Some(Reporter::shared(
+            Hook(Arc::new(hook)),
+            self.upstream.clone(),
+        ));
         self
     }
 
@@ -191,7 +195,7 @@ pub struct FailFast<S, Cl = DefaultClassifier, C: Clock = QuantaClock, M = AtHea
     breaker: Arc<Breaker<C>>,
     classify: Cl,
     timeout: Option<Duration>,
-    reporter: Option<Reporter<()>>,
+    reporter: Option<Arc<Reporter<()>>>,
     mode: PhantomData<fn() -> M>,
 }
 
@@ -241,7 +245,11 @@ where
 
     fn call(&mut self, req: Req) -> Self::Future {
         ResponseFuture::admitted(
-            admit(&self.breaker, self.reporter.as_ref()),
+            admit(
+                Owner::Shared(self.breaker.clone()),
+                self.breaker.now(),
+                self.reporter.as_deref(),
+            ),
             || self.inner.call(req),
             self.classify.clone(),
             self.timeout,
@@ -268,7 +276,11 @@ where
 
     fn call(&mut self, req: Req) -> Self::Future {
         ResponseFuture::admitted(
-            admit(&self.breaker, self.reporter.as_ref()),
+            admit(
+                Owner::Shared(self.breaker.clone()),
+                self.breaker.now(),
+                self.reporter.as_deref(),
+            ),
             || self.inner.call(req),
             self.classify.clone(),
             self.timeout,
