@@ -5,7 +5,7 @@ use core::fmt::{self, Write as _};
 use core::marker::PhantomData;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use super::keyed::{KeyFn, KeySink};
+use super::key::{KeyFn, KeySink, Keyless, KeylessReason};
 use crate::registry::HostKey;
 
 /// The longest text a normal form can take: a 253-byte name, `:` and a
@@ -17,86 +17,6 @@ pub const DEFAULT_MAX_KEY_LEN: usize = 255;
 
 /// Inputs longer than this are refused before they are read.
 const MAX_INPUT: usize = 1024;
-
-/// Why a request has no key.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum KeylessReason {
-    /// No authority in the URI and no `Host` header (or the key function
-    /// returned nothing).
-    Missing,
-    /// The authority does not parse: bad characters, an empty or malformed
-    /// host, two `Host` headers.
-    Malformed,
-    /// The port is not a number in 1..=65535.
-    BadPort,
-    /// No port, and the scheme has no known default.
-    UnknownScheme,
-    /// Longer than the key length limit.
-    TooLong,
-}
-
-impl KeylessReason {
-    /// A short, stable name (for logs and metric labels).
-    ///
-    /// ```
-    /// use failfast::tower::KeylessReason;
-    /// assert_eq!(KeylessReason::TooLong.as_str(), "too_long");
-    /// ```
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            KeylessReason::Missing => "missing",
-            KeylessReason::Malformed => "malformed",
-            KeylessReason::BadPort => "bad_port",
-            KeylessReason::UnknownScheme => "unknown_scheme",
-            KeylessReason::TooLong => "too_long",
-        }
-    }
-}
-
-impl fmt::Display for KeylessReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// A request whose breaker key cannot be derived. The keyed layer returns it
-/// boxed in [`tower::BoxError`] when its keyless policy is
-/// [`KeylessPolicy::Reject`](super::KeylessPolicy::Reject) (the default): a
-/// client error, which a proxy answers with 400 Bad Request.
-///
-/// ```
-/// use failfast::tower::{Keyless, KeylessReason};
-///
-/// let err: tower::BoxError = Box::new(Keyless::new(KeylessReason::BadPort));
-/// let keyless = err.downcast_ref::<Keyless>().unwrap();
-/// assert_eq!(keyless.reason(), KeylessReason::BadPort);
-/// assert_eq!(err.to_string(), "no breaker key for the request: bad_port");
-/// ```
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub struct Keyless {
-    reason: KeylessReason,
-}
-
-impl Keyless {
-    /// A keyless request, for `reason`.
-    pub const fn new(reason: KeylessReason) -> Keyless {
-        Keyless { reason }
-    }
-
-    /// Why.
-    pub const fn reason(&self) -> KeylessReason {
-        self.reason
-    }
-}
-
-impl fmt::Display for Keyless {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "no breaker key for the request: {}", self.reason)
-    }
-}
-
-impl std::error::Error for Keyless {}
 
 /// A stack buffer holding one normal form.
 #[derive(Clone)]

@@ -24,90 +24,14 @@ use std::sync::Arc;
 
 use tower::{BoxError, Layer, Service};
 
-use super::authority::{AuthorityKey, Keyless, KeylessReason};
+use super::authority::AuthorityKey;
 use super::classify::{Classify, DefaultClassifier};
 use super::future::ResponseFuture;
 use super::hook::{Hook, OnTransition};
+use super::key::{KeyFn, KeySink};
 use super::permit::{admit, Owner, Reporter};
 use crate::clock::{Clock, Nanos, QuantaClock};
 use crate::registry::{Entry, EntryArc, Registry};
-
-/// Picks the key of a request: the upstream whose breaker guards it.
-///
-/// A key function hands the key it derived to a [`KeySink`] — borrowed when
-/// it can, so a request for a key the registry already tracks allocates
-/// nothing — or returns [`Keyless`] when the request has none; the layer's
-/// [`KeylessPolicy`] then decides.
-///
-/// Any `Fn(&Req) -> Option<K>` is a key function (an owned key per request;
-/// `None` is [`KeylessReason::Missing`]); [`AuthorityKey`] is the default for
-/// `http::Request`.
-///
-/// ```
-/// use failfast::tower::{KeyFn, KeySink, Keyless, KeylessReason};
-///
-/// /// Keys requests by their first path segment, borrowed.
-/// struct FirstSegment;
-///
-/// impl<B> KeyFn<http::Request<B>> for FirstSegment {
-///     type Key = String;
-///     fn key_into<S: KeySink<String>>(&self, req: &http::Request<B>, sink: S) -> Result<S::Output, Keyless> {
-///         match req.uri().path().split('/').nth(1) {
-///             Some(segment) if !segment.is_empty() => Ok(sink.borrowed(segment)),
-///             _ => Err(Keyless::new(KeylessReason::Missing)),
-///         }
-///     }
-/// }
-/// ```
-pub trait KeyFn<Req> {
-    /// The registry's key type.
-    type Key;
-
-    /// Derives `req`'s key and hands it to `sink`.
-    ///
-    /// # Errors
-    ///
-    /// [`Keyless`] when `req` has no key.
-    fn key_into<S: KeySink<Self::Key>>(&self, req: &Req, sink: S) -> Result<S::Output, Keyless>;
-}
-
-/// Where a [`KeyFn`] sends the key it derived (the keyed layer's registry
-/// lookup): the three ways a key can arrive.
-pub trait KeySink<K> {
-    /// What the lookup produces.
-    type Output;
-
-    /// An owned key: moved into the registry if new, dropped if not.
-    fn owned(self, key: K) -> Self::Output;
-
-    /// A borrowed key whose `ToOwned` is `K` (`&str` for `String`): cloned
-    /// only if new.
-    fn borrowed<Q>(self, key: &Q) -> Self::Output
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized;
-
-    /// A borrowed key converted with `From` (`&str` for a
-    /// [`HostKey`](crate::registry::HostKey)): converted only if new.
-    fn converted<Q>(self, key: &Q) -> Self::Output
-    where
-        K: Borrow<Q> + for<'q> From<&'q Q>,
-        Q: Hash + Eq + ?Sized;
-}
-
-impl<Req, K, F> KeyFn<Req> for F
-where
-    F: Fn(&Req) -> Option<K>,
-{
-    type Key = K;
-
-    fn key_into<S: KeySink<K>>(&self, req: &Req, sink: S) -> Result<S::Output, Keyless> {
-        match self(req) {
-            Some(key) => Ok(sink.owned(key)),
-            None => Err(Keyless::new(KeylessReason::Missing)),
-        }
-    }
-}
 
 /// The keyed layer's sink: a registry lookup at one clock reading.
 struct Lookup<'r, K, H, C: Clock> {
@@ -143,7 +67,7 @@ impl<K: Hash + Eq, H: BuildHasher, C: Clock> KeySink<K> for Lookup<'_, K, H, C> 
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
 pub enum KeylessPolicy {
     /// Refuse it at once, without calling the inner service: the call's
-    /// future is ready with [`Keyless`] boxed in [`BoxError`] (a 400 for a
+    /// future is ready with [`Keyless`](super::Keyless) boxed in [`BoxError`] (a 400 for a
     /// proxy; boxing it is the one allocation of such a request, as for any
     /// error through tower). The default.
     #[default]
@@ -325,12 +249,12 @@ impl<S, K, Kf: Clone, Cl: Clone, H, C: Clock> Layer<S> for KeyedLayer<K, Kf, Cl,
 /// * `call` reads the clock once, derives the key ([`KeyFn`]), finds or
 ///   creates its breaker in the registry (one map lookup; a full registry's
 ///   overflow breaker for a new key it cannot track), and asks it for a
-///   permit. Refused, it returns a future ready with [`Rejected`] boxed in
+///   permit. Refused, it returns a future ready with [`Rejected`](crate::Rejected) boxed in
 ///   [`BoxError`], without calling the inner service. Admitted, the permit
 ///   (holding the registry entry, so the breaker cannot be evicted mid-call)
 ///   moves into the [`ResponseFuture`] and is recorded there; a dropped
 ///   future drops the permit. A request without a key follows the
-///   [`KeylessPolicy`]: rejected with [`Keyless`] (default) or guarded by the
+///   [`KeylessPolicy`]: rejected with [`Keyless`](super::Keyless) (default) or guarded by the
 ///   registry's unkeyed breaker.
 pub struct Keyed<
     S,

@@ -125,6 +125,7 @@ mod from_tower_http;
 mod future;
 mod grpc;
 mod hook;
+mod key;
 mod keyed;
 mod layer;
 mod permit;
@@ -133,8 +134,8 @@ mod stream;
 mod timeout;
 
 pub use authority::{
-    normalise_authority, AuthorityKey, FromAuthority, KeyBuf, Keyless, KeylessReason,
-    DEFAULT_MAX_KEY_LEN, MAX_AUTHORITY_LEN,
+    normalise_authority, AuthorityKey, FromAuthority, KeyBuf, DEFAULT_MAX_KEY_LEN,
+    MAX_AUTHORITY_LEN,
 };
 pub use balance::{Eject, EjectLayer, DEFAULT_RECHECK};
 pub use body::PermitBody;
@@ -146,7 +147,8 @@ pub use from_tower_http::FromTowerHttp;
 pub use future::ResponseFuture;
 pub use grpc::{GrpcClassifier, GrpcEos, GRPC_STATUS};
 pub use hook::OnTransition;
-pub use keyed::{KeyFn, KeySink, Keyed, KeyedLayer, KeylessPolicy};
+pub use key::{KeyFn, KeySink, Keyless, KeylessReason};
+pub use keyed::{Keyed, KeyedLayer, KeylessPolicy};
 pub use layer::{FailFast, FailFastLayer};
 pub use respond::{error_response, retry_after_secs, status_json, X_FAILFAST};
 pub use stream::{AtEnd, AtHead, ClassifyEos, ClassifyStream, HeadOutcome, Verdict};
