@@ -114,7 +114,6 @@ mod error;
 #[cfg(any(feature = "tracing", feature = "metrics"))]
 #[cfg_attr(docsrs, doc(cfg(any(feature = "tracing", feature = "metrics"))))]
 pub mod export;
-mod fleet;
 mod machine;
 mod observe;
 mod outcome;
@@ -135,11 +134,11 @@ pub use bulkhead::{Bulkhead, BulkheadPermit};
 pub use call::CallError;
 pub use clock::{Clock, ManualClock, Nanos, QuantaClock, StdClock};
 pub use error::{ConfigError, RejectReason, Rejected};
-pub use fleet::MaxOpen;
 pub use observe::{BreakerSnapshot, CallCounts, Observer, Reason, Transition};
 pub use outcome::Outcome;
 pub use permit::{OwnedPermit, Permit};
 pub use policy::Config;
+pub use registry::MaxOpen;
 pub use registry::{Handle, Registry, RegistryBuilder, Snapshots};
 pub use state::State;
 pub use window::{WindowCounts, WindowKind};

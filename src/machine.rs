@@ -215,18 +215,10 @@ pub(crate) fn set_mode(s: Snapshot, target: State) -> Next<bool> {
 #[cfg(all(test, not(failfast_loom)))]
 mod tests {
     use super::*;
-    use crate::Breaker;
     use core::time::Duration;
 
     fn config(probes: u32) -> Config {
-        Breaker::builder()
-            .consecutive_failures(3)
-            .half_open_probes(probes)
-            .open_duration(Duration::from_secs(10))
-            .backoff(2.0, Duration::from_secs(60))
-            .probe_lease(Duration::from_secs(5))
-            .build_config()
-            .unwrap()
+        Config::for_tests(probes, Duration::from_secs(5), None)
     }
 
     fn secs(s: u64) -> Nanos {
@@ -298,12 +290,7 @@ mod tests {
 
     #[test]
     fn a_full_round_says_when_its_probes_are_due_capped_at_the_lease() {
-        let c = Breaker::builder()
-            .consecutive_failures(1)
-            .slow_call_threshold(Duration::from_millis(300))
-            .probe_lease(Duration::from_secs(5))
-            .build_config()
-            .unwrap();
+        let c = Config::for_tests(1, Duration::from_secs(5), Some(Duration::from_millis(300)));
         let full = round_start(open(1));
         let at = |now| match admit(full, secs(10), now, &c, 0) {
             Next::Keep(Admission::Reject(RejectReason::HalfOpenFull, until)) => until,

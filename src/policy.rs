@@ -377,6 +377,31 @@ impl Config {
     }
 }
 
+/// A valid configuration for the unit tests of pure decisions below the
+/// builder (`machine`): three consecutive failures trip; open 10 s doubling
+/// up to 60 s; `probes` probes, leased for `lease`; an optional slow-call
+/// threshold (which `abandoned_after` follows, as the builder's default).
+#[cfg(all(test, not(failfast_loom)))]
+impl Config {
+    pub(crate) fn for_tests(probes: u32, lease: Duration, threshold: Option<Duration>) -> Config {
+        Config {
+            consecutive_failures: Some(3),
+            failure_rate: None,
+            slow_call_rate: None,
+            slow_call_threshold: threshold,
+            window: WindowKind::None,
+            shape: Shape::None,
+            min_calls: 10,
+            probes,
+            probe_lease: lease,
+            abandoned_after: threshold.unwrap_or(lease),
+            backoff: Backoff::new(Duration::from_secs(10), 2.0, Duration::from_secs(60), 0.0),
+            count_calls: false,
+            plain: threshold.is_none(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,7 +10,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use super::breaker::BreakerConfig;
 use super::{duration, Text};
 use crate::error::ConfigError;
-use crate::fleet::MaxOpen;
+use crate::registry::MaxOpen;
 use crate::registry::{KeyBytes, Registry, RegistryBuilder};
 
 /// A registry's configuration as data: the `[breaker]` template, the

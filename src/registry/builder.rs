@@ -9,6 +9,7 @@ use crossbeam_utils::CachePadded;
 use hashbrown::HashTable;
 
 use super::budget::{Budget, KeyBudget};
+use super::fleet::{Fleet, MaxOpen};
 use super::handle::{Entry, EntryArc, Kind};
 use super::key::KeyBytes;
 use super::shard::{ticks, Shard};
@@ -19,7 +20,6 @@ use crate::breaker::Shared;
 use crate::builder::Builder;
 use crate::clock::{Clock, QuantaClock};
 use crate::error::ConfigError;
-use crate::fleet::{Fleet, MaxOpen};
 use crate::sync::{Arc, AtomicU64};
 
 /// Default idle TTL: ten minutes.

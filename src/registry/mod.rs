@@ -197,6 +197,7 @@
 mod budget;
 mod builder;
 mod discovery;
+mod fleet;
 mod handle;
 mod hash;
 mod host;
@@ -214,11 +215,13 @@ use crossbeam_utils::CachePadded;
 use hashbrown::HashTable;
 
 pub use self::builder::RegistryBuilder;
+pub use self::fleet::MaxOpen;
 pub use self::handle::Handle;
 pub use self::host::HostKey;
 pub use self::key::KeyBytes;
 
 use self::budget::Budget;
+use self::fleet::Fleet;
 use self::handle::Kind;
 pub(crate) use self::handle::{Entry, EntryArc};
 use self::hash::key_hash;
@@ -228,7 +231,6 @@ use self::sweep::Schedule;
 use crate::breaker::{Breaker, Shared};
 use crate::builder::Builder;
 use crate::clock::{Clock, Nanos, QuantaClock};
-use crate::fleet::Fleet;
 use crate::observe::{BreakerSnapshot, CallCounts};
 use crate::state::State;
 use crate::sync::{Arc, AtomicU64, Ordering};

@@ -12,11 +12,11 @@ use core::time::Duration;
 use hashbrown::HashTable;
 
 use super::budget::Budget;
+use super::fleet::Fleet;
 use super::handle::{tick, Entry, EntryArc, Kind, TICK_SHIFT};
 use super::hash::table_hash;
 use super::key::KeyArg;
 use crate::clock::{Clock, Nanos};
-use crate::fleet::Fleet;
 use crate::observe::CallCounts;
 use crate::state::State;
 use crate::sync::RwLock;
