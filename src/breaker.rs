@@ -19,6 +19,7 @@ use crate::machine::{self, Admission};
 use crate::observe::{BreakerSnapshot, Observer, Reason, Transition};
 use crate::outcome::{Outcome, Verdict};
 use crate::policy::{Config, Flags};
+use crate::remote::RemoteTrip;
 use crate::state::{Next, Snapshot, State, StateCell};
 use crate::storage::Storage;
 use crate::sync::Arc;
@@ -665,10 +666,48 @@ impl<C: Clock> Breaker<C> {
 
     /// The jittered open duration of the OPEN state `s`.
     fn open_duration(&self, s: Snapshot) -> Duration {
-        self.shared
-            .config
-            .backoff
-            .open_duration(s.trips(), self.id.into(), s.generation())
+        Duration::from_nanos(machine::open_nanos(s, &self.shared.config, self.id.into()))
+    }
+
+    // ===== News from other replicas =====
+
+    /// Applies another replica's trip at `now` ([`RemoteTrip`]): opens a
+    /// CLOSED breaker until `now` plus what is left of the remote period
+    /// (minus this breaker's jitter), or extends an OPEN period to that end
+    /// if it is later; anything else stays as it is. The trip gate (a
+    /// registry's `max_open`) is asked as for a local trip. Returns the
+    /// transition, reported to the observer with [`Reason::RemoteTrip`].
+    ///
+    /// Lock-free like every transition: a CAS from the exact word, racing
+    /// admissions and verdicts fairly (one winner per transition).
+    pub fn apply_remote_at(&self, remote: &RemoteTrip, now: Nanos) -> Option<Transition> {
+        let config = &self.shared.config;
+        let seed = u64::from(self.id);
+        let remaining = u64::try_from(remote.remaining.as_nanos()).unwrap_or(u64::MAX);
+        let span = machine::span_of(
+            remaining,
+            config.backoff.cut(remaining, seed, remote.epoch as u32),
+        );
+        let s = self.cell.load();
+        let gate = self
+            .shared
+            .gate
+            .as_deref()
+            .filter(|_| s.is_closed() && !s.is_detached());
+        let counted = match gate {
+            Some(gate) => gate.admit_trip(s.is_proven())?,
+            None => false,
+        };
+        let u = self.cell.update_from(s, now, |s| {
+            machine::remote_trip(s, self.cell.since(s), now, span, counted, config, seed)
+        });
+        if let (Some(gate), true) = (gate, counted) {
+            if !u.entered.is_some_and(|to| to.is_counted()) {
+                gate.cancel_trip();
+            }
+        }
+        let to = u.entered?;
+        Some(self.report(u.seen, to, Reason::RemoteTrip, now, WindowCounts::default()))
     }
 
     // ===== Manual modes =====

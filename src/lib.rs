@@ -120,6 +120,7 @@ mod outcome;
 mod permit;
 mod policy;
 pub mod registry;
+mod remote;
 mod state;
 mod storage;
 mod sync;
@@ -140,6 +141,7 @@ pub use permit::{OwnedPermit, Permit};
 pub use policy::Config;
 pub use registry::MaxOpen;
 pub use registry::{Handle, Registry, RegistryBuilder, Snapshots};
+pub use remote::RemoteTrip;
 pub use state::State;
 pub use window::{WindowCounts, WindowKind};
 

@@ -18,7 +18,7 @@ use crate::error::RejectReason;
 use crate::observe::Reason;
 use crate::outcome::Verdict;
 use crate::policy::Config;
-use crate::state::{Next, Snapshot, State};
+use crate::state::{Next, Snapshot, State, SPAN_UNIT_NANOS};
 
 /// What admission decides for a word.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -55,8 +55,7 @@ pub(crate) fn admit(
         State::Closed | State::Disabled | State::MetricsOnly => Next::Keep(Admission::Call),
         State::ForcedOpen => Next::Keep(Admission::Reject(RejectReason::ForcedOpen, Nanos::NEVER)),
         State::Open => {
-            let open_for = config.backoff.open_nanos(s.trips(), seed, s.generation());
-            let ready = since.saturating_add_nanos(open_for);
+            let ready = since.saturating_add_nanos(open_nanos(s, config, seed));
             if now < ready {
                 Next::Keep(Admission::Reject(RejectReason::Open, ready))
             } else {
@@ -77,6 +76,71 @@ pub(crate) fn admit(
                 Next::Count(s.with_count(s.count() + 1), Admission::Probe)
             }
         }
+    }
+}
+
+/// How long the OPEN state `s` lasts, in nanoseconds: a remote trip's span,
+/// or the jittered step of the backoff schedule.
+#[inline]
+pub(crate) fn open_nanos(s: Snapshot, config: &Config, seed: u64) -> u64 {
+    match s.open_span() {
+        0 => config.backoff.open_nanos(s.trips(), seed, s.generation()),
+        span => u64::from(span) * SPAN_UNIT_NANOS,
+    }
+}
+
+/// The open span (see [`Snapshot::open_span`]) of `remaining` nanoseconds
+/// shortened by a jitter `cut`: rounded up to whole units, so never shorter
+/// than the news says minus the jitter, and at least one unit.
+pub(crate) fn span_of(remaining: u64, cut: u64) -> u32 {
+    let units = remaining
+        .saturating_sub(cut)
+        .div_ceil(SPAN_UNIT_NANOS)
+        .max(1);
+    u32::try_from(units).unwrap_or(u32::MAX)
+}
+
+/// News from another replica that an open period of `span` units is left on
+/// the same upstream, merged at `now` into the word `s` (whose state began
+/// at `since`): a monotone merge. CLOSED → OPEN for the remaining time (a
+/// trip; `counted` is the trip gate's answer), or an OPEN period extended to
+/// the later end; nothing else — a remote trip never closes or half-opens a
+/// breaker, and never shortens an open period. Recovery stays local: the
+/// breaker probes for itself when its period ends, shortened by its own
+/// jitter (in `span`) so replicas that heard the same news do not probe in
+/// the same instant. `true` if it is a transition.
+#[inline]
+pub(crate) fn remote_trip(
+    s: Snapshot,
+    since: Nanos,
+    now: Nanos,
+    span: u32,
+    counted: bool,
+    config: &Config,
+    seed: u64,
+) -> Next<bool> {
+    match s.state() {
+        State::Closed => Next::Enter(
+            s.enter(State::Open)
+                .with_trips(1)
+                .with_counted(counted && !s.is_detached())
+                .with_open_span(span),
+            true,
+        ),
+        State::Open => {
+            let end = since.saturating_add_nanos(open_nanos(s, config, seed));
+            let new = s
+                .enter(State::Open)
+                .with_counted(s.is_counted())
+                .with_open_span(span);
+            let new_end = now.saturating_add_nanos(u64::from(new.open_span()) * SPAN_UNIT_NANOS);
+            if new_end > end {
+                Next::Enter(new, true)
+            } else {
+                Next::Keep(false)
+            }
+        }
+        _ => Next::Keep(false),
     }
 }
 
@@ -422,6 +486,98 @@ mod tests {
             panic!()
         };
         assert!(!tripped.is_counted() && tripped.is_detached());
+    }
+
+    #[test]
+    fn a_remote_trip_opens_a_closed_breaker_for_what_is_left() {
+        let c = config(1);
+        let Next::Enter(open, true) = remote_trip(
+            Snapshot::INITIAL,
+            secs(0),
+            secs(100),
+            span_of(3_000_000_000, 0),
+            true,
+            &c,
+            0,
+        ) else {
+            panic!()
+        };
+        assert_eq!((open.state(), open.trips()), (State::Open, 1));
+        assert!(open.is_counted());
+        // 3 s in 16.8 ms units, rounded up: never shorter than the news.
+        let open_for = open_nanos(open, &c, 0);
+        assert!((3_000_000_000..3_000_000_000 + SPAN_UNIT_NANOS).contains(&open_for));
+        // The probe comes when it ends, and the round is local from there.
+        let at_end = secs(100).saturating_add_nanos(open_for);
+        assert!(matches!(
+            admit(open, secs(100), at_end, &c, 0),
+            Next::Enter(_, Admission::Round(Reason::OpenElapsed))
+        ));
+    }
+
+    #[test]
+    fn a_remote_trip_only_extends_an_open_period() {
+        let c = config(1);
+        let local = open(1); // 10 s from 100 s: ends at 110 s
+                             // 5 s left, heard at 101 s: ends at 106 s, sooner: no change.
+        assert_eq!(
+            remote_trip(
+                local,
+                secs(100),
+                secs(101),
+                span_of(5_000_000_000, 0),
+                true,
+                &c,
+                0
+            ),
+            Next::Keep(false)
+        );
+        // 20 s left, heard at 101 s: ends at 121 s, later: extended.
+        let Next::Enter(longer, true) = remote_trip(
+            local,
+            secs(100),
+            secs(101),
+            span_of(20_000_000_000, 0),
+            true,
+            &c,
+            0,
+        ) else {
+            panic!()
+        };
+        assert_eq!(longer.generation(), local.generation() + 1);
+        assert_eq!(longer.trips(), local.trips(), "the backoff goes on");
+        assert!(longer.is_counted(), "it keeps its gate slot");
+        // A jitter cut shortens what is left (never below one unit).
+        let Next::Enter(cut, true) = remote_trip(
+            local,
+            secs(100),
+            secs(101),
+            span_of(20_000_000_000, 2_000_000_000),
+            true,
+            &c,
+            0,
+        ) else {
+            panic!()
+        };
+        assert!(open_nanos(cut, &c, 0) < open_nanos(longer, &c, 0));
+    }
+
+    #[test]
+    fn a_remote_trip_never_closes_or_half_opens() {
+        let c = config(1);
+        let round = round_start(open(1));
+        for s in [
+            round,
+            Snapshot::INITIAL.enter(State::ForcedOpen),
+            Snapshot::INITIAL.enter(State::Disabled),
+            Snapshot::INITIAL.enter(State::MetricsOnly),
+        ] {
+            assert_eq!(
+                remote_trip(s, secs(0), secs(1), span_of(30_000_000_000, 0), true, &c, 0),
+                Next::Keep(false),
+                "{s:?}"
+            );
+        }
     }
 
     #[test]

@@ -35,6 +35,9 @@ pub enum Reason {
     ProbeAbandoned,
     /// HalfOpen → Closed: every probe of the round succeeded fast.
     ProbesSucceeded,
+    /// Closed → Open, or Open → Open to a later end: another replica
+    /// reported a trip of the same upstream ([`RemoteTrip`](crate::RemoteTrip)).
+    RemoteTrip,
     /// Manual: [`force_open`](crate::Breaker::force_open).
     ForceOpen,
     /// Manual: [`disable`](crate::Breaker::disable).
@@ -58,6 +61,7 @@ impl Reason {
             Reason::ProbeSlow => "probe_slow",
             Reason::ProbeAbandoned => "probe_abandoned",
             Reason::ProbesSucceeded => "probes_succeeded",
+            Reason::RemoteTrip => "remote_trip",
             Reason::ForceOpen => "force_open",
             Reason::Disable => "disable",
             Reason::MetricsOnly => "metrics_only",
@@ -75,6 +79,7 @@ impl Reason {
                 | Reason::ProbeFailed
                 | Reason::ProbeSlow
                 | Reason::ProbeAbandoned
+                | Reason::RemoteTrip
         )
     }
 }

@@ -133,6 +133,7 @@ impl Backoff {
     /// The open duration after `trips` trips in a row for the breaker `seed` in
     /// generation `generation`: in `(step·(1 − jitter), step]`, a pure function
     /// of its arguments, so replicas and hosts spread without shared state.
+    #[cfg(test)]
     pub(crate) fn open_duration(&self, trips: u32, seed: u64, generation: u32) -> Duration {
         Duration::from_nanos(self.open_nanos(trips, seed, generation))
     }
@@ -145,9 +146,18 @@ impl Backoff {
         if self.jitter_scaled == 0 {
             return step;
         }
-        let u = jitter_unit(seed, generation); // in [0, 2^32)
-        let cut = (u128::from(step) * u128::from(self.jitter_scaled) * u128::from(u)) >> 64;
-        step - cut as u64
+        step - self.cut(step, seed, generation)
+    }
+
+    /// The jitter's cut of a period of `nanos` for breaker `seed`, drawn by
+    /// `salt` (a generation, or a remote trip's epoch): in `[0, nanos·jitter)`.
+    #[inline]
+    pub(crate) fn cut(&self, nanos: u64, seed: u64, salt: u32) -> u64 {
+        if self.jitter_scaled == 0 {
+            return 0;
+        }
+        let u = jitter_unit(seed, salt); // in [0, 2^32)
+        ((u128::from(nanos) * u128::from(self.jitter_scaled) * u128::from(u)) >> 64) as u64
     }
 }
 

@@ -12,6 +12,7 @@
 //! | 34    | 1  | counted    | Open/HalfOpen: this ejection holds a slot of the trip gate's budget |
 //! | 35–49 | 15 | count      | Closed: consecutive failures (saturating) · HalfOpen: probe slots taken in this round |
 //! | 50–57 | 8  | successes  | HalfOpen: fast successful probes in this round |
+//! | 35–57 | 23 | span       | Open (the two fields above, unused while Open): a remote trip's open period in units of 2²⁴ ns (≈ 16.8 ms; up to 39 h); 0 = the backoff schedule's |
 //! | 58–63 | 6  | trips      | trips in a row (the backoff exponent), saturating at 63; cleared on Closed |
 //!
 //! Beside the word sits the stamp ([`Nanos`]): the instant the current state
@@ -26,7 +27,7 @@
 //! | mode        | count            | successes   | trips | counted | admits                                  |
 //! |-------------|------------------|-------------|-------|---------|-----------------------------------------|
 //! | Closed      | consecutive fails | 0          | 0     | 0       | everyone (one load)                     |
-//! | Open        | 0                | 0           | ≥ 1   | 0 or 1  | no one before `since + open`; then the CAS winner, as probe 1 |
+//! | Open        | span (0: local)  | span        | ≥ 1   | 0 or 1  | no one before `since + open`; then the CAS winner, as probe 1 |
 //! | HalfOpen    | probes taken ≤ P | ≤ P         | ≥ 1   | 0 or 1  | up to P probes per round                |
 //! | ForcedOpen  | 0                | 0           | kept  | 0       | no one                                  |
 //! | Disabled    | 0                | 0           | 0     | 0       | everyone; records nothing               |
@@ -71,6 +72,11 @@ const SUCCESS_SHIFT: u32 = 50;
 /// Largest value of the successes field, and so the largest probe count P.
 pub(crate) const SUCCESS_MAX: u32 = (1 << 8) - 1;
 const SUCCESS_MASK: u64 = (SUCCESS_MAX as u64) << SUCCESS_SHIFT;
+/// While Open, count and successes together hold the open span.
+const SPAN_MASK: u64 = COUNT_MASK | SUCCESS_MASK;
+const SPAN_MAX: u32 = (1 << 23) - 1;
+/// The unit of an open span: 2²⁴ ns ≈ 16.8 ms.
+pub(crate) const SPAN_UNIT_NANOS: u64 = 1 << 24;
 const TRIPS_SHIFT: u32 = 58;
 /// Largest value of the trips-in-a-row field.
 pub(crate) const TRIPS_MAX: u32 = (1 << 6) - 1;
@@ -285,6 +291,18 @@ impl Snapshot {
             successes
         };
         Snapshot((self.0 & !SUCCESS_MASK) | ((s as u64) << SUCCESS_SHIFT))
+    }
+
+    /// Open: a remote trip's open period in units of [`SPAN_UNIT_NANOS`],
+    /// or 0 when the backoff schedule decides (every local trip).
+    pub(crate) const fn open_span(self) -> u32 {
+        ((self.0 & SPAN_MASK) >> COUNT_SHIFT) as u32
+    }
+
+    /// Sets the open span (saturating at the field's 23 bits).
+    pub(crate) const fn with_open_span(self, units: u32) -> Snapshot {
+        let units = if units > SPAN_MAX { SPAN_MAX } else { units };
+        Snapshot((self.0 & !SPAN_MASK) | ((units as u64) << COUNT_SHIFT))
     }
 
     /// Sets the trips-in-a-row field, saturating at [`TRIPS_MAX`].

@@ -202,6 +202,7 @@ mod handle;
 mod hash;
 mod host;
 mod key;
+mod remote;
 mod shard;
 mod sweep;
 
