@@ -42,7 +42,7 @@ pub(crate) fn width(length: Duration, buckets: u32) -> u64 {
     (w.min(u128::from(u64::MAX)) as u64).max(1)
 }
 
-#[inline]
+#[inline(always)]
 pub(crate) fn record(
     slots: &[AtomicU64],
     width: u64,
@@ -133,9 +133,9 @@ pub(crate) fn counts(slots: &[AtomicU64], width: u64, buckets: u32, now: Nanos) 
     total
 }
 
-pub(crate) fn reset(slots: &[AtomicU64], width: u64, now: Nanos) {
+pub(crate) fn reset(slots: &[AtomicU64], width: u64, buckets: u32, now: Nanos) {
     // Relaxed: as for the count window's reset.
-    for slot in &slots[1..] {
+    for slot in &slots[1..slots_for(buckets)] {
         slot.store(0, Ordering::Relaxed);
     }
     slots[0].fetch_max(now.as_nanos() / width, Ordering::Relaxed);
@@ -253,7 +253,7 @@ mod tests {
     fn reset_empties_and_keeps_the_epoch() {
         let w = window(3);
         record(&w, W, 3, at(7_000), true, false);
-        reset(&w, W, at(8_000));
+        reset(&w, W, 3, at(8_000));
         assert_eq!(counts(&w, W, 3, at(8_000)), WindowCounts::default());
         record(&w, W, 3, at(8_000), true, false);
         assert_eq!(counts(&w, W, 3, at(8_000)).failures, 1);
