@@ -1,6 +1,7 @@
 //! Rules about the source itself, checked by reading `src/`:
 //! nothing outside `src/sync.rs` names the atomics, and no code (doc examples
-//! aside) starts a thread, a task or uses `unsafe`.
+//! aside) starts a thread, a task or uses `unsafe`; public enums and field
+//! structs are `#[non_exhaustive]`; `tests/README.md` names every test file.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -130,5 +131,24 @@ fn public_enums_and_field_structs_are_non_exhaustive() {
     assert!(
         offenders.is_empty(),
         "public enums / field structs without #[non_exhaustive]: {offenders:#?}"
+    );
+}
+
+/// `tests/README.md` maps every test file to what it proves: a new file
+/// without its line there is a file a newcomer cannot find.
+#[test]
+fn every_test_file_is_in_the_tests_readme() {
+    let tests = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
+    let readme = std::fs::read_to_string(tests.join("README.md")).unwrap();
+    let mut missing = Vec::new();
+    for entry in std::fs::read_dir(&tests).unwrap() {
+        let name = entry.unwrap().file_name().into_string().unwrap();
+        if name.ends_with(".rs") && !readme.contains(&format!("`{name}`")) {
+            missing.push(name);
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "tests/README.md does not name {missing:?}"
     );
 }
