@@ -11,6 +11,7 @@ use crate::clock::Nanos;
 
 /// Why a call was turned away without running.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum RejectReason {
     /// The breaker is OPEN and its open duration has not passed.
     Open = 0,

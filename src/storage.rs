@@ -92,11 +92,7 @@ mod tests {
             window.record(Nanos::ZERO, true, true);
             assert_eq!(
                 window.counts(Nanos::ZERO),
-                WindowCounts {
-                    calls: 1,
-                    failures: 1,
-                    slow: 1
-                },
+                WindowCounts::new(1, 1, 1),
                 "{kind:?}: the counters do not leak into the window"
             );
             window.reset(Nanos::ZERO);

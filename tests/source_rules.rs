@@ -73,3 +73,62 @@ fn no_thread_task_or_unsafe_in_the_library() {
         "background work or unsafe in src/: {offenders:#?}"
     );
 }
+
+/// Public enums, and public structs with public fields, are
+/// `#[non_exhaustive]`: a reason, a state or a snapshot field added later is
+/// then not a breaking change. The exceptions are closed sets by
+/// construction, which callers match on in every call.
+#[test]
+fn public_enums_and_field_structs_are_non_exhaustive() {
+    let closed_by_construction = [
+        // What a call can tell a breaker: for it, against it, or neither.
+        "Outcome",
+        // A call either did not run (rejected) or ran and failed.
+        "CallError",
+    ];
+    let mut files = Vec::new();
+    rust_files(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+        &mut files,
+    );
+    let mut checked = 0;
+    let mut offenders = Vec::new();
+    for file in files {
+        let text = fs::read_to_string(&file).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            let Some(rest) = line
+                .strip_prefix("pub enum ")
+                .or_else(|| line.strip_prefix("pub struct "))
+            else {
+                continue;
+            };
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            if line.starts_with("pub struct ") {
+                // Only structs with named public fields can be built by a literal.
+                let body = lines[i + 1..].iter().take_while(|l| !l.starts_with('}'));
+                if !line.ends_with('{') || !body.into_iter().any(|l| l.starts_with("    pub ")) {
+                    continue;
+                }
+            }
+            checked += 1;
+            let attributes = lines[..i].iter().rev().take_while(|l| {
+                l.starts_with("#[") || l.starts_with("///") || l.starts_with("    ")
+            });
+            let marked = attributes
+                .into_iter()
+                .any(|l| l.trim() == "#[non_exhaustive]");
+            if !marked && !closed_by_construction.contains(&name.as_str()) {
+                offenders.push(format!("{}:{}: {name}", file.display(), i + 1));
+            }
+        }
+    }
+    assert!(checked > 10, "found the public types ({checked})");
+    assert!(
+        offenders.is_empty(),
+        "public enums / field structs without #[non_exhaustive]: {offenders:#?}"
+    );
+}

@@ -29,6 +29,7 @@ use core::time::Duration;
 
 /// Where window-based rates are measured.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum WindowKind {
     /// No window: only consecutive failures can trip the breaker.
     None,
@@ -48,6 +49,7 @@ pub enum WindowKind {
 
 /// What a window holds: calls, failures and slow calls (exact when sequential).
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct WindowCounts {
     /// Calls recorded (successes and failures; ignored calls are not counted).
     pub calls: u32,
@@ -58,6 +60,22 @@ pub struct WindowCounts {
 }
 
 impl WindowCounts {
+    /// Counts of `calls` calls, `failures` failures and `slow` slow calls.
+    ///
+    /// ```
+    /// use failfast::WindowCounts;
+    /// let w = WindowCounts::new(4, 1, 2);
+    /// assert_eq!((w.calls, w.failures, w.slow), (4, 1, 2));
+    /// assert_eq!(w.failure_rate(), 0.25);
+    /// ```
+    pub const fn new(calls: u32, failures: u32, slow: u32) -> WindowCounts {
+        WindowCounts {
+            calls,
+            failures,
+            slow,
+        }
+    }
+
     /// failures / calls, or 0 with no calls.
     pub fn failure_rate(&self) -> f64 {
         ratio(self.failures, self.calls)

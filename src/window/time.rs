@@ -159,33 +159,12 @@ mod tests {
         record(&w, W, 4, at(0), true, false); // epoch 0
         record(&w, W, 4, at(1_500), false, true); // epoch 1
         record(&w, W, 4, at(3_999), false, false); // epoch 3
-        assert_eq!(
-            counts(&w, W, 4, at(3_999)),
-            WindowCounts {
-                calls: 3,
-                failures: 1,
-                slow: 1
-            }
-        );
+        assert_eq!(counts(&w, W, 4, at(3_999)), WindowCounts::new(3, 1, 1));
         // At epoch 4, epoch 0 has slid out.
-        assert_eq!(
-            counts(&w, W, 4, at(4_000)),
-            WindowCounts {
-                calls: 2,
-                failures: 0,
-                slow: 1
-            }
-        );
+        assert_eq!(counts(&w, W, 4, at(4_000)), WindowCounts::new(2, 0, 1));
         // A write at epoch 5 rotates and zeroes epoch 1's bucket.
         record(&w, W, 4, at(5_000), true, true);
-        assert_eq!(
-            counts(&w, W, 4, at(5_000)),
-            WindowCounts {
-                calls: 2,
-                failures: 1,
-                slow: 1
-            }
-        );
+        assert_eq!(counts(&w, W, 4, at(5_000)), WindowCounts::new(2, 1, 1));
         // Far later, everything has expired.
         assert_eq!(counts(&w, W, 4, at(100_000)), WindowCounts::default());
     }
@@ -195,14 +174,7 @@ mod tests {
         let w = window(2);
         record(&w, W, 2, at(10_000), false, false);
         record(&w, W, 2, at(1_000), true, false);
-        assert_eq!(
-            counts(&w, W, 2, at(10_000)),
-            WindowCounts {
-                calls: 1,
-                failures: 0,
-                slow: 0
-            }
-        );
+        assert_eq!(counts(&w, W, 2, at(10_000)), WindowCounts::new(1, 0, 0));
     }
 
     #[test]
