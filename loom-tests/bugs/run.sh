@@ -109,7 +109,9 @@ build() {
   while read -r kind bin test; do
     [ -n "$kind" ] || continue
     if [ "$kind" = loom ]; then loom+=(--test "$bin")
-    elif [ "$bin" = lib ]; then suite+=(--lib)
+    elif [ "$bin" = lib ]; then
+      # `--lib` once, however many unit tests are named (cargo refuses two).
+      if [[ " ${suite[*]} " != *" --lib "* ]]; then suite+=(--lib); fi
     else suite+=(--test "$bin"); fi
   done <<<"$*"
   local t0=$EPOCHREALTIME
