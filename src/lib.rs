@@ -114,6 +114,7 @@ mod error;
 #[cfg(any(feature = "tracing", feature = "metrics"))]
 #[cfg_attr(docsrs, doc(cfg(any(feature = "tracing", feature = "metrics"))))]
 pub mod export;
+mod fallback;
 mod machine;
 mod observe;
 mod outcome;
@@ -135,6 +136,7 @@ pub use bulkhead::{Bulkhead, BulkheadPermit};
 pub use call::CallError;
 pub use clock::{Clock, ManualClock, Nanos, QuantaClock, StdClock};
 pub use error::{ConfigError, RejectReason, Rejected};
+pub use fallback::Answer;
 pub use observe::{BreakerSnapshot, CallCounts, Observer, Reason, Transition};
 pub use outcome::Outcome;
 pub use permit::{OwnedPermit, Permit};
