@@ -132,6 +132,7 @@ mod permit;
 mod respond;
 mod stream;
 mod timeout;
+mod watch;
 
 pub use authority::{
     normalise_authority, AuthorityKey, FromAuthority, KeyBuf, DEFAULT_MAX_KEY_LEN,
