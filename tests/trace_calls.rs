@@ -465,7 +465,7 @@ fn a_keyed_layer_names_each_host_and_logs_each_hosts_period_once() {
                 let span = request_span();
                 let _in = span.enter();
                 let result = block_on(svc.call(req));
-                assert_eq!(result.is_err(), true, "round {round}");
+                assert!(result.is_err(), "round {round}");
             }
             clock.advance(Duration::from_millis(10));
         }

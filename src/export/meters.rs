@@ -42,6 +42,14 @@ impl Meters {
         }
     }
 
+    /// No handles: for a keyed layer that labels every call per host.
+    pub(crate) fn per_host() -> Meters {
+        Meters {
+            rejected: [Counter::noop(), Counter::noop(), Counter::noop()],
+            durations: None,
+        }
+    }
+
     pub(crate) fn rejected(&self, rejected: &Rejected) {
         if let Some(i) = reason_index(rejected.reason()) {
             self.rejected[i].increment(1);

@@ -290,7 +290,12 @@ mod on {
                 // A keyed layer's aggregate has no `upstream` label; a
                 // single breaker's has its name, if it has one.
                 let label = (s.name_of.is_none() && !s.upstream.is_empty()).then_some(&*s.upstream);
-                (m, Meters::register(label, m))
+                let meters = if s.name_of.is_some() && m.is_per_host() {
+                    Meters::per_host()
+                } else {
+                    Meters::register(label, m)
+                };
+                (m, meters)
             });
             #[cfg(feature = "metrics")]
             {
