@@ -311,9 +311,10 @@ impl RejectionLog {
             Level::DEBUG
         };
         let reason = rejected.reason().as_str();
+        // i64: OpenTelemetry's integer attribute (a u64 would export as text).
         let retry_after_ms = rejected
             .retry_after()
-            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+            .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
         let name = tracing::field::display(name);
         macro_rules! event_at {
             ($level:expr) => {
