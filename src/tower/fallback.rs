@@ -180,7 +180,9 @@ pub struct FallbackLayer<F> {
 }
 
 impl<F> FallbackLayer<F> {
-    fn from_recover(recover: F) -> FallbackLayer<F> {
+    /// A fallback answered by `recover`, any [`Recover`] (a type of your
+    /// own, nameable in a service's type, unlike a closure).
+    pub fn from_recover(recover: F) -> FallbackLayer<F> {
         FallbackLayer {
             recover,
             upstream: None,
