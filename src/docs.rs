@@ -188,6 +188,25 @@
 //! registry sends new keys to one overflow breaker per shard. The
 //! [`registry`](crate::registry) module docs hold the full argument.
 //!
+//! # Per-call observability
+//!
+//! What the breaker did to each call is recorded by the tower layers, never
+//! by the core: the breaker gains no field, no atomic and no branch for it.
+//! A layer configured with `trace_calls` or `call_metrics` holds a shared
+//! `Watch` (built when the layer is configured); per call it finds the span
+//! before admission, and the permit travels with the span as a `Held` to
+//! its verdict or its drop, where the ending is recorded. With both
+//! features off a `Held` is the permit alone. The verdict reads the clock
+//! for an ending only when the breaker would anyway (it times calls) or the
+//! duration histogram is on, and hands that reading to the breaker.
+//!
+//! Rejection events are INFO at most once per open period per breaker
+//! without memory in the breaker: an open period is named by the instant it
+//! ends (`now + retry_after` of any of its rejections), and a small table
+//! of such instants in the layer, indexed by breaker id, only moves forward,
+//! so one compare-and-swap per period claims the INFO
+//! (`export::tracing::RejectionLog`, feature `tracing`, has the argument).
+//!
 //! # Dependencies
 //!
 //! The core depends on `quanta` (the default clock), `crossbeam-utils`
@@ -209,8 +228,10 @@
 //!   for the body that carries a permit to the end of the stream).
 //! * `tower-http`: `tower-http` 0.7 with no default features (its
 //!   `classify` module only), for the `ClassifyResponse` adapter.
-//! * `tracing`: `tracing` 0.1, one event per transition.
-//! * `metrics`: `metrics` 0.24 (the facade), written at scrape time.
+//! * `tracing`: `tracing` 0.1, one event per transition; with `tower`, the
+//!   per-call span fields and rejection events.
+//! * `metrics`: `metrics` 0.24 (the facade), written at scrape time; with
+//!   `tower`, per-call series through handles registered once per layer.
 //!
 //! The minimum supported Rust version, 1.87, is the highest `rust-version`
 //! among these for any feature (quanta 0.13's); `.ci/msrv.sh` fails the build

@@ -377,7 +377,7 @@ mod on {
                 .is_some_and(|(m, _)| m.records_duration())
         }
 
-        #[cold]
+        #[inline(never)]
         fn begin<C: Clock>(&self, owner: &Owner<K, C>) -> Watching<K, C> {
             let mut w = Watching::idle();
             #[cfg(feature = "tracing")]
@@ -478,7 +478,7 @@ mod on {
             }
         }
 
-        #[cold]
+        #[inline(never)]
         fn start(watch: &Arc<Watch<K>>, permit: LayerPermit<K, C>, parts: SpanParts) -> Held<K, C> {
             #[cfg(feature = "tracing")]
             let (span, own) = parts;
@@ -664,7 +664,7 @@ mod on {
             self.finish(permit, outcome, at, reporter);
         }
 
-        #[cold]
+        #[inline(never)]
         fn finish(
             &mut self,
             permit: LayerPermit<K, C>,
