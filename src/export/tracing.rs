@@ -213,6 +213,8 @@ pub enum CallSpan {
 /// a slot, both open, share one INFO per pair of periods (the other's first
 /// rejection is DEBUG): never more INFO, sometimes less. Size the log for
 /// the breakers you expect open at once; a single breaker needs one slot.
+/// The bound is per log: each layer has its own, so two layers in front of
+/// one breaker log one INFO each per period.
 ///
 /// Only `open` rejections can be INFO: a `half_open_full` one is part of a
 /// recovery already logged as a transition, a `forced_open` one part of an
