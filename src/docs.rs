@@ -22,29 +22,87 @@
 //!
 //! # Modules
 //!
-//! | module | holds | may use |
+//! Each module uses only the ones above it in this table (the arrows of the
+//! module graph all point up the table; there is no circle). `docs` holds no
+//! code.
+//!
+//! | module | holds | uses |
 //! |---|---|---|
 //! | `sync` | the loom shim: the only place atomics and locks are named, and the crate's internal `Arc` | — |
+//! | `outcome` | [`Outcome`](crate::Outcome) (a caller's verdict) and `Verdict` (how a call ended, drops included) | — |
 //! | `clock` | [`Nanos`](crate::Nanos), [`Clock`](crate::Clock), the three clocks | sync |
-//! | `state` | the packed state word, [`State`](crate::State), the one CAS helper | sync |
-//! | `window` | count- and time-based windows in packed atomics | sync, clock |
-//! | `policy` | [`Config`](crate::Config) and pure decisions: trip? how long open? slow? | clock |
-//! | `builder` | the validating [`Builder`](crate::Builder) | policy, breaker |
-//! | `breaker`, `permit`, `call` | admission, verdicts, manual modes, wrappers | all above |
-//! | `fleet` | per-registry counters and the open cap | sync |
-//! | `registry` | [`Registry`](crate::Registry): sharded per-key breakers, [`Handle`](crate::Handle)s, idle eviction, capacity | breaker, fleet, sync |
-//! | `bulkhead` | calls in flight, one counter | sync |
-//! | `observe` | [`Transition`](crate::Transition), [`Reason`](crate::Reason), [`Observer`](crate::Observer), snapshots | state, policy |
-//! | `error` | [`Rejected`](crate::Rejected), [`ConfigError`](crate::ConfigError) | — |
+//! | `state` | the packed word (`Snapshot`), [`State`](crate::State), `StateCell` and its one update loop | sync, clock |
+//! | `ticket` | what an admission hands its permit: two words | clock |
+//! | `window` | count- and time-based windows over a slice of atomics; [`WindowKind`](crate::WindowKind), [`WindowCounts`](crate::WindowCounts) | sync, clock |
+//! | `error` | [`Rejected`](crate::Rejected), [`ConfigError`](crate::ConfigError) | clock |
+//! | `observe` | [`Transition`](crate::Transition), [`Reason`](crate::Reason), [`Observer`](crate::Observer), snapshots, call counts | clock, state, window |
+//! | `bulkhead` | calls in flight, one counter | sync, error |
+//! | `policy` | [`Config`](crate::Config), the hot-path `Flags`, the backoff table; pure judgements (slow? what a drop means? does the window trip?) | clock, observe, outcome, window |
+//! | `remote` | [`RemoteTrip`](crate::RemoteTrip): news of a trip from another replica | observe |
+//! | `counters` | the opt-in lifetime call counters over a slice of atomics | sync, observe, outcome |
+//! | `machine` | the pure decisions: for each event, the next word | clock, error, observe, outcome, policy, state |
+//! | `storage` | a breaker's one heap allocation: its window, then its counters | sync, window, counters |
+//! | `breaker` | [`Breaker`](crate::Breaker): admission, verdicts, manual modes, reports; the `TripGate` a registry plugs in | everything above |
+//! | `builder` | the validating [`Builder`](crate::Builder) | breaker and below |
+//! | `permit`, `call` | [`OwnedPermit`](crate::OwnedPermit) (one type over any owner of a breaker) and the admissions; `call` wrappers | breaker, ticket and below |
+//! | `registry` | [`Registry`](crate::Registry): sharded per-key breakers, [`Handle`](crate::Handle)s, sweeping, the fleet cap (its `TripGate`), remote trips | builder, permit, breaker and below |
+//! | `config` | serde configuration files | builder, registry, window, error |
+//! | `fallback` | [`Answer`](crate::Answer) and the explicit fallbacks [`Breaker::call_or_else`](crate::Breaker::call_or_else) / `call_async_or_else` | call, breaker and below |
+//! | `export` | transition observers and scrape-time exporters for `tracing` and `metrics`; per call: `Ending` (how a call ended), the span fields and the `RejectionLog` (feature `tracing`), `CallMetrics` and the handles a layer registers (`meters`, feature `metrics`) | registry, breaker, observe, state, error, clock, sync |
+//! | `tower` | the layers (feature `tower`); `watch`: what a layer records of each call (the span found before admission, the permit `Held` with it to its end); `fallback`: `FallbackLayer`, `unavailable`, `mark_stale` | export, permit, registry, breaker and below |
 //!
 //! # The state word
 //!
-//! One `AtomicU64` per breaker; the layout table is in `src/state.rs`:
-//! mode (3 bits), generation (32), count (15: consecutive failures while
-//! Closed, probe slots taken while HalfOpen), probe successes (8), trips in a
-//! row (6). Beside it, `tripped_at` holds the instant the current state began
-//! (the trip while Open, the round start while HalfOpen), in two `AtomicU64`
-//! slots indexed by the generation's parity.
+//! One `AtomicU64` per breaker; the layout table is in `src/state.rs`: mode
+//! (3 bits), generation (29), three flags — `detached`, `proven`, `counted`
+//! — a count (15: consecutive failures while Closed, probe slots taken while
+//! HalfOpen), probe successes (8), trips in a row (6). While Open the count
+//! and successes bits hold an *open span* instead (a remote trip's period, in
+//! units of 2²⁴ ns). Beside the word, the *stamp* holds the instant the
+//! current state began (the trip while Open, the round start while
+//! HalfOpen), in two `AtomicU64` slots indexed by the generation's parity.
+//! A breaker is 48 bytes: the word, the two slots, a thin pointer to its
+//! storage, its id (the jitter seed), its flags and the shared config.
+//!
+//! # Changing the word: one loop, pure decisions
+//!
+//! Every change of the word goes through `StateCell::update`: the loop loads
+//! the word, shows it to a decision, and applies what the decision returns —
+//! keep the word, change a count within the generation, or enter a new state
+//! (a transition: the generation moves on and the new state's instant is
+//! stamped *before* the CAS). A failed CAS shows the decision the word that
+//! won, and it decides again. The decisions live in `machine`, as pure
+//! functions of (word, stamp, now, config): admission, the run of
+//! consecutive failures, a trip, a probe's verdict, the manual modes,
+//! leaving the trip gate, a remote trip. They are unit-tested without
+//! atomics; the loop itself is what the loom models exercise. Only the
+//! caller whose CAS entered a state learns of it, and only it reports the
+//! transition (to the observer and to the trip gate).
+//!
+//! # The trip gate
+//!
+//! A registry caps how many of its breakers may be ejected at once. The cap
+//! is a `TripGate` the breaker consults on a trip from Closed only (never on
+//! a request that changes nothing): the gate either refuses the trip, or
+//! allows it holding a slot of its budget — the word's `counted` bit carries
+//! that answer until the breaker closes, when the gate is told. A breaker
+//! that has never seen a success (`proven` unset: an upstream that may not
+//! exist, a key an attacker made up) may open without taking a slot, so a
+//! flood of made-up keys cannot use up the budget real upstreams need. A
+//! breaker the registry removed while handles to it lived sets `detached`
+//! and keeps its whole behaviour for them, but no longer touches the gate.
+//!
+//! # The hot paths
+//!
+//! * **CLOSED admission** is the word's load; a breaker that times calls
+//!   reads the clock, one that counts calls bumps a counter.
+//! * **OPEN rejection** is decided in line: the word, its stamp, the backoff
+//!   table (and the jitter hash, if jitter is on), and the word re-loaded
+//!   before rejecting; everything else goes out of line to the update loop.
+//! * **A success in a settled CLOSED breaker** (no run of failures to end) is
+//!   one load and a compare, plus the window's write when there is a window;
+//!   the plainest breaker reads no clock for it.
+//! * A permit is two words plus its owner; a rejection is two words.
 //!
 //! # The eight invariants
 //!
@@ -56,11 +114,11 @@
 //!    generation; exactly one racer wins and only the winner reports it, so the
 //!    observer fires once per generation change.
 //! 2. **No early probe.** In Open nothing is admitted before
-//!    `tripped_at + open_duration`; after it, the CAS winner is the first probe
+//!    `stamp + open duration`; after it, the CAS winner is the first probe
 //!    and at most P probes are admitted per round.
-//! 3. **Fresh `tripped_at`.** A transition stamps `tripped_at` with
+//! 3. **Fresh stamp.** A transition stamps its new generation's slot with
 //!    `fetch_max(now)` *before* its Release CAS; readers load the word with
-//!    Acquire, then `tripped_at`. A reader that sees generation g therefore
+//!    Acquire, then the stamp. A reader that sees generation g therefore
 //!    never sees an older stamp. Nor a newer one: the stamp of generation
 //!    g+1 goes to the other slot, so a reader still holding generation g
 //!    cannot pair it with the round start of a racer whose CAS is still in
@@ -100,9 +158,9 @@
 //!
 //! * The word is loaded with `Acquire` and changed only by `compare_exchange`
 //!   with `AcqRel` (failure: `Acquire`). The Release half publishes the
-//!   `tripped_at` stamp written just before it (invariant 3); the Acquire half
-//!   orders each winner after the previous one.
-//! * `tripped_at[g % 2]` is written with `fetch_max(Release)` before the CAS
+//!   stamp written just before it (invariant 3); the Acquire half orders
+//!   each winner after the previous one.
+//! * The stamp slot `g % 2` is written with `fetch_max(Release)` before the CAS
 //!   and read `Acquire` after an `Acquire` load of the word: happens-before
 //!   through the word makes the read see at least the stamp of the observed
 //!   transition; and a reader that reads the stamp of generation g+2 (same
@@ -173,6 +231,30 @@
 //! * **The count window's healthy path** is one `fetch_add` on its cursor and
 //!   one load of the ring entry it overwrites; a second RMW happens only when
 //!   that entry held a failure or slow call.
+//!
+//! * **The end of an open period is computed, not stored.** An OPEN
+//!   rejection recomputes `stamp + backoff step − jitter` (a table lookup,
+//!   and a hash only with jitter on) rather than reading a stored deadline.
+//!   Stamps are merged with `fetch_max`, which is sound because every racer
+//!   stamps the instant it *entered* a state, and instants only grow. A
+//!   deadline does not: a stale racer that lost its CAS could leave a far
+//!   later deadline (a longer backoff step) in the slot the next generation
+//!   uses, and a reset right after a long trip writes a deadline smaller
+//!   than the one already there — either way a later state would inherit a
+//!   wrong instant (a lease that never ends is a wedge). Storing deadlines
+//!   safely needs a tagged stamp and a CAS loop in place of `fetch_max`, a
+//!   new protocol to prove; the rejection path costs about a dozen
+//!   instructions more without it (`benches/README.md`).
+//! * **The generation has 29 bits** (it had 32): the word needed three
+//!   flags (`proven`, `counted`, `detached`). A permit would have to be held
+//!   across 2²⁹ transitions of its breaker to mistake a stale verdict for a
+//!   fresh one.
+//! * **`Outcome` and `CallError` stay exhaustive**; every other public enum
+//!   and every public struct with public fields is `#[non_exhaustive]`
+//!   (`tests/source_rules.rs` checks it). A call's verdict is for the
+//!   dependency, against it, or neither; a call either did not run or ran and
+//!   failed: callers match on both in every call, and a wildcard arm there
+//!   would hide a mistake rather than a future variant.
 //!
 //! # Many breakers
 //!

@@ -83,13 +83,15 @@ impl<T> Answer<T> {
         }
     }
 
-    /// A reference to the value, fresh or not, keeping the label.
+    /// A reference to the value, fresh or not, keeping the label (the
+    /// rejection is cloned: two words, and a reference count when it names
+    /// its upstream).
     pub fn as_ref(&self) -> Answer<&T> {
         match self {
             Answer::Fresh(value) => Answer::Fresh(value),
             Answer::Fallback { value, rejected } => Answer::Fallback {
                 value,
-                rejected: *rejected,
+                rejected: rejected.clone(),
             },
         }
     }
@@ -154,7 +156,7 @@ impl<C: Clock> Breaker<C> {
     ) -> Result<Answer<T>, E> {
         let permit = match self.try_acquire() {
             Ok(permit) => permit,
-            Err(rejected) => return Ok(fallen_back(fallback(rejected), rejected)),
+            Err(rejected) => return Ok(fallen_back(fallback(rejected.clone()), rejected)),
         };
         // The same recording as `call`: `Ok` a success, `Err` a failure,
         // a panic in `f` a failure (the permit drops while unwinding).
@@ -202,7 +204,7 @@ impl<C: Clock> Breaker<C> {
             Ok(value) => Ok(Answer::Fresh(value)),
             Err(crate::call::CallError::Inner(e)) => Err(e),
             Err(crate::call::CallError::Rejected(rejected)) => {
-                Ok(fallen_back(fallback(rejected).await, rejected))
+                Ok(fallen_back(fallback(rejected.clone()).await, rejected))
             }
         }
     }

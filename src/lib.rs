@@ -138,6 +138,7 @@ mod remote;
 mod state;
 mod storage;
 mod sync;
+mod ticket;
 #[cfg(feature = "tower")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub mod tower;

@@ -66,7 +66,7 @@ async fn an_open_breaker_calls_the_fallback_with_the_rejection_and_the_answer_is
     let fallback = FallbackLayer::with_request(
         |req: &http::Request<()>| req.uri().path().to_owned(),
         move |path: String, rejected: &Rejected| {
-            log.lock().unwrap().push(*rejected);
+            log.lock().unwrap().push(rejected.clone());
             let (body, age) = c.lock().unwrap().get(&path)?.clone();
             let mut response = http::Response::new(body);
             mark_stale(&mut response, rejected, Some(age));

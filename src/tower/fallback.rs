@@ -404,7 +404,7 @@ pub fn unavailable<B: Default>(rejected: &Rejected) -> Response<B> {
 /// assert_eq!(stale.rejected, rejected);
 /// # Ok::<(), failfast::ConfigError>(())
 /// ```
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Stale {
     /// Why the fresh call was not made.
@@ -452,7 +452,7 @@ pub fn mark_stale<B>(response: &mut Response<B>, rejected: &Rejected, age: Optio
         }
     }
     response.extensions_mut().insert(Stale {
-        rejected: *rejected,
+        rejected: rejected.clone(),
         age,
     });
 }
