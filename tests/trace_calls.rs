@@ -433,6 +433,30 @@ fn endings_without_a_verdict_are_named() {
 
 #[test]
 fn a_keyed_layer_names_each_host_and_logs_each_hosts_period_once() {
+    keyed_hosts_each_log_their_period_once(|layer| layer);
+}
+
+/// Per-call metrics configured after the tracing leave the keyed layer's
+/// rejection log its size (with one slot, three hosts open at once would
+/// share one INFO).
+#[cfg(feature = "metrics")]
+#[test]
+fn metrics_after_tracing_keep_the_keyed_layers_log() {
+    keyed_hosts_each_log_their_period_once(|layer| {
+        layer.call_metrics(failfast::export::metrics::CallMetrics::new())
+    });
+}
+
+type HostKeyFn = fn(&http::Request<()>) -> Option<String>;
+type ByHost = KeyedLayer<
+    String,
+    HostKeyFn,
+    failfast::tower::DefaultClassifier,
+    std::collections::hash_map::RandomState,
+    ManualClock,
+>;
+
+fn keyed_hosts_each_log_their_period_once(more: impl FnOnce(ByHost) -> ByHost) {
     let (captured, subscriber) = capturing();
     tracing::subscriber::with_default(subscriber, || {
         let clock = ManualClock::new();
@@ -448,14 +472,15 @@ fn a_keyed_layer_names_each_host_and_logs_each_hosts_period_once() {
         );
         let hosts = ["a.example:443", "b.example:443", "c.example:443"];
         let failing = tower::service_fn(|_req: http::Request<()>| async { Err::<(), _>("503") });
-        let mut svc = KeyedLayer::new(registry.clone())
-            .key_fn(|req: &http::Request<()>| {
-                req.headers()
-                    .get("host")
-                    .map(|h| h.to_str().unwrap().to_owned())
-            })
-            .trace_calls(CallSpan::Current)
-            .layer(failing);
+        let by_host: HostKeyFn = |req| {
+            req.headers()
+                .get("host")
+                .map(|h| h.to_str().unwrap().to_owned())
+        };
+        let layer = KeyedLayer::new(registry.clone())
+            .key_fn(by_host)
+            .trace_calls(CallSpan::Current);
+        let mut svc = more(layer).layer(failing);
         for round in 0..1_000 {
             for host in hosts {
                 let req = http::Request::get("/")

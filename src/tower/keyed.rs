@@ -221,7 +221,8 @@ impl<K, Kf, Cl, H, C: Clock> KeyedLayer<K, Kf, Cl, H, C> {
     {
         self.watch = self
             .watch
-            .keyed(super::watch::display_name::<K>, KEYED_LOG_SLOTS)
+            .keyed(super::watch::display_name::<K>)
+            .log_slots(KEYED_LOG_SLOTS)
             .trace(span);
         self
     }
@@ -238,7 +239,7 @@ impl<K, Kf, Cl, H, C: Clock> KeyedLayer<K, Kf, Cl, H, C> {
     {
         self.watch = self
             .watch
-            .keyed(super::watch::display_name::<K>, 1)
+            .keyed(super::watch::display_name::<K>)
             .metrics(metrics);
         self
     }

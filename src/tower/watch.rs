@@ -323,13 +323,19 @@ mod on {
             self
         }
 
-        /// Keys named by `name_of`, breakers shared by many keys `(shared)`;
-        /// a rejection log of `slots` slots (see [`RejectionLog`]).
-        pub(crate) fn keyed(mut self, name_of: NameOf<K>, slots: usize) -> Watcher<K> {
+        /// Keys named by `name_of`, breakers shared by many keys `(shared)`.
+        pub(crate) fn keyed(mut self, name_of: NameOf<K>) -> Watcher<K> {
             self.settings.name_of = Some(name_of);
             self.settings.upstream = Arc::from("(shared)");
-            self.settings.slots = slots;
             self.rebuilt()
+        }
+
+        /// A rejection log of `slots` slots (see [`RejectionLog`]), from
+        /// the next [`trace`](Self::trace) on.
+        #[cfg(feature = "tracing")]
+        pub(crate) fn log_slots(mut self, slots: usize) -> Watcher<K> {
+            self.settings.slots = slots;
+            self
         }
 
         #[cfg(feature = "tracing")]
