@@ -65,6 +65,11 @@ needs!(
     "needs --features tower,tracing"
 );
 needs!(
+    alloc_observed,
+    "tower" + "tracing" + "metrics",
+    "needs --features tower,tracing,metrics"
+);
+needs!(
     call_metrics,
     "tower" + "metrics",
     "needs --features tower,metrics"

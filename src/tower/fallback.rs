@@ -26,6 +26,7 @@ use core::marker::PhantomData;
 use core::pin::Pin;
 use core::task::{ready, Context, Poll};
 use core::time::Duration;
+use std::sync::Arc;
 
 use http::{header, HeaderValue, Response};
 use pin_project_lite::pin_project;
@@ -172,11 +173,22 @@ impl<R, A> fmt::Debug for WithRequest<R, A> {
 /// # Ok(())
 /// # }
 /// ```
-#[derive(Clone)]
 pub struct FallbackLayer<F> {
-    recover: F,
-    upstream: Option<std::sync::Arc<str>>,
+    /// Shared by the layer's services and their calls: a call takes a
+    /// reference count, never a copy of what the recover holds (a cache).
+    recover: Arc<F>,
+    upstream: Option<Arc<str>>,
     count: Count,
+}
+
+impl<F> Clone for FallbackLayer<F> {
+    fn clone(&self) -> Self {
+        FallbackLayer {
+            recover: self.recover.clone(),
+            upstream: self.upstream.clone(),
+            count: self.count.clone(),
+        }
+    }
 }
 
 impl<F> FallbackLayer<F> {
@@ -184,7 +196,7 @@ impl<F> FallbackLayer<F> {
     /// own, nameable in a service's type, unlike a closure).
     pub fn from_recover(recover: F) -> FallbackLayer<F> {
         FallbackLayer {
-            recover,
+            recover: Arc::new(recover),
             upstream: None,
             count: Count::new(None),
         }
@@ -192,7 +204,7 @@ impl<F> FallbackLayer<F> {
 
     /// Names the upstream in `circuit_breaker_fallback_total{upstream}`
     /// (feature `metrics`); without it the series has no `upstream` label.
-    pub fn upstream(mut self, name: impl Into<std::sync::Arc<str>>) -> Self {
+    pub fn upstream(mut self, name: impl Into<Arc<str>>) -> Self {
         let name = name.into();
         self.count = Count::new(Some(&name));
         self.upstream = Some(name);
@@ -252,7 +264,7 @@ impl<F: fmt::Debug> fmt::Debug for FallbackLayer<F> {
     }
 }
 
-impl<S, F: Clone> Layer<S> for FallbackLayer<F> {
+impl<S, F> Layer<S> for FallbackLayer<F> {
     type Service = Fallback<S, F>;
 
     fn layer(&self, inner: S) -> Fallback<S, F> {
@@ -266,11 +278,20 @@ impl<S, F: Clone> Layer<S> for FallbackLayer<F> {
 
 /// A service whose breaker rejections are answered by a [`Recover`]; see
 /// [`FallbackLayer`].
-#[derive(Clone)]
 pub struct Fallback<S, F> {
     inner: S,
-    recover: F,
+    recover: Arc<F>,
     count: Count,
+}
+
+impl<S: Clone, F> Clone for Fallback<S, F> {
+    fn clone(&self) -> Self {
+        Fallback {
+            inner: self.inner.clone(),
+            recover: self.recover.clone(),
+            count: self.count.clone(),
+        }
+    }
 }
 
 impl<S: fmt::Debug, F: fmt::Debug> fmt::Debug for Fallback<S, F> {
@@ -293,7 +314,7 @@ impl<S, F, Req> Service<Req> for Fallback<S, F>
 where
     S: Service<Req>,
     S::Error: Into<BoxError>,
-    F: Recover<Req, S::Response> + Clone,
+    F: Recover<Req, S::Response>,
 {
     type Response = S::Response;
     type Error = BoxError;
@@ -319,7 +340,7 @@ pin_project! {
     pub struct FallbackFuture<Fut, F, M, Req> {
         #[pin]
         inner: Fut,
-        recover: Option<(F, M)>,
+        recover: Option<(Arc<F>, M)>,
         count: Count,
         request: PhantomData<fn(Req)>,
     }
