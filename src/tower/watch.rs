@@ -385,76 +385,90 @@ mod on {
 
         #[inline(never)]
         fn begin<C: Clock>(&self, owner: &Owner<K, C>) -> Watching<K, C> {
-            let mut w = Watching::idle();
-            #[cfg(feature = "tracing")]
-            if let Some((mode, _)) = &self.trace {
-                let span = match mode {
-                    CallSpan::Own => tracing::info_span!(
-                        target: "failfast",
-                        "circuitbreaker",
-                        circuitbreaker.name = tracing::field::Empty,
-                        circuitbreaker.state = tracing::field::Empty,
-                        circuitbreaker.outcome = tracing::field::Empty,
-                        otel.status_code = tracing::field::Empty,
-                    ),
-                    _ => Span::current(),
-                };
-                if !span.is_disabled() {
-                    span.record(NAME_FIELD, tracing::field::display(self.name(owner)));
-                    w.own = *mode == CallSpan::Own;
-                    w.span = span;
-                    w.active = true;
-                }
-                // A rejection's event may be wanted even without a span.
-                w.active |= tracing::enabled!(target: "failfast", tracing::Level::DEBUG);
-            }
+            // Whether anything is recorded of this call, whether its end is
+            // (a span to write the outcome on, the histogram), and whether
+            // a rejection needs the upstream's name (an event, a per-host
+            // series: an aggregate counter does not).
             #[cfg(feature = "metrics")]
-            {
-                w.active |= self.metrics.is_some();
-            }
-            if w.active {
-                w.id = owner.id();
-                // A keyed layer's entry, kept to name a rejection (a single
-                // breaker's name is the layer's).
-                if let Owner::Entry(entry) = owner {
-                    w.owner = Some(Owner::Entry(entry.clone()));
+            let metered = (self.metrics.is_some(), self.times_calls(), self.per_host());
+            #[cfg(not(feature = "metrics"))]
+            let metered = (false, false, false);
+            #[cfg(feature = "tracing")]
+            let (span, own, traced) = match &self.trace {
+                Some((mode, _)) => {
+                    let span = match mode {
+                        CallSpan::Own => tracing::info_span!(
+                            target: "failfast",
+                            "circuitbreaker",
+                            circuitbreaker.name = tracing::field::Empty,
+                            circuitbreaker.state = tracing::field::Empty,
+                            circuitbreaker.outcome = tracing::field::Empty,
+                            otel.status_code = tracing::field::Empty,
+                        ),
+                        _ => Span::current(),
+                    };
+                    let live = !span.is_disabled();
+                    if live {
+                        span.record(NAME_FIELD, tracing::field::display(self.name(owner)));
+                    }
+                    // A rejection's event may be wanted even without a span.
+                    let wanted =
+                        live || tracing::enabled!(target: "failfast", tracing::Level::DEBUG);
+                    (span, live && *mode == CallSpan::Own, (wanted, live, wanted))
                 }
+                None => (Span::none(), false, (false, false, false)),
+            };
+            #[cfg(not(feature = "tracing"))]
+            let traced = (false, false, false);
+            let (active, ends, named) = (
+                traced.0 || metered.0,
+                traced.1 || metered.1,
+                traced.2 || metered.2,
+            );
+            if !active {
+                return Watching(None);
             }
-            w
+            Watching(Some(Begun {
+                // A keyed layer's entry, kept to name a rejection (a single
+                // breaker's name is the layer's): one reference count.
+                owner: match owner {
+                    Owner::Entry(entry) if named => Some(Owner::Entry(entry.clone())),
+                    _ => None,
+                },
+                #[cfg(feature = "tracing")]
+                id: owner.id(),
+                ends,
+                #[cfg(feature = "tracing")]
+                span,
+                #[cfg(feature = "tracing")]
+                own,
+            }))
         }
     }
 
-    #[cfg(feature = "tracing")]
-    type SpanParts = (Span, bool);
-    #[cfg(not(feature = "tracing"))]
-    type SpanParts = ();
-
-    /// The admission's side: what was found before the breaker decided.
-    pub(crate) struct Watching<K, C: Clock> {
-        /// Whether anything will be recorded of this call.
-        active: bool,
-        /// A keyed layer's entry, to name a rejection.
+    /// The admission's side, for a call something is recorded of: what was
+    /// found before the breaker decided.
+    struct Begun<K, C: Clock> {
+        /// A keyed layer's entry, when a rejection must be named.
         owner: Option<Owner<K, C>>,
         /// The breaker's id, for the rejection log's slot.
+        #[cfg(feature = "tracing")]
         id: u32,
+        /// Whether an admitted call's end is recorded.
+        ends: bool,
         #[cfg(feature = "tracing")]
         span: Span,
         #[cfg(feature = "tracing")]
         own: bool,
     }
 
+    /// The admission's side: `None` when nothing is recorded of the call.
+    pub(crate) struct Watching<K, C: Clock>(Option<Begun<K, C>>);
+
     impl<K, C: Clock> Watching<K, C> {
         #[inline]
         fn idle() -> Watching<K, C> {
-            Watching {
-                active: false,
-                owner: None,
-                id: 0,
-                #[cfg(feature = "tracing")]
-                span: Span::none(),
-                #[cfg(feature = "tracing")]
-                own: false,
-            }
+            Watching(None)
         }
 
         /// After admission: a rejection is recorded at once (span, event,
@@ -466,74 +480,70 @@ mod on {
             admission: Result<LayerPermit<K, C>, Rejected>,
             now: Nanos,
         ) -> Result<Held<K, C>, Rejected> {
-            let watch = match (&watcher.watch, self.active) {
-                (Some(watch), true) => watch,
-                _ => return admission.map(Held::bare),
+            let (Some(watch), Some(begun)) = (&watcher.watch, self.0) else {
+                return admission.map(Held::bare);
             };
-            #[cfg(feature = "tracing")]
-            let parts: SpanParts = (self.span, self.own);
-            #[cfg(not(feature = "tracing"))]
-            let parts: SpanParts = ();
             match admission {
-                Ok(permit) => Ok(Watching::start(watch, permit, parts)),
+                Ok(permit) if !begun.ends => Ok(Held::bare(permit)),
+                Ok(permit) => Ok(Watching::start(watch, permit, begun)),
                 Err(rejected) => {
-                    let owner = self.owner.as_ref();
-                    Watching::reject(watch, owner, self.id, &rejected, now, &parts);
+                    Watching::reject(watch, &begun, &rejected, now);
                     Err(rejected)
                 }
             }
         }
 
         #[inline(never)]
-        fn start(watch: &Arc<Watch<K>>, permit: LayerPermit<K, C>, parts: SpanParts) -> Held<K, C> {
+        fn start(
+            watch: &Arc<Watch<K>>,
+            permit: LayerPermit<K, C>,
+            begun: Begun<K, C>,
+        ) -> Held<K, C> {
             #[cfg(feature = "tracing")]
-            let (span, own) = parts;
-            #[cfg(feature = "tracing")]
-            if !span.is_disabled() {
-                span.record(STATE_FIELD, admitted_state(&permit).as_str());
+            if !begun.span.is_disabled() {
+                begun
+                    .span
+                    .record(STATE_FIELD, admitted_state(&permit).as_str());
             }
-            #[cfg(not(feature = "tracing"))]
-            let () = parts;
             #[cfg(not(feature = "metrics"))]
             let _ = watch;
-            Held {
-                #[cfg(feature = "metrics")]
-                watch: watch.times_calls().then(|| watch.clone()),
+            #[cfg(not(feature = "tracing"))]
+            let _ = begun;
+            Held::Watched(WatchedPermit {
                 permit: Some(permit),
-                #[cfg(feature = "tracing")]
-                span,
-                #[cfg(feature = "tracing")]
-                own,
-            }
+                watched: Watched {
+                    #[cfg(feature = "metrics")]
+                    watch: watch.times_calls().then(|| watch.clone()),
+                    #[cfg(feature = "tracing")]
+                    span: begun.span,
+                    #[cfg(feature = "tracing")]
+                    own: begun.own,
+                    #[cfg(not(feature = "metrics"))]
+                    _key: core::marker::PhantomData,
+                },
+            })
         }
 
         #[cold]
-        fn reject(
-            watch: &Watch<K>,
-            owner: Option<&Owner<K, C>>,
-            id: u32,
-            rejected: &Rejected,
-            now: Nanos,
-            parts: &SpanParts,
-        ) {
-            let name: &dyn fmt::Display = match owner {
+        fn reject(watch: &Watch<K>, begun: &Begun<K, C>, rejected: &Rejected, now: Nanos) {
+            let name: &dyn fmt::Display = match &begun.owner {
                 Some(owner) => watch.name(owner),
                 None => &watch.upstream,
             };
             #[cfg(feature = "tracing")]
             if let Some((_, log)) = &watch.trace {
-                let (span, own) = parts;
+                let span = &begun.span;
                 if !span.is_disabled() {
                     span.record(STATE_FIELD, rejected_state(rejected).as_str());
                     span.record(OUTCOME_FIELD, Ending::Rejected.as_str());
-                    if *own {
+                    if begun.own {
                         span.record("otel.status_code", "error");
                     }
                 }
-                log.emit(name, id, rejected, now, own.then_some(span));
+                log.emit(name, begun.id, rejected, now, begun.own.then_some(span));
             }
             #[cfg(not(feature = "tracing"))]
-            let _ = (id, now, parts);
+            let _ = now;
             #[cfg(feature = "metrics")]
             if let Some((_, meters)) = &watch.metrics {
                 if watch.per_host() {
@@ -570,10 +580,25 @@ mod on {
         }
     }
 
-    /// A layer's permit, and the span and metrics its call's end goes to.
-    pub(crate) struct Held<K, C: Clock> {
+    /// A layer's permit, and — when something records its end — the span
+    /// and the histogram it goes to.
+    pub(crate) enum Held<K, C: Clock> {
+        /// Nothing records the call's end: the permit alone, dropped and
+        /// recorded as in a build without the features.
+        Bare(LayerPermit<K, C>),
+        /// The call's end is recorded, by its verdict or its drop.
+        Watched(WatchedPermit<K, C>),
+    }
+
+    /// A permit whose call's end is recorded.
+    pub(crate) struct WatchedPermit<K, C: Clock> {
         /// `None` once recorded (so the drop knows).
         permit: Option<LayerPermit<K, C>>,
+        watched: Watched<K>,
+    }
+
+    /// Where a call's end is recorded.
+    struct Watched<K> {
         /// The watch, when the duration histogram needs it at the end.
         #[cfg(feature = "metrics")]
         watch: Option<Arc<Watch<K>>>,
@@ -581,39 +606,11 @@ mod on {
         span: Span,
         #[cfg(feature = "tracing")]
         own: bool,
+        #[cfg(not(feature = "metrics"))]
+        _key: core::marker::PhantomData<fn(&K)>,
     }
 
-    impl<K, C: Clock> Held<K, C> {
-        /// A permit nothing watches.
-        #[inline]
-        fn bare(permit: LayerPermit<K, C>) -> Held<K, C> {
-            Held {
-                permit: Some(permit),
-                #[cfg(feature = "metrics")]
-                watch: None,
-                #[cfg(feature = "tracing")]
-                span: Span::none(),
-                #[cfg(feature = "tracing")]
-                own: false,
-            }
-        }
-
-        /// Whether anything is recorded at the end.
-        #[inline]
-        fn watched(&self) -> bool {
-            #[allow(unused_mut)]
-            let mut any = false;
-            #[cfg(feature = "tracing")]
-            {
-                any |= !self.span.is_disabled();
-            }
-            #[cfg(feature = "metrics")]
-            {
-                any |= self.watch.is_some();
-            }
-            any
-        }
-
+    impl<K> Watched<K> {
         /// Whether the end needs a clock reading of its own (the histogram).
         #[inline]
         fn times(&self) -> bool {
@@ -627,77 +624,14 @@ mod on {
             }
         }
 
-        #[inline]
-        pub(crate) fn started_at(&self) -> Nanos {
-            self.permit
-                .as_ref()
-                .map_or(Nanos::NEVER, |p| p.started_at())
-        }
-
-        #[cfg(feature = "tracing")]
-        pub(super) fn enter(&self) {
-            if self.own {
-                self.span.with_subscriber(|(id, d)| d.enter(id));
-            }
-        }
-
-        #[cfg(feature = "tracing")]
-        pub(super) fn exit(&self) {
-            if self.own {
-                self.span.with_subscriber(|(id, d)| d.exit(id));
-            }
-        }
-
-        /// Records `outcome` on the permit (at `at`, or when the breaker
-        /// needs the time), reporting its transition, and the call's ending
-        /// on its span and duration histogram. The end is read from the
-        /// clock here only when something needs it — the histogram, or a
-        /// breaker that times calls (whose verdict would read it anyway) —
-        /// and handed to the breaker, so no reading is added for the span.
-        #[inline]
-        pub(crate) fn record(
-            mut self,
-            outcome: Outcome,
-            at: Option<Nanos>,
-            reporter: Option<&Reporter<K>>,
-        ) {
-            let Some(permit) = self.permit.take() else {
-                return;
-            };
-            if !self.watched() {
-                return permit.record_reporting(outcome, at, reporter);
-            }
-            self.finish(permit, outcome, at, reporter);
-        }
-
-        #[inline(never)]
-        fn finish(
-            &mut self,
-            permit: LayerPermit<K, C>,
-            outcome: Outcome,
-            at: Option<Nanos>,
-            reporter: Option<&Reporter<K>>,
-        ) {
-            let breaker: &Breaker<C> = permit.breaker();
-            let threshold = breaker.config().slow_call_threshold();
-            let end = at.or_else(|| (threshold.is_some() || self.times()).then(|| breaker.now()));
-            let start = permit.started_at();
-            let ending = match outcome {
-                Outcome::Success => match (threshold, end) {
-                    (Some(t), Some(end)) if end.saturating_duration_since(start) >= t => {
-                        Ending::Slow
-                    }
-                    _ => Ending::Success,
-                },
-                Outcome::Failure => Ending::Failure,
-                Outcome::Ignored => Ending::Ignored,
-            };
-            self.ended(ending, permit.breaker(), start, end);
-            permit.record_reporting(outcome, end, reporter);
-        }
-
         /// Records how the call ended on its span and in the histogram.
-        fn ended(&self, ending: Ending, owner: &Owner<K, C>, start: Nanos, end: Option<Nanos>) {
+        fn ended<C: Clock>(
+            &self,
+            ending: Ending,
+            owner: &Owner<K, C>,
+            start: Nanos,
+            end: Option<Nanos>,
+        ) {
             #[cfg(feature = "tracing")]
             if !self.span.is_disabled() {
                 self.span.record(OUTCOME_FIELD, ending.as_str());
@@ -715,18 +649,77 @@ mod on {
                     meters.duration(ending, seconds);
                 }
             }
-            let _ = (owner, start, end);
+            let _ = (ending, owner, start, end);
+        }
+    }
+
+    impl<K, C: Clock> Held<K, C> {
+        /// A permit nothing watches.
+        #[inline]
+        fn bare(permit: LayerPermit<K, C>) -> Held<K, C> {
+            Held::Bare(permit)
         }
 
+        #[inline]
+        pub(crate) fn started_at(&self) -> Nanos {
+            match self {
+                Held::Bare(permit) => permit.started_at(),
+                Held::Watched(w) => w.permit.as_ref().map_or(Nanos::NEVER, |p| p.started_at()),
+            }
+        }
+
+        #[cfg(feature = "tracing")]
+        pub(super) fn enter(&self) {
+            if let Held::Watched(w) = self {
+                if w.watched.own {
+                    w.watched.span.with_subscriber(|(id, d)| d.enter(id));
+                }
+            }
+        }
+
+        #[cfg(feature = "tracing")]
+        pub(super) fn exit(&self) {
+            if let Held::Watched(w) = self {
+                if w.watched.own {
+                    w.watched.span.with_subscriber(|(id, d)| d.exit(id));
+                }
+            }
+        }
+
+        /// Records `outcome` on the permit (at `at`, or when the breaker
+        /// needs the time), reporting its transition, and the call's ending
+        /// on its span and duration histogram. The end is read from the
+        /// clock here only when something needs it — the histogram, or a
+        /// breaker that times calls (whose verdict would read it anyway) —
+        /// and handed to the breaker, so no reading is added for the span.
+        #[inline]
+        pub(crate) fn record(
+            self,
+            outcome: Outcome,
+            at: Option<Nanos>,
+            reporter: Option<&Reporter<K>>,
+        ) {
+            match self {
+                Held::Bare(permit) => permit.record_reporting(outcome, at, reporter),
+                Held::Watched(mut w) => {
+                    if let Some(permit) = w.permit.take() {
+                        finish(&w.watched, permit, outcome, at, reporter);
+                    }
+                }
+            }
+        }
+    }
+
+    impl<K, C: Clock> WatchedPermit<K, C> {
         /// A permit dropped without a verdict: its ending judged as the
         /// breaker judges it (by the thread's state and the call's age),
         /// recorded, and the permit dropped for the breaker to count.
         #[cold]
-        fn dropped(&mut self, permit: LayerPermit<K, C>) {
+        fn dropped(watched: &Watched<K>, permit: LayerPermit<K, C>) {
             let breaker: &Breaker<C> = permit.breaker();
             let start = permit.started_at();
             let (ending, end) = if std::thread::panicking() {
-                (Ending::Panicked, self.times().then(|| breaker.now()))
+                (Ending::Panicked, watched.times().then(|| breaker.now()))
             } else {
                 let now = breaker.now();
                 let held = now.saturating_duration_since(start);
@@ -744,31 +737,57 @@ mod on {
                 // A subscriber or recorder that panicked now would abort
                 // the process; what it failed to record is not worth that.
                 let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    self.ended(ending, permit.breaker(), start, end)
+                    watched.ended(ending, permit.breaker(), start, end)
                 }));
             } else {
-                self.ended(ending, permit.breaker(), start, end);
+                watched.ended(ending, permit.breaker(), start, end);
             }
             drop(permit);
         }
     }
 
-    impl<K, C: Clock> Drop for Held<K, C> {
+    /// The verdict of a watched call: its ending recorded, then the permit's.
+    #[inline(never)]
+    fn finish<K, C: Clock>(
+        watched: &Watched<K>,
+        permit: LayerPermit<K, C>,
+        outcome: Outcome,
+        at: Option<Nanos>,
+        reporter: Option<&Reporter<K>>,
+    ) {
+        let breaker: &Breaker<C> = permit.breaker();
+        let threshold = breaker.config().slow_call_threshold();
+        let end = at.or_else(|| (threshold.is_some() || watched.times()).then(|| breaker.now()));
+        let start = permit.started_at();
+        let ending = match outcome {
+            Outcome::Success => match (threshold, end) {
+                (Some(t), Some(end)) if end.saturating_duration_since(start) >= t => Ending::Slow,
+                _ => Ending::Success,
+            },
+            Outcome::Failure => Ending::Failure,
+            Outcome::Ignored => Ending::Ignored,
+        };
+        watched.ended(ending, permit.breaker(), start, end);
+        permit.record_reporting(outcome, end, reporter);
+    }
+
+    impl<K, C: Clock> Drop for WatchedPermit<K, C> {
         #[inline]
         fn drop(&mut self) {
             if let Some(permit) = self.permit.take() {
-                if self.watched() {
-                    self.dropped(permit);
-                }
+                WatchedPermit::dropped(&self.watched, permit);
             }
         }
     }
 
     impl<K, C: Clock> fmt::Debug for Held<K, C> {
         fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            match &self.permit {
-                Some(p) => p.fmt(f),
-                None => f.write_str("Held(recorded)"),
+            match self {
+                Held::Bare(p)
+                | Held::Watched(WatchedPermit {
+                    permit: Some(p), ..
+                }) => p.fmt(f),
+                Held::Watched(_) => f.write_str("Held(recorded)"),
             }
         }
     }
