@@ -5,9 +5,12 @@
 //!
 //! With both features off a `Watcher` and a `Watching` are empty and a
 //! `Held` is the permit alone: every step below compiles to nothing. With a
-//! feature on but nothing configured on the layer, each call tests one
-//! `Option`. With a layer configured but no subscriber interested, a call
-//! looks up a span, finds it disabled, and records nothing.
+//! feature on but nothing configured on the layer, a call tests two
+//! `Option`s and its permit travels as `Held::Bare`, recorded and dropped
+//! as without the features. With a layer configured but no subscriber
+//! interested, a call looks up a span, finds it disabled, and records
+//! nothing; its permit stays bare unless the duration histogram needs its
+//! end. (What each costs, in instructions: `benches/README.md`.)
 
 use core::fmt;
 
@@ -200,6 +203,11 @@ mod on {
         upstream: Arc<str>,
         /// How a keyed layer names its keys.
         name_of: Option<NameOf<K>>,
+        /// Whether a call needs anything before its admission (a span, the
+        /// entry that names a rejection) or at its end (a span, the
+        /// histogram). Without, only a rejection is recorded: an aggregate
+        /// counter's increment.
+        begins: bool,
         #[cfg(feature = "tracing")]
         trace: Option<(CallSpan, RejectionLog)>,
         #[cfg(feature = "metrics")]
@@ -301,10 +309,23 @@ mod on {
             {
                 any |= metrics.is_some();
             }
+            #[allow(unused_mut)]
+            let mut begins = false;
+            #[cfg(feature = "tracing")]
+            {
+                begins |= trace.is_some();
+            }
+            #[cfg(feature = "metrics")]
+            {
+                begins |= metrics.as_ref().is_some_and(|(m, _)| {
+                    m.records_duration() || (s.name_of.is_some() && m.is_per_host())
+                });
+            }
             self.watch = any.then(|| {
                 Arc::new(Watch {
                     upstream: s.upstream.clone(),
                     name_of: s.name_of,
+                    begins,
                     #[cfg(feature = "tracing")]
                     trace,
                     #[cfg(feature = "metrics")]
@@ -355,8 +376,8 @@ mod on {
         #[inline]
         pub(crate) fn begin<C: Clock>(&self, owner: &Owner<K, C>) -> Watching<K, C> {
             match &self.watch {
-                None => Watching::idle(),
-                Some(watch) => watch.begin(owner),
+                Some(watch) if watch.begins => watch.begin(owner),
+                _ => Watching::idle(),
             }
         }
     }
@@ -385,14 +406,16 @@ mod on {
 
         #[inline(never)]
         fn begin<C: Clock>(&self, owner: &Owner<K, C>) -> Watching<K, C> {
-            // Whether anything is recorded of this call, whether its end is
-            // (a span to write the outcome on, the histogram), and whether
-            // a rejection needs the upstream's name (an event, a per-host
-            // series: an aggregate counter does not).
+            // Whether anything is needed of this call before its admission,
+            // whether its end is recorded (a span to write the outcome on,
+            // the histogram), and whether a rejection needs the upstream's
+            // name (an event, a per-host series). An aggregate rejection
+            // counter needs none of it: `admitted` counts it.
+            // Metrics: (the histogram, per host).
             #[cfg(feature = "metrics")]
-            let metered = (self.metrics.is_some(), self.times_calls(), self.per_host());
+            let metered = (self.times_calls(), self.per_host());
             #[cfg(not(feature = "metrics"))]
-            let metered = (false, false, false);
+            let metered = (false, false);
             #[cfg(feature = "tracing")]
             let (span, own, traced) = match &self.trace {
                 Some((mode, _)) => {
@@ -421,9 +444,9 @@ mod on {
             #[cfg(not(feature = "tracing"))]
             let traced = (false, false, false);
             let (active, ends, named) = (
-                traced.0 || metered.0,
-                traced.1 || metered.1,
-                traced.2 || metered.2,
+                traced.0 || metered.0 || metered.1,
+                traced.1 || metered.0,
+                traced.2 || metered.1,
             );
             if !active {
                 return Watching(None);
@@ -480,14 +503,16 @@ mod on {
             admission: Result<LayerPermit<K, C>, Rejected>,
             now: Nanos,
         ) -> Result<Held<K, C>, Rejected> {
-            let (Some(watch), Some(begun)) = (&watcher.watch, self.0) else {
+            let Some(watch) = &watcher.watch else {
                 return admission.map(Held::bare);
             };
-            match admission {
-                Ok(permit) if !begun.ends => Ok(Held::bare(permit)),
-                Ok(permit) => Ok(Watching::start(watch, permit, begun)),
-                Err(rejected) => {
-                    Watching::reject(watch, &begun, &rejected, now);
+            match (admission, self.0) {
+                (Ok(permit), Some(begun)) if begun.ends => {
+                    Ok(Watching::start(watch, permit, begun))
+                }
+                (Ok(permit), _) => Ok(Held::bare(permit)),
+                (Err(rejected), begun) => {
+                    Watching::reject(watch, begun.as_ref(), &rejected, now);
                     Err(rejected)
                 }
             }
@@ -525,13 +550,15 @@ mod on {
         }
 
         #[cold]
-        fn reject(watch: &Watch<K>, begun: &Begun<K, C>, rejected: &Rejected, now: Nanos) {
-            let name: &dyn fmt::Display = match &begun.owner {
+        fn reject(watch: &Watch<K>, begun: Option<&Begun<K, C>>, rejected: &Rejected, now: Nanos) {
+            let name: &dyn fmt::Display = match begun.and_then(|b| b.owner.as_ref()) {
                 Some(owner) => watch.name(owner),
                 None => &watch.upstream,
             };
+            // Traced only if the admission found a span or a subscriber
+            // that wants the event.
             #[cfg(feature = "tracing")]
-            if let Some((_, log)) = &watch.trace {
+            if let (Some((_, log)), Some(begun)) = (&watch.trace, begun) {
                 let span = &begun.span;
                 if !span.is_disabled() {
                     span.record(STATE_FIELD, rejected_state(rejected).as_str());
