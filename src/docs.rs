@@ -249,12 +249,14 @@
 //!   flags (`proven`, `counted`, `detached`). A permit would have to be held
 //!   across 2²⁹ transitions of its breaker to mistake a stale verdict for a
 //!   fresh one.
-//! * **`Outcome` and `CallError` stay exhaustive**; every other public enum
-//!   and every public struct with public fields is `#[non_exhaustive]`
-//!   (`tests/source_rules.rs` checks it). A call's verdict is for the
-//!   dependency, against it, or neither; a call either did not run or ran and
-//!   failed: callers match on both in every call, and a wildcard arm there
-//!   would hide a mistake rather than a future variant.
+//! * **`Outcome`, `CallError` and `Answer` stay exhaustive**; every other
+//!   public enum and every public struct with public fields is
+//!   `#[non_exhaustive]` (`tests/source_rules.rs` checks it). A call's
+//!   verdict is for the dependency, against it, or neither; a call either did
+//!   not run or ran and failed; an answer is fresh or a fallback: callers
+//!   match on all three in every call, and a wildcard arm there would hide a
+//!   mistake rather than a future variant (for an answer, a new kind passed
+//!   off unlabelled).
 //!
 //! # Many breakers
 //!

@@ -15,6 +15,10 @@ use crate::error::Rejected;
 /// A value and where it came from: the dependency, or a fallback after the
 /// breaker rejected the call.
 ///
+/// It is exhaustive on purpose: a caller matches on it at every call, and
+/// a wildcard arm is where a new kind of answer would be passed off
+/// unlabelled.
+///
 /// ```
 /// use failfast::{Answer, Breaker};
 ///
@@ -27,13 +31,11 @@ use crate::error::Rejected;
 ///     Ok(Answer::Fallback { value, rejected }) => {
 ///         println!("{value} (stale: {rejected})");
 ///     }
-///     Ok(_) => unreachable!("no other kind of answer yet"),
 ///     Err(()) => println!("the call ran and failed"),
 /// }
 /// # Ok::<(), failfast::ConfigError>(())
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
 #[must_use = "an answer may be a fallback: look at which one it is"]
 pub enum Answer<T> {
     /// The call ran and the dependency answered this.
