@@ -279,10 +279,12 @@
 //! A layer configured with `trace_calls` or `call_metrics` holds a shared
 //! `Watch` (built when the layer is configured); per call it finds the span
 //! before admission, and the permit travels with the span as a `Held` to
-//! its verdict or its drop, where the ending is recorded. With both
-//! features off a `Held` is the permit alone. The verdict reads the clock
-//! for an ending only when the breaker would anyway (it times calls) or the
-//! duration histogram is on, and hands that reading to the breaker.
+//! its verdict or its drop, where the ending is recorded. A call whose end
+//! nothing records (no span found, no histogram) keeps its permit bare, as
+//! with both features off; an aggregate rejection counter needs nothing
+//! before the admission. The verdict reads the clock for an ending only
+//! when the breaker would anyway (it times calls) or the duration histogram
+//! is on, and hands that reading to the breaker.
 //!
 //! Rejection events are INFO at most once per open period per breaker
 //! without memory in the breaker: an open period is named by the instant it
