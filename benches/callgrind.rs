@@ -38,11 +38,23 @@ const VARIANTS: [&str; 10] = [
 /// the request back (so no request is built inside the measured loop).
 /// `ff_keyed`: `HostKey` keys; `ff_keyed_hook`: the same with a transition
 /// hook set; `ff_keyed_authority`: `http::uri::Authority` keys (one built per
-/// request).
-#[cfg(feature = "tower")]
-const LAYERS: [&str; 3] = ["ff_keyed", "ff_keyed_hook", "ff_keyed_authority"];
-#[cfg(not(feature = "tower"))]
-const LAYERS: [&str; 0] = [];
+/// request). With `--features tracing`, `ff_keyed_traced`: `trace_calls` on
+/// the current span with no subscriber; with `--features metrics`,
+/// `ff_keyed_metrics`: `call_metrics` (histogram off) and
+/// `ff_keyed_histogram` (histogram on), no recorder installed.
+fn layers() -> Vec<&'static str> {
+    let mut rows = Vec::new();
+    if cfg!(feature = "tower") {
+        rows.extend(["ff_keyed", "ff_keyed_hook", "ff_keyed_authority"]);
+        if cfg!(feature = "tracing") {
+            rows.push("ff_keyed_traced");
+        }
+        if cfg!(feature = "metrics") {
+            rows.extend(["ff_keyed_metrics", "ff_keyed_histogram"]);
+        }
+    }
+    rows
+}
 /// Registry lookups and inserts (`Registry<String>`, 100k keys, std's
 /// SipHash): `reg_with` runs `Breaker::state` on a borrowed lookup,
 /// `reg_handle` clones and drops a handle, both over a fixed pseudo-random
@@ -179,9 +191,10 @@ fn keyed(name: &str, n: u64) -> u64 {
     }
 
     fn run<K: FromAuthority + std::hash::Hash + Eq + Send + Sync + std::fmt::Display + 'static>(
-        hook: bool,
+        row: &str,
         n: u64,
     ) -> u64 {
+        let hook = row == "ff_keyed_hook";
         let registry = Arc::new(
             Registry::<K>::builder(Breaker::builder().consecutive_failures(5))
                 .build()
@@ -194,6 +207,19 @@ fn keyed(name: &str, n: u64) -> u64 {
             })
         } else {
             layer
+        };
+        #[cfg(feature = "tracing")]
+        let layer = if row == "ff_keyed_traced" {
+            layer.trace_calls(failfast::export::tracing::CallSpan::Current)
+        } else {
+            layer
+        };
+        #[cfg(feature = "metrics")]
+        let layer = match row {
+            "ff_keyed_metrics" => layer.call_metrics(failfast::export::metrics::CallMetrics::new()),
+            "ff_keyed_histogram" => layer
+                .call_metrics(failfast::export::metrics::CallMetrics::new().call_duration(true)),
+            _ => layer,
         };
         let mut svc = layer.layer(tower::service_fn(|req: http::Request<()>| {
             std::future::ready(Ok::<_, Infallible>(req))
@@ -224,10 +250,8 @@ fn keyed(name: &str, n: u64) -> u64 {
         })
     }
     match name {
-        "ff_keyed" => run::<HostKey>(false, n),
-        "ff_keyed_hook" => run::<HostKey>(true, n),
-        "ff_keyed_authority" => run::<http::uri::Authority>(false, n),
-        _ => unreachable!(),
+        "ff_keyed_authority" => run::<http::uri::Authority>(name, n),
+        _ => run::<HostKey>(name, n),
     }
 }
 
@@ -391,7 +415,7 @@ fn main() {
         for n in PEERS
             .iter()
             .chain(&VARIANTS)
-            .chain(&LAYERS)
+            .chain(&layers())
             .chain(&REGISTRY_ROWS)
             .chain(&FLOORS)
         {
@@ -413,7 +437,7 @@ fn main() {
         with_peer(name, open, Loop(n))
     } else if VARIANTS.contains(&name.as_str()) {
         variant(name, open, n)
-    } else if LAYERS.contains(&name.as_str()) {
+    } else if layers().contains(&name.as_str()) {
         keyed(name, n)
     } else if REGISTRY_ROWS.contains(&name.as_str()) {
         registry_row(name, n)

@@ -15,8 +15,12 @@ OUT="${OUT:-$CARGO_TARGET_DIR/callgrind}"
 mkdir -p "$OUT"
 
 # `tower` adds the keyed layer's rows (ff_keyed*); the breaker paths are the same code.
-cargo bench --no-run --features tower --bench callgrind >&2
-BIN=$(cargo bench --no-run --features tower --bench callgrind --message-format=json 2>/dev/null |
+# FEATURES="tower,tracing,metrics" adds the per-call observability rows
+# (ff_keyed_traced, ff_keyed_metrics, ff_keyed_histogram) and builds every
+# layer row with those features compiled in.
+FEATURES="${FEATURES:-tower}"
+cargo bench --no-run --features "$FEATURES" --bench callgrind >&2
+BIN=$(cargo bench --no-run --features "$FEATURES" --bench callgrind --message-format=json 2>/dev/null |
     python3 -c 'import json,sys
 for l in sys.stdin:
     m = json.loads(l)

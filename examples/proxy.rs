@@ -32,7 +32,13 @@
 //!   the count of the rest), which `--admin` moves to its own address (keep
 //!   that one private: it has no authentication);
 //! * **an argument parser**: `--help`; a bad argument prints the usage and
-//!   exits with status 2; a route name given twice is an error.
+//!   exits with status 2; a route name given twice is an error;
+//! * **stale answers while an upstream is open**: the last good answer to
+//!   each idempotent `GET` is kept (a bounded cache: [`Settings::stale_entries`]
+//!   entries of at most [`Settings::stale_max_body`] bytes), and a `GET` the
+//!   breaker rejects is answered from it through a [`FallbackLayer`], marked
+//!   stale (`x-failfast: fallback`, `Cache-Status`, `Age`: see
+//!   [`mark_stale`]); anything else rejected is a 503 with `Retry-After`.
 //!
 //! The end-to-end test (`tests/e2e_proxy.rs`) includes this file as a
 //! module and covers each of these.
@@ -45,9 +51,12 @@ use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use failfast::tower::{error_response, status_json, HttpClassifier, Keyed, KeyedLayer};
+use failfast::tower::{
+    error_response, mark_stale, status_json, Fallback, FallbackLayer, HttpClassifier, Keyed,
+    KeyedLayer, Recover,
+};
 use failfast::{Breaker, Builder, Registry, Transition};
 use http::uri::{Authority, Scheme, Uri};
 use http::HeaderValue;
@@ -60,11 +69,16 @@ use tokio::net::TcpListener;
 use tower::{Layer, ServiceExt};
 
 type Body = BoxBody<Bytes, hyper::Error>;
-type Upstreams = Keyed<
+type Breakers = Keyed<
     Client<HttpConnector, Incoming>,
     Authority,
     failfast::tower::AuthorityKey,
     HttpClassifier,
+>;
+/// The breakers, their answers' bodies boxed, and the stale answers in front.
+type Upstreams = Fallback<
+    tower::util::MapResponse<Breakers, fn(Response<Incoming>) -> Response<Body>>,
+    StaleAnswers,
 >;
 
 /// Where the status page answers.
@@ -93,6 +107,10 @@ pub struct Settings {
     pub admin_listener: bool,
     /// Whether transitions are printed.
     pub verbose: bool,
+    /// How many `GET` answers the stale cache keeps (0: none).
+    pub stale_entries: usize,
+    /// The largest body the stale cache keeps, in bytes.
+    pub stale_max_body: usize,
 }
 
 impl Default for Settings {
@@ -104,6 +122,8 @@ impl Default for Settings {
             status_limit: 100,
             admin_listener: false,
             verbose: false,
+            stale_entries: 1024,
+            stale_max_body: 64 * 1024,
         }
     }
 }
@@ -118,6 +138,8 @@ pub struct Proxy {
     pub transitions: Mutex<VecDeque<(String, Transition)>>,
     /// The knobs it was built with.
     pub settings: Settings,
+    /// The last good answer of each `GET`, for when its upstream is open.
+    pub stale: Arc<StaleCache>,
     service: Upstreams,
 }
 
@@ -151,11 +173,19 @@ pub fn proxy(
                 }
             })
             .layer(client);
+        let stale = Arc::new(StaleCache::new(
+            settings.stale_entries,
+            settings.stale_max_body,
+        ));
+        let boxed: fn(Response<Incoming>) -> Response<Body> = |r| r.map(|body| body.boxed());
+        let service = FallbackLayer::from_recover(StaleAnswers(stale.clone()))
+            .layer(tower::util::MapResponse::new(service, boxed));
         Proxy {
             routes,
             registry,
             transitions: Mutex::new(VecDeque::new()),
             settings,
+            stale,
             service,
         }
     }))
@@ -326,8 +356,12 @@ async fn forward(mut req: Request<Incoming>, proxy: &Proxy) -> Response<Body> {
         Err((status, why)) => return text(status, why),
     }
     req.headers_mut().remove(http::header::HOST);
+    let key = stale_key(&req);
     match proxy.service.clone().oneshot(req).await {
-        Ok(response) => response.map(|body| body.boxed()),
+        Ok(response) => match key {
+            Some(key) => proxy.stale.keep(key, response).await,
+            None => response,
+        },
         Err(err) => match error_response(&err, || {
             Full::new(Bytes::new())
                 .map_err(|never| match never {})
@@ -336,6 +370,134 @@ async fn forward(mut req: Request<Incoming>, proxy: &Proxy) -> Response<Body> {
             Some(response) => response, // 503 + Retry-After, or 504
             None => text(StatusCode::BAD_GATEWAY, format!("{err}\n")),
         },
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Stale answers
+
+/// The cache key of a request whose answer may be kept: its upstream URI, for
+/// a `GET` (idempotent: its last good answer stands in for a fresh one).
+fn stale_key<B>(req: &Request<B>) -> Option<String> {
+    (req.method() == http::Method::GET).then(|| req.uri().to_string())
+}
+
+/// A kept answer: its head, its whole body, and when it was fresh.
+struct Kept {
+    status: StatusCode,
+    headers: http::HeaderMap,
+    body: Bytes,
+    stored: Instant,
+}
+
+/// The last good answer of each `GET`, bounded: at most `entries` answers
+/// (the oldest key goes first), each body at most `max_body` bytes.
+pub struct StaleCache {
+    entries: usize,
+    max_body: usize,
+    kept: Mutex<(HashMap<String, Kept>, VecDeque<String>)>,
+}
+
+impl StaleCache {
+    fn new(entries: usize, max_body: usize) -> StaleCache {
+        StaleCache {
+            entries,
+            max_body,
+            kept: Mutex::new((HashMap::new(), VecDeque::new())),
+        }
+    }
+
+    /// How many answers are kept.
+    pub fn len(&self) -> usize {
+        self.kept.lock().unwrap_or_else(|p| p.into_inner()).0.len()
+    }
+
+    /// Whether no answer is kept.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Keeps a fresh `200` answer to `key` (unless too large, stale itself,
+    /// or marked `no-store`) and gives it back, its body read whole when
+    /// kept.
+    async fn keep(&self, key: String, response: Response<Body>) -> Response<Body> {
+        let fits = hyper::body::Body::size_hint(response.body())
+            .upper()
+            .is_some_and(|n| n as usize <= self.max_body);
+        let no_store = response
+            .headers()
+            .get_all(http::header::CACHE_CONTROL)
+            .iter()
+            .any(|v| {
+                v.to_str()
+                    .is_ok_and(|v| v.contains("no-store") || v.contains("private"))
+            });
+        if self.entries == 0
+            || response.status() != StatusCode::OK
+            || failfast::tower::is_stale(&response)
+            || no_store
+            || !fits
+        {
+            return response;
+        }
+        let (head, body) = response.into_parts();
+        let body = match body.collect().await {
+            Ok(collected) => collected.to_bytes(),
+            Err(err) => return text(StatusCode::BAD_GATEWAY, format!("{err}\n")),
+        };
+        let kept = Kept {
+            status: head.status,
+            headers: head.headers.clone(),
+            body: body.clone(),
+            stored: Instant::now(),
+        };
+        let mut guard = self.kept.lock().unwrap_or_else(|p| p.into_inner());
+        let (map, order) = &mut *guard;
+        if map.insert(key.clone(), kept).is_none() {
+            order.push_back(key);
+            if order.len() > self.entries {
+                if let Some(oldest) = order.pop_front() {
+                    map.remove(&oldest);
+                }
+            }
+        }
+        drop(guard);
+        Response::from_parts(
+            head,
+            Full::new(body).map_err(|never| match never {}).boxed(),
+        )
+    }
+
+    /// The kept answer to `key`, marked stale, if there is one.
+    fn answer(&self, key: &str, rejected: &failfast::Rejected) -> Option<Response<Body>> {
+        let kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
+        let kept = kept.0.get(key)?;
+        let mut response = Response::new(
+            Full::new(kept.body.clone())
+                .map_err(|never| match never {})
+                .boxed(),
+        );
+        *response.status_mut() = kept.status;
+        *response.headers_mut() = kept.headers.clone();
+        mark_stale(&mut response, rejected, Some(kept.stored.elapsed()));
+        Some(response)
+    }
+}
+
+/// The proxy's fallback: a rejected `GET` answered from the stale cache; any
+/// other rejection (a miss, another method) left to become a 503.
+#[derive(Clone)]
+pub struct StaleAnswers(Arc<StaleCache>);
+
+impl Recover<Request<Incoming>, Response<Body>> for StaleAnswers {
+    type Memo = Option<String>;
+
+    fn remember(&self, req: &Request<Incoming>) -> Option<String> {
+        stale_key(req)
+    }
+
+    fn answer(&self, key: Option<String>, rejected: &failfast::Rejected) -> Option<Response<Body>> {
+        self.0.answer(&key?, rejected)
     }
 }
 

@@ -47,8 +47,9 @@
 //! | `permit`, `call` | [`OwnedPermit`](crate::OwnedPermit) (one type over any owner of a breaker) and the admissions; `call` wrappers | breaker, ticket and below |
 //! | `registry` | [`Registry`](crate::Registry): sharded per-key breakers, [`Handle`](crate::Handle)s, sweeping, the fleet cap (its `TripGate`), remote trips | builder, permit, breaker and below |
 //! | `config` | serde configuration files | builder, registry, window, error |
-//! | `tower` | the layers (feature `tower`) | permit, registry, breaker and below |
-//! | `export` | tracing and metrics observers | registry, breaker, observe |
+//! | `fallback` | [`Answer`](crate::Answer) and the explicit fallbacks [`Breaker::call_or_else`](crate::Breaker::call_or_else) / `call_async_or_else` | call, breaker and below |
+//! | `export` | transition observers and scrape-time exporters for `tracing` and `metrics`; per call: `Ending` (how a call ended), the span fields and the `RejectionLog` (feature `tracing`), `CallMetrics` and the handles a layer registers (`meters`, feature `metrics`) | registry, breaker, observe, state, error, clock, sync |
+//! | `tower` | the layers (feature `tower`); `watch`: what a layer records of each call (the span found before admission, the permit `Held` with it to its end); `fallback`: `FallbackLayer`, `unavailable`, `mark_stale` | export, permit, registry, breaker and below |
 //!
 //! # The state word
 //!
@@ -103,7 +104,7 @@
 //!   the plainest breaker reads no clock for it.
 //! * A permit is two words plus its owner; a rejection is two words.
 //!
-////! # The eight invariants
+//! # The eight invariants
 //!
 //! Each is named where the code upholds it, and checked by a loom model in
 //! `loom-tests/` and/or a property test in `tests/`.
@@ -248,12 +249,14 @@
 //!   flags (`proven`, `counted`, `detached`). A permit would have to be held
 //!   across 2²⁹ transitions of its breaker to mistake a stale verdict for a
 //!   fresh one.
-//! * **`Outcome` and `CallError` stay exhaustive**; every other public enum
-//!   and every public struct with public fields is `#[non_exhaustive]`
-//!   (`tests/source_rules.rs` checks it). A call's verdict is for the
-//!   dependency, against it, or neither; a call either did not run or ran and
-//!   failed: callers match on both in every call, and a wildcard arm there
-//!   would hide a mistake rather than a future variant.
+//! * **`Outcome`, `CallError` and `Answer` stay exhaustive**; every other
+//!   public enum and every public struct with public fields is
+//!   `#[non_exhaustive]` (`tests/source_rules.rs` checks it). A call's
+//!   verdict is for the dependency, against it, or neither; a call either did
+//!   not run or ran and failed; an answer is fresh or a fallback: callers
+//!   match on all three in every call, and a wildcard arm there would hide a
+//!   mistake rather than a future variant (for an answer, a new kind passed
+//!   off unlabelled).
 //!
 //! # Many breakers
 //!
@@ -268,6 +271,27 @@
 //! period — one shard at a time, by whoever wins the sweep CAS. A full
 //! registry sends new keys to one overflow breaker per shard. The
 //! [`registry`](crate::registry) module docs hold the full argument.
+//!
+//! # Per-call observability
+//!
+//! What the breaker did to each call is recorded by the tower layers, never
+//! by the core: the breaker gains no field, no atomic and no branch for it.
+//! A layer configured with `trace_calls` or `call_metrics` holds a shared
+//! `Watch` (built when the layer is configured); per call it finds the span
+//! before admission, and the permit travels with the span as a `Held` to
+//! its verdict or its drop, where the ending is recorded. A call whose end
+//! nothing records (no span found, no histogram) keeps its permit bare, as
+//! with both features off; an aggregate rejection counter needs nothing
+//! before the admission. The verdict reads the clock for an ending only
+//! when the breaker would anyway (it times calls) or the duration histogram
+//! is on, and hands that reading to the breaker.
+//!
+//! Rejection events are INFO at most once per open period per breaker
+//! without memory in the breaker: an open period is named by the instant it
+//! ends (`now + retry_after` of any of its rejections), and a small table
+//! of such instants in the layer, indexed by breaker id, only moves forward,
+//! so one compare-and-swap per period claims the INFO
+//! (`export::tracing::RejectionLog`, feature `tracing`, has the argument).
 //!
 //! # Dependencies
 //!
@@ -290,8 +314,10 @@
 //!   for the body that carries a permit to the end of the stream).
 //! * `tower-http`: `tower-http` 0.7 with no default features (its
 //!   `classify` module only), for the `ClassifyResponse` adapter.
-//! * `tracing`: `tracing` 0.1, one event per transition.
-//! * `metrics`: `metrics` 0.24 (the facade), written at scrape time.
+//! * `tracing`: `tracing` 0.1, one event per transition; with `tower`, the
+//!   per-call span fields and rejection events.
+//! * `metrics`: `metrics` 0.24 (the facade), written at scrape time; with
+//!   `tower`, per-call series through handles registered once per layer.
 //!
 //! The minimum supported Rust version, 1.87, is the highest `rust-version`
 //! among these for any feature (quanta 0.13's); `.ci/msrv.sh` fails the build

@@ -69,6 +69,19 @@
 //! rejection then stops the retry loop at once, and an outer deadline that
 //! fires first is judged by `abandoned_after`).
 //!
+//! # Seeing what the breaker did
+//!
+//! Per call, the tower layers record the breaker's name, the state the
+//! call met and how it ended on the request's span (`trace_calls`, feature
+//! `tracing`: fields `circuitbreaker.name`, `circuitbreaker.state` from the
+//! OpenTelemetry proposal, and our `circuitbreaker.outcome`), a rejection as
+//! an event (INFO at most once per open period), and per-call series
+//! (`call_metrics`, feature `metrics`). A rejected call can be answered by
+//! a fallback that says so: [`Breaker::call_or_else`] returns an
+//! [`Answer`], and the tower `FallbackLayer` marks a stale HTTP answer. The
+//! README's section "Seeing what the breaker did" has a copyable example
+//! per integration: spans, metrics, OpenTelemetry.
+//!
 //! Start with [`Breaker`] and its [`Builder`]; wrap calls with
 //! [`Breaker::call`] / [`Breaker::call_async`] or use the [`Permit`] API; put a
 //! [`Bulkhead`] in front to cap calls in flight. The [`docs`] module holds the
@@ -85,8 +98,8 @@
 //! |---|---|---|
 //! | `tower` | `tower`: layers (one breaker, keyed per host, balancer-aware), HTTP and gRPC classifiers, end-of-stream classification of response bodies, a per-call timeout, HTTP answers for rejections and a status view | `tower`, `http`, `http-body`, `pin-project-lite`, `tokio` (timer only) |
 //! | `tower-http` | an adapter from any `tower_http::classify::ClassifyResponse` (implies `tower`) | `tower-http` 0.7, no default features |
-//! | `tracing` | `export::tracing`: an event per transition | `tracing` |
-//! | `metrics` | `export::metrics`: gauges and counters through the `metrics` facade, exported at scrape time | `metrics` |
+//! | `tracing` | `export::tracing`: an event per transition; with `tower`, what the breaker did to each call on its span (`trace_calls`) | `tracing` |
+//! | `metrics` | `export::metrics`: gauges and counters through the `metrics` facade, exported at scrape time; with `tower`, per-call rejections, fallbacks and an opt-in duration histogram (`call_metrics`) | `metrics` |
 //!
 //! The minimum supported Rust version is 1.87 (set by `quanta`, the default
 //! clock's dependency), for every feature.
@@ -114,6 +127,7 @@ mod error;
 #[cfg(any(feature = "tracing", feature = "metrics"))]
 #[cfg_attr(docsrs, doc(cfg(any(feature = "tracing", feature = "metrics"))))]
 pub mod export;
+mod fallback;
 mod machine;
 mod observe;
 mod outcome;
@@ -136,6 +150,7 @@ pub use bulkhead::{Bulkhead, BulkheadPermit};
 pub use call::CallError;
 pub use clock::{Clock, ManualClock, Nanos, QuantaClock, StdClock};
 pub use error::{ConfigError, RejectReason, Rejected};
+pub use fallback::Answer;
 pub use observe::{BreakerSnapshot, CallCounts, Observer, Reason, Transition};
 pub use outcome::Outcome;
 pub use permit::{OwnedPermit, Permit};

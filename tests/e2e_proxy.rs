@@ -2,8 +2,9 @@
 //! refusing), the real proxy of `examples/proxy.rs`, bounded concurrent
 //! traffic through it; then what a proxy exposed to real clients must
 //! survive: a slowloris client, a 65 KB URI, 300 idle upstream connections,
-//! running out of file descriptors, bad arguments, and the status page on an
-//! admin address. Loopback only; each test is bounded in requests and time
+//! running out of file descriptors, bad arguments, the status page on an
+//! admin address, and a `GET` answered stale from the proxy's cache while
+//! its upstream is open (fresh again after recovery). Loopback only; each test is bounded in requests and time
 //! (a few seconds) and stops by itself.
 //!
 //! The tests that need a process of their own (a small `ulimit -n`, an exit
@@ -143,6 +144,8 @@ async fn per_host_breakers_through_a_real_proxy() {
         .count_calls(true);
     let settings = proxy::Settings {
         timeout: Duration::from_secs(2),
+        // Rejections as 503s here; stale answers have a test of their own.
+        stale_entries: 0,
         ..proxy::Settings::default()
     };
     let proxy = proxy::proxy(routes, template, settings).unwrap();
@@ -263,6 +266,114 @@ async fn per_host_breakers_through_a_real_proxy() {
         deadline.elapsed() < Duration::from_secs(15),
         "took {:?}",
         deadline.elapsed()
+    );
+}
+
+/// One request: its status, headers and body.
+async fn fetch(
+    client: &HttpClient,
+    method: http::Method,
+    url: &str,
+) -> (u16, http::HeaderMap, String) {
+    let request = http::Request::builder()
+        .method(method)
+        .uri(url)
+        .body(Empty::new())
+        .unwrap();
+    let response = client.request(request).await.expect("the proxy answers");
+    let (head, body) = response.into_parts();
+    let body = body.collect().await.unwrap().to_bytes();
+    (
+        head.status.as_u16(),
+        head.headers,
+        String::from_utf8(body.to_vec()).unwrap(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_get_is_answered_stale_while_its_upstream_is_open_and_fresh_after_recovery() {
+    let upstream = proxy::upstream(proxy::HEALTHY).await.unwrap();
+    let routes = [("api".to_owned(), upstream.addr.to_string().parse().unwrap())].into();
+    let template = Breaker::builder()
+        .consecutive_failures(3)
+        .open_duration(Duration::from_millis(400))
+        .jitter(0.0);
+    let proxy = proxy::proxy(routes, template, proxy::Settings::default()).unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(proxy::serve(listener, proxy.clone()));
+    let client: HttpClient = Client::builder(TokioExecutor::new()).build_http();
+    let rates = format!("{base}/api/rates?currency=eur");
+    let get = http::Method::GET;
+
+    // Fresh: forwarded, unmarked, and kept.
+    let (status, headers, body) = fetch(&client, get.clone(), &rates).await;
+    assert_eq!((status, body.as_str()), (200, "upstream\n"));
+    assert!(!headers.contains_key("x-failfast") && !headers.contains_key("cache-status"));
+    assert_eq!(proxy.stale.len(), 1);
+
+    // The upstream fails: its 503s pass through (and are not kept) until
+    // the breaker opens.
+    upstream.mode.store(proxy::FAILING, Ordering::SeqCst);
+    for _ in 0..3 {
+        let (status, headers, _) = fetch(&client, get.clone(), &rates).await;
+        assert_eq!(status, 503);
+        assert!(
+            !headers.contains_key("x-failfast"),
+            "the upstream's own 503"
+        );
+    }
+    let key: http::uri::Authority = upstream.addr.to_string().parse().unwrap();
+    assert_eq!(proxy.registry.handle(&key).state(), State::Open);
+
+    // Open: the GET is answered from the cache, marked stale, not forwarded.
+    let hits = upstream.hits.load(Ordering::SeqCst);
+    let (status, headers, body) = fetch(&client, get.clone(), &rates).await;
+    assert_eq!(
+        (status, body.as_str()),
+        (200, "upstream\n"),
+        "the last good answer"
+    );
+    assert_eq!(headers["x-failfast"], "fallback");
+    assert_eq!(headers["cache-status"], failfast::tower::CACHE_STATUS_STALE);
+    assert!(headers["age"].to_str().unwrap().parse::<u64>().is_ok());
+    assert_eq!(
+        upstream.hits.load(Ordering::SeqCst),
+        hits,
+        "the upstream was not called"
+    );
+    // Nothing kept for it, or not idempotent: a 503 with Retry-After.
+    for (method, url) in [
+        (get.clone(), format!("{base}/api/never-seen")),
+        (http::Method::POST, rates.clone()),
+    ] {
+        let (status, headers, _) = fetch(&client, method.clone(), &url).await;
+        assert_eq!(status, 503, "{method} {url}");
+        assert_eq!(headers["x-failfast"], "rejected");
+        assert!(headers.contains_key("retry-after"));
+    }
+
+    // The upstream heals: once the open period ends the GET is forwarded
+    // again (the probe), fresh and unmarked; stale until then.
+    upstream.mode.store(proxy::HEALTHY, Ordering::SeqCst);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let (status, headers, body) = fetch(&client, get.clone(), &rates).await;
+        assert_eq!((status, body.as_str()), (200, "upstream\n"));
+        match headers.get("x-failfast") {
+            None => break,
+            Some(mark) => assert_eq!(mark, "fallback", "stale while still open"),
+        }
+        assert!(
+            Instant::now() < deadline,
+            "recovered within the open period"
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(proxy.registry.handle(&key).state(), State::Closed);
+    assert!(
+        upstream.hits.load(Ordering::SeqCst) > hits,
+        "forwarded again"
     );
 }
 

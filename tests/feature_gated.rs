@@ -12,6 +12,22 @@
 //! list below to the `[[test]]` entries of `Cargo.toml`.
 
 macro_rules! needs {
+    // A file that needs several features: `needs!(file, "a" + "b", ...)`.
+    ($file:ident, $first:literal $(+ $more:literal)+, $reason:literal) => {
+        #[cfg(not(all(feature = $first $(, feature = $more)+)))]
+        #[test]
+        #[ignore = $reason]
+        fn $file() {
+            panic!(concat!(
+                "skipped without its features: run `cargo test --features ",
+                $first,
+                $(",", $more,)+
+                " --test ",
+                stringify!($file),
+                "`"
+            ));
+        }
+    };
     ($file:ident, $feature:literal, $reason:literal) => {
         #[cfg(not(feature = $feature))]
         #[test]
@@ -37,9 +53,30 @@ needs!(key_normalisation, "tower", "needs --features tower");
 needs!(alloc_keyed, "tower", "needs --features tower");
 needs!(metrics_totals, "metrics", "needs --features metrics");
 needs!(config_file, "serde", "needs --features serde");
+needs!(fallback_layer, "tower", "needs --features tower");
+needs!(
+    trace_calls,
+    "tower" + "tracing",
+    "needs --features tower,tracing"
+);
+needs!(
+    otel_export,
+    "tower" + "tracing",
+    "needs --features tower,tracing"
+);
+needs!(
+    alloc_observed,
+    "tower" + "tracing" + "metrics",
+    "needs --features tower,tracing,metrics"
+);
+needs!(
+    call_metrics,
+    "tower" + "metrics",
+    "needs --features tower,metrics"
+);
 
 /// Every `[[test]]` of `Cargo.toml` with `required-features` has its
-/// `needs!` line above, naming the same feature.
+/// `needs!` line above, naming the same features (joined by `+`).
 #[test]
 fn every_feature_gated_file_is_named_here() {
     let root = env!("CARGO_MANIFEST_DIR");
@@ -63,14 +100,21 @@ fn every_feature_gated_file_is_named_here() {
         }
     }
     assert!(gated.len() >= 9, "found only {gated:?} in Cargo.toml");
-    for (name, feature) in gated {
-        assert!(
-            feature.split(',').count() == 1,
-            "{name} needs several features ({feature}): give it a needs! line per feature"
+    for (name, features) in gated {
+        let features: Vec<&str> = features
+            .split(',')
+            .map(|f| f.trim().trim_matches('"'))
+            .collect();
+        let quoted: Vec<String> = features.iter().map(|f| format!("\"{f}\"")).collect();
+        let line = format!(
+            "needs!({name}, {}, \"needs --features {}\");",
+            quoted.join(" + "),
+            features.join(",")
         );
-        let line = format!("needs!({name}, \"{feature}\", \"needs --features {feature}\");");
+        // Whitespace aside: rustfmt spreads a long `needs!` over lines.
+        let squeezed = |s: &str| s.split_whitespace().collect::<String>();
         assert!(
-            this.contains(&line),
+            squeezed(&this).contains(&squeezed(&line)),
             "tests/feature_gated.rs lacks `{line}`"
         );
     }

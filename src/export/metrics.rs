@@ -1,6 +1,9 @@
-//! Scrape-time export through the [`metrics`] facade (feature `metrics`).
+//! Export through the [`metrics`] facade (feature `metrics`): breaker state
+//! at scrape time, and — opt-in, through the tower layers — per-call series.
 //!
-//! Nothing here runs per call. Gauges and counters are read from the
+//! # At scrape time
+//!
+//! Nothing of this part runs per call. Gauges and counters are read from the
 //! breakers' own atomics when you call [`MetricsExporter::export_breaker`] or
 //! [`MetricsExporter::export_registry`] — typically right before your
 //! exporter renders a scrape — so the hot path pays no label hashing and no
@@ -11,9 +14,11 @@
 //! |---|---|---|---|
 //! | `circuit_breaker_state` | gauge, 1 for the current state and 0 for the others | `upstream`, `state` | [`Breaker::snapshot`] |
 //! | `circuit_breaker_calls_total` | counter (absolute) | `upstream`, `outcome` = `success`, `failure`, `ignored`, `dropped`, `abandoned`, `panicked`, `rejected` | one breaker's call counters: needs [`Builder::count_calls(true)`](crate::Builder::count_calls) |
+//! | `circuit_breaker_open_age_seconds` | gauge: how long the current open period (Open or ForcedOpen) has lasted; 0 in any other state | `upstream` | [`Breaker::snapshot`] (`time_in_state`) |
 //! | `circuit_breaker_failure_ratio` | gauge, 0..1, or -1 below `min_calls` | `upstream` | the window |
 //! | `circuit_breaker_slow_call_ratio` | gauge, 0..1, or -1 below `min_calls` | `upstream` | the window |
 //! | `circuit_breaker_transitions_total` | counter | `from`, `to`, `reason` (+ `upstream` with [`record_transition_per_host`]) | [`record_transition`] / [`MetricsObserver`] |
+//! | `circuit_breaker_open_seconds_total` | counter, seconds: each open period's length ([`Transition::open_for`]), added when the period begins, rounded to whole seconds | (+ `upstream` with [`record_transition_per_host`]) | [`record_transition`] / [`MetricsObserver`] |
 //! | `circuit_breaker_registry_calls_total` | counter (absolute) | `outcome` | [`Registry::lifetime_calls`]: live breakers plus every evicted or removed one |
 //! | `circuit_breaker_registry_evicted_total` | counter (absolute) | — | [`Registry::evicted`] |
 //! | `circuit_breaker_registry_removed_total` | counter (absolute) | — | [`Registry::removed`] |
@@ -25,11 +30,38 @@
 //! | `circuit_breaker_tracked` | gauge | — | registry counters |
 //!
 //! A registry may hold millions of hosts: its per-host series (the first
-//! four rows) are **opt-in** ([`MetricsExporter::per_host`]); its aggregates
+//! five rows) are **opt-in** ([`MetricsExporter::per_host`]); its aggregates
 //! are always exported, under **their own names** (`circuit_breaker_registry_*`),
 //! so a `sum()` over the per-host series never double-counts them. A single
 //! breaker exported with [`export_breaker`](MetricsExporter::export_breaker)
 //! always gets its per-host series.
+//!
+//! # Per call (tower layers)
+//!
+//! A tower layer given [`CallMetrics`] (`.call_metrics(..)`) records, as
+//! calls happen:
+//!
+//! | series | kind | labels | recorded |
+//! |---|---|---|---|
+//! | `circuit_breaker_rejected_total` | counter | `upstream`, `reason` = `open`, `half_open_full`, `forced_open` | each rejected call |
+//! | `circuit_breaker_call_duration_seconds` | histogram, seconds | `upstream`, `outcome` = an [`Ending`](crate::export::Ending)'s name but `rejected` ([`Ending::TIMED`](crate::export::Ending::TIMED)) | each admitted call, from its admission to its verdict (or its drop); **opt-in**: [`CallMetrics::call_duration`] |
+//! | `circuit_breaker_fallback_total` | counter | `upstream` | each rejection answered by a [`FallbackLayer`](crate::tower::FallbackLayer) (or [`record_fallback`]) |
+//!
+//! `upstream` is the layer's `upstream` name for a single-breaker layer
+//! (absent when it has none); a keyed layer aggregates its hosts (no
+//! `upstream` label) unless [`CallMetrics::per_host`] names each key (one
+//! label set per host, and the key formatted for every recorded call: mind
+//! the cardinality and the allocation).
+//!
+//! The duration is measured from the permit's start — the layers always
+//! admit at a clock reading — to the verdict. With the histogram off no
+//! clock is read for it; with it on, the verdict reads the clock once (and
+//! hands that reading to the breaker, which then reads none of its own), so
+//! a call costs at most one clock read more than without it.
+//!
+//! The layers register their series' handles when the layer is built (a
+//! single-breaker layer) or label them per call (a keyed layer per host):
+//! install the recorder before building the layers.
 //!
 //! # Counters that never go down
 //!
@@ -45,6 +77,7 @@ use core::fmt;
 
 use crate::breaker::Breaker;
 use crate::clock::Clock;
+use crate::error::Rejected;
 use crate::observe::{BreakerSnapshot, CallCounts, Observer, Transition};
 use crate::registry::Registry;
 use crate::state::State;
@@ -65,6 +98,16 @@ pub const OPEN: &str = "circuit_breaker_open";
 pub const HALF_OPEN: &str = "circuit_breaker_half_open";
 /// `circuit_breaker_tracked`
 pub const TRACKED: &str = "circuit_breaker_tracked";
+/// `circuit_breaker_open_age_seconds`
+pub const OPEN_AGE_SECONDS: &str = "circuit_breaker_open_age_seconds";
+/// `circuit_breaker_open_seconds_total`
+pub const OPEN_SECONDS_TOTAL: &str = "circuit_breaker_open_seconds_total";
+/// `circuit_breaker_rejected_total`
+pub const REJECTED_TOTAL: &str = "circuit_breaker_rejected_total";
+/// `circuit_breaker_call_duration_seconds`
+pub const CALL_DURATION_SECONDS: &str = "circuit_breaker_call_duration_seconds";
+/// `circuit_breaker_fallback_total`
+pub const FALLBACK_TOTAL: &str = "circuit_breaker_fallback_total";
 /// `circuit_breaker_registry_calls_total`
 pub const REGISTRY_CALLS_TOTAL: &str = "circuit_breaker_registry_calls_total";
 /// `circuit_breaker_registry_evicted_total`
@@ -133,12 +176,39 @@ pub fn describe() {
         Unit::Count,
         "Trips refused by the open cap"
     );
+    describe_gauge!(
+        OPEN_AGE_SECONDS,
+        Unit::Seconds,
+        "How long the current open period has lasted (0 when not open)"
+    );
+    describe_counter!(
+        OPEN_SECONDS_TOTAL,
+        Unit::Seconds,
+        "Length of every open period begun, in whole seconds"
+    );
+    describe_counter!(
+        REJECTED_TOTAL,
+        Unit::Count,
+        "Calls rejected by the breaker, by reason"
+    );
+    metrics::describe_histogram!(
+        CALL_DURATION_SECONDS,
+        Unit::Seconds,
+        "Admitted calls from admission to verdict, by outcome"
+    );
+    describe_counter!(
+        FALLBACK_TOTAL,
+        Unit::Count,
+        "Rejected calls answered by a fallback"
+    );
     describe_gauge!(OPEN, Unit::Count, "Breakers open now");
     describe_gauge!(HALF_OPEN, Unit::Count, "Breakers half-open now");
     describe_gauge!(TRACKED, Unit::Count, "Breakers held by the registry");
 }
 
-/// Counts one transition in `circuit_breaker_transitions_total{from,to,reason}`.
+/// Counts one transition in `circuit_breaker_transitions_total{from,to,reason}`,
+/// and the length of an open period it begins in
+/// `circuit_breaker_open_seconds_total`.
 /// Usable as a tower layer's hook:
 /// `.on_transition(failfast::export::metrics::record_transition)` (the
 /// upstream is not a label of this series; see [`record_transition_per_host`]).
@@ -150,6 +220,18 @@ pub fn record_transition(_upstream: &str, transition: &Transition) {
         "reason" => transition.reason.as_str()
     )
     .increment(1);
+    if let Some(secs) = open_seconds(transition) {
+        metrics::counter!(OPEN_SECONDS_TOTAL).increment(secs);
+    }
+}
+
+/// The whole seconds an open period that `transition` begins adds to
+/// `circuit_breaker_open_seconds_total`: its length, rounded to the
+/// nearest second (the facade's counters are integers).
+fn open_seconds(transition: &Transition) -> Option<u64> {
+    let open_for = transition.open_for?;
+    let secs = open_for.as_secs() + u64::from(open_for.subsec_nanos() >= 500_000_000);
+    (secs > 0).then_some(secs)
 }
 
 /// Counts one transition in
@@ -167,6 +249,9 @@ pub fn record_transition_per_host(upstream: &str, transition: &Transition) {
         "reason" => transition.reason.as_str()
     )
     .increment(1);
+    if let Some(secs) = open_seconds(transition) {
+        metrics::counter!(OPEN_SECONDS_TOTAL, "upstream" => upstream.to_owned()).increment(secs);
+    }
 }
 
 /// An [`Observer`] that counts every transition (see [`record_transition`]).
@@ -292,6 +377,11 @@ pub fn export_snapshot(upstream: &str, snapshot: &BreakerSnapshot) {
         metrics::gauge!(STATE, "upstream" => upstream.to_owned(), "state" => state.as_str())
             .set(value);
     }
+    let open_age = match snapshot.state {
+        State::Open | State::ForcedOpen => snapshot.time_in_state.as_secs_f64(),
+        _ => 0.0,
+    };
+    metrics::gauge!(OPEN_AGE_SECONDS, "upstream" => upstream.to_owned()).set(open_age);
     metrics::gauge!(FAILURE_RATIO, "upstream" => upstream.to_owned())
         .set(ratio_or_unknown(snapshot.failure_rate));
     metrics::gauge!(SLOW_CALL_RATIO, "upstream" => upstream.to_owned())
@@ -301,5 +391,89 @@ pub fn export_snapshot(upstream: &str, snapshot: &BreakerSnapshot) {
             metrics::counter!(CALLS_TOTAL, "upstream" => upstream.to_owned(), "outcome" => outcome)
                 .absolute(n);
         }
+    }
+}
+
+/// Counts one rejected call in `circuit_breaker_rejected_total{upstream,reason}`
+/// (for calls outside the tower layers, which count their own).
+///
+/// ```
+/// use failfast::Breaker;
+///
+/// let breaker = Breaker::builder().consecutive_failures(1).build()?;
+/// breaker.force_open();
+/// if let Err(rejected) = breaker.try_acquire() {
+///     failfast::export::metrics::record_rejection("payments", &rejected);
+/// }
+/// # Ok::<(), failfast::ConfigError>(())
+/// ```
+pub fn record_rejection(upstream: &str, rejected: &Rejected) {
+    metrics::counter!(
+        REJECTED_TOTAL,
+        "upstream" => upstream.to_owned(),
+        "reason" => rejected.reason().as_str()
+    )
+    .increment(1);
+}
+
+/// Counts one rejection answered by a fallback in
+/// `circuit_breaker_fallback_total{upstream}` (for fallbacks outside a
+/// [`FallbackLayer`](crate::tower::FallbackLayer), e.g. after
+/// [`Breaker::call_or_else`] answered [`Answer::Fallback`](crate::Answer::Fallback)).
+pub fn record_fallback(upstream: &str) {
+    metrics::counter!(FALLBACK_TOTAL, "upstream" => upstream.to_owned()).increment(1);
+}
+
+/// The per-call series a tower layer records (see the module's "Per call"
+/// table): rejections by reason always, the call duration histogram when
+/// asked, per host for a keyed layer when asked.
+///
+/// ```
+/// use failfast::export::metrics::CallMetrics;
+/// use failfast::tower::FailFastLayer;
+/// use failfast::Breaker;
+/// use std::sync::Arc;
+///
+/// let breaker = Arc::new(Breaker::builder().consecutive_failures(5).build()?);
+/// let layer = FailFastLayer::new(breaker)
+///     .upstream("payments")
+///     .call_metrics(CallMetrics::new().call_duration(true));
+/// # let _ = layer;
+/// # Ok::<(), failfast::ConfigError>(())
+/// ```
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct CallMetrics {
+    duration: bool,
+    per_host: bool,
+}
+
+impl CallMetrics {
+    /// Rejections only; no histogram; a keyed layer's hosts aggregated.
+    pub fn new() -> CallMetrics {
+        CallMetrics::default()
+    }
+
+    /// Also records `circuit_breaker_call_duration_seconds{upstream,outcome}`
+    /// for each admitted call (one clock read more per call at most).
+    pub fn call_duration(mut self, on: bool) -> CallMetrics {
+        self.duration = on;
+        self
+    }
+
+    /// A keyed layer labels each series with the request's key (formatted
+    /// by `Display`) instead of aggregating its hosts.
+    pub fn per_host(mut self, on: bool) -> CallMetrics {
+        self.per_host = on;
+        self
+    }
+
+    /// Whether the duration histogram is recorded.
+    pub fn records_duration(&self) -> bool {
+        self.duration
+    }
+
+    /// Whether a keyed layer labels its series per host.
+    pub fn is_per_host(&self) -> bool {
+        self.per_host
     }
 }

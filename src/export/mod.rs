@@ -23,9 +23,14 @@
 //! Use one of the two for a given breaker, not both, or each transition is
 //! reported twice.
 
+mod ending;
+#[cfg(all(feature = "metrics", feature = "tower"))]
+pub(crate) mod meters;
 #[cfg(feature = "metrics")]
 #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
 pub mod metrics;
 #[cfg(feature = "tracing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tracing")))]
 pub mod tracing;
+
+pub use ending::Ending;

@@ -1,4 +1,7 @@
-//! One `tracing` event per transition (feature `tracing`); nothing per call.
+//! `tracing` for the breakers (feature `tracing`): one event per transition,
+//! and — through the tower layers — what the breaker did to each call.
+//!
+//! # Transitions
 //!
 //! Target `failfast`, message `circuit.transition`, fields `upstream`,
 //! `from`, `to`, `reason`, `generation`, `open_for_ms` (when the breaker is
@@ -11,12 +14,43 @@
 //! | a recovery (HalfOpen → Closed) | INFO |
 //! | an operator's action (force open, disable, metrics only, reset) | INFO |
 //! | Open → HalfOpen, a superseded probe round | DEBUG |
+//!
+//! # Calls
+//!
+//! A tower layer asked to [`trace_calls`](crate::tower::FailFastLayer::trace_calls)
+//! records three fields on the call's span — the current span (declared by
+//! yours, e.g. in a `tower_http::trace` make-span) or a span of its own
+//! ([`CallSpan`]):
+//!
+//! | field | value | from |
+//! |---|---|---|
+//! | [`circuitbreaker.name`](NAME_FIELD) | the upstream: the layer's `upstream` name, or the request's key | the OpenTelemetry semantic-conventions proposal for resilience attributes (open-telemetry/semantic-conventions#2355) |
+//! | [`circuitbreaker.state`](STATE_FIELD) | the state the call met at admission: `closed`, `half_open` (a probe), `open`, `forced_open`, `disabled`, `metrics_only` | the same proposal (it names the attribute, not its values; the values are [`State::as_str`](crate::State::as_str)) |
+//! | [`circuitbreaker.outcome`](OUTCOME_FIELD) | how the call ended: an [`Ending`] | ours (the proposal has none; the values follow the OpenTelemetry Java agent's Resilience4j instrumentation, `success`/`failure`/`rejected`, plus the endings this crate tells apart) |
+//!
+//! A rejected call never reached the upstream, and its span says so: outcome
+//! `rejected`, no inner call (the inner service was not called, so nothing
+//! of a remote call is recorded), and an event [`REJECTED`] ("rejected by
+//! circuit breaker") with `reason` ([`RejectReason::as_str`](crate::RejectReason::as_str)),
+//! `retry_after_ms` (absent when forced open) and `circuitbreaker.name`.
+//! So that an open breaker at 50k requests per second does not flood the
+//! log, the event is **INFO at most once per open period per breaker** and
+//! DEBUG otherwise ([`RejectionLog`]).
+//!
+//! With the feature off none of this is compiled; with it on but no
+//! subscriber interested in target `failfast` (and a disabled span), a call
+//! pays a span lookup and an `enabled!` check, and nothing is recorded.
 
+use core::fmt;
 use std::borrow::Cow;
 
 use tracing::Level;
 
+use crate::clock::Nanos;
+use crate::error::{RejectReason, Rejected};
+pub use crate::export::Ending;
 use crate::observe::{Observer, Reason, Transition};
+use crate::sync::{AtomicU64, Ordering};
 
 /// The level of a transition's event (see the module's table).
 pub fn level(transition: &Transition) -> Level {
@@ -108,5 +142,217 @@ impl Observer for TracingObserver {
             Some(name) => emit(name, transition),
             None => emit(&format!("#{:016x}", transition.breaker_id), transition),
         }
+    }
+}
+
+/// `circuitbreaker.name`: the span field naming the upstream (the
+/// OpenTelemetry proposal's attribute).
+pub const NAME_FIELD: &str = "circuitbreaker.name";
+/// `circuitbreaker.state`: the span field with the state the call met at
+/// admission (the OpenTelemetry proposal's attribute).
+pub const STATE_FIELD: &str = "circuitbreaker.state";
+/// `circuitbreaker.outcome`: the span field saying how the call ended, an
+/// [`Ending`] (ours).
+pub const OUTCOME_FIELD: &str = "circuitbreaker.outcome";
+/// The message of the event recorded when a call is rejected.
+pub const REJECTED: &str = "rejected by circuit breaker";
+
+/// Which span a tower layer records a call's fields on.
+///
+/// ```
+/// use failfast::export::tracing::CallSpan;
+/// use failfast::tower::FailFastLayer;
+/// use failfast::Breaker;
+/// use std::sync::Arc;
+///
+/// let breaker = Arc::new(Breaker::builder().consecutive_failures(5).build()?);
+/// // The span of the request (declares the fields, e.g. through tower-http's TraceLayer):
+/// let layer = FailFastLayer::new(breaker.clone()).upstream("payments").trace_calls(CallSpan::Current);
+/// // Or a span of the layer's own, `circuitbreaker`, child of the current one:
+/// let layer = FailFastLayer::new(breaker).upstream("payments").trace_calls(CallSpan::Own);
+/// # let _ = layer;
+/// # Ok::<(), failfast::ConfigError>(())
+/// ```
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CallSpan {
+    /// The span current when the layer's service is called. Only the fields
+    /// it declares are recorded (`tracing` ignores the others), so declare
+    /// them, as `tracing::field::Empty`: [`NAME_FIELD`], [`STATE_FIELD`],
+    /// [`OUTCOME_FIELD`].
+    Current,
+    /// A span the layer opens per call: INFO, target `failfast`, name
+    /// `circuitbreaker`, a child of the current span, entered while the
+    /// inner call is polled (so the client's own spans nest inside it), with
+    /// the three fields and `otel.status_code` (`error` for a failure, a
+    /// rejection, an abandoned or panicked call).
+    Own,
+}
+
+/// Decides the level of each rejection's event: **INFO for the first
+/// rejection of an open period, DEBUG for every other**, with no memory in
+/// the breaker and no work on any admitted call.
+///
+/// # How
+///
+/// An open period is named by the instant it ends: a rejection at `now`
+/// that says "retry after `d`" belongs to the period ending at `now + d`,
+/// the same instant for every rejection of that period (the breaker's
+/// `since + open duration`, exact to the nanosecond), and a different one
+/// for the next period. The log keeps slots of such instants, a breaker's
+/// slot chosen by its id. A rejection claims INFO by moving its slot from
+/// an instant already past to its own period's end, with one
+/// compare-and-swap; finding its own period there, or another period still
+/// running, or losing the swap, it is DEBUG.
+///
+/// That makes INFO at most once per period and breaker, whatever the races:
+/// a slot only ever moves forward (a claimant needs the old instant to be
+/// past, `old ≤ now`, and writes an instant to come, `now < end`), so once a
+/// slot has held a period's end it never again holds an earlier instant,
+/// and the swap that writes that end can succeed once. Two breakers sharing
+/// a slot, both open, share one INFO per pair of periods (the other's first
+/// rejection is DEBUG): never more INFO, sometimes less. Size the log for
+/// the breakers you expect open at once; a single breaker needs one slot.
+/// The bound is per log: each layer has its own, so two layers in front of
+/// one breaker log one INFO each per period.
+///
+/// Only `open` rejections can be INFO: a `half_open_full` one is part of a
+/// recovery already logged as a transition, a `forced_open` one part of an
+/// operator's action (logged too), and neither names a period end.
+///
+/// ```
+/// use failfast::export::tracing::RejectionLog;
+/// use failfast::{Breaker, ManualClock, Nanos};
+/// use tracing::Level;
+///
+/// let breaker = Breaker::builder().consecutive_failures(1).build_with_clock(ManualClock::new())?;
+/// breaker.try_acquire_at(Nanos::ZERO).unwrap().failure_at(Nanos::ZERO);
+/// let log = RejectionLog::new(1);
+/// let now = Nanos::from_millis(5);
+/// let rejected = breaker.try_acquire_at(now).unwrap_err();
+/// assert_eq!(log.level(breaker.id(), &rejected, now), Level::INFO);
+/// for ms in 6..10_000 {
+///     let now = Nanos::from_millis(ms);
+///     let rejected = breaker.try_acquire_at(now).unwrap_err();
+///     assert_eq!(log.level(breaker.id(), &rejected, now), Level::DEBUG);
+/// }
+/// # Ok::<(), failfast::ConfigError>(())
+/// ```
+pub struct RejectionLog {
+    /// End instants (nanoseconds) of the periods last announced; 0: none.
+    slots: Box<[AtomicU64]>,
+}
+
+impl RejectionLog {
+    /// A log with `slots` slots (at least 1; rounded up to a power of two).
+    pub fn new(slots: usize) -> RejectionLog {
+        let n = slots.max(1).next_power_of_two();
+        RejectionLog {
+            slots: (0..n).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+
+    /// The number of slots.
+    pub fn slots(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// The level for the event of `rejected`, seen at `now` (the instant
+    /// the admission was decided at) by the breaker with id `breaker_id`:
+    /// INFO for the first rejection of an open period, else DEBUG.
+    pub fn level(&self, breaker_id: u32, rejected: &Rejected, now: Nanos) -> Level {
+        if self.claims(breaker_id, rejected, now) {
+            Level::INFO
+        } else {
+            Level::DEBUG
+        }
+    }
+
+    fn claims(&self, breaker_id: u32, rejected: &Rejected, now: Nanos) -> bool {
+        if rejected.reason() != RejectReason::Open {
+            return false;
+        }
+        let Some(after) = rejected.retry_after() else {
+            return false;
+        };
+        let end = now.saturating_add(after).as_nanos();
+        if end <= now.as_nanos() {
+            return false; // an open period with nothing left names no future instant
+        }
+        let slot = &self.slots[breaker_id as usize & (self.slots.len() - 1)];
+        // Relaxed: the slot publishes nothing but its own value, and the
+        // compare-and-swap alone decides the one winner.
+        let seen = slot.load(Ordering::Relaxed);
+        if seen == end || seen > now.as_nanos() {
+            return false; // announced already, or another period still running here
+        }
+        // Relaxed, as above: only the swap's own atomicity matters.
+        slot.compare_exchange(seen, end, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+    }
+
+    /// Emits the event of `rejected` (target `failfast`, message
+    /// [`REJECTED`], fields `circuitbreaker.name`, `reason`,
+    /// `retry_after_ms`) at the level [`level`](Self::level) decides, in the
+    /// current span, or in `parent` when given. Nothing is done (not even
+    /// the level decided) when no subscriber wants the event.
+    pub fn emit(
+        &self,
+        name: &dyn fmt::Display,
+        breaker_id: u32,
+        rejected: &Rejected,
+        now: Nanos,
+        parent: Option<&tracing::Span>,
+    ) {
+        if !tracing::enabled!(target: "failfast", Level::DEBUG) {
+            return;
+        }
+        let level = if tracing::enabled!(target: "failfast", Level::INFO) {
+            self.level(breaker_id, rejected, now)
+        } else {
+            Level::DEBUG
+        };
+        let reason = rejected.reason().as_str();
+        // i64: OpenTelemetry's integer attribute (a u64 would export as text).
+        let retry_after_ms = rejected
+            .retry_after()
+            .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        let name = tracing::field::display(name);
+        macro_rules! event_at {
+            ($level:expr) => {
+                match parent {
+                    Some(parent) => tracing::event!(
+                        target: "failfast",
+                        parent: parent,
+                        $level,
+                        circuitbreaker.name = name,
+                        reason,
+                        retry_after_ms,
+                        "rejected by circuit breaker"
+                    ),
+                    None => tracing::event!(
+                        target: "failfast",
+                        $level,
+                        circuitbreaker.name = name,
+                        reason,
+                        retry_after_ms,
+                        "rejected by circuit breaker"
+                    ),
+                }
+            };
+        }
+        if level == Level::INFO {
+            event_at!(Level::INFO);
+        } else {
+            event_at!(Level::DEBUG);
+        }
+    }
+}
+
+impl fmt::Debug for RejectionLog {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RejectionLog")
+            .field("slots", &self.slots.len())
+            .finish()
     }
 }

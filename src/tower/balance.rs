@@ -14,6 +14,7 @@ use super::classify::{Classify, DefaultClassifier};
 use super::future::ResponseFuture;
 use super::hook::{Hook, OnTransition};
 use super::permit::{admit, LayerPermit, Owner, Reporter};
+use super::watch::Watcher;
 use crate::breaker::Breaker;
 use crate::clock::{Clock, QuantaClock};
 
@@ -45,6 +46,7 @@ pub struct EjectLayer<Cl = DefaultClassifier, C: Clock = QuantaClock> {
     recheck: Duration,
     reporter: Option<Arc<Reporter<()>>>,
     upstream: Arc<str>,
+    watch: Watcher<()>,
 }
 
 impl<C: Clock> EjectLayer<DefaultClassifier, C> {
@@ -57,6 +59,7 @@ impl<C: Clock> EjectLayer<DefaultClassifier, C> {
             recheck: DEFAULT_RECHECK,
             reporter: None,
             upstream: Arc::from(""),
+            watch: Watcher::none(),
         }
     }
 }
@@ -71,6 +74,7 @@ impl<Cl, C: Clock> EjectLayer<Cl, C> {
             recheck: self.recheck,
             reporter: self.reporter,
             upstream: self.upstream,
+            watch: self.watch,
         }
     }
 
@@ -90,9 +94,12 @@ impl<Cl, C: Clock> EjectLayer<Cl, C> {
         self
     }
 
-    /// The upstream's name, passed to the [`on_transition`](Self::on_transition) hook.
+    /// The upstream's name, passed to the [`on_transition`](Self::on_transition)
+    /// hook, and recorded by [`trace_calls`](Self::trace_calls) and
+    /// [`call_metrics`](Self::call_metrics).
     pub fn upstream(mut self, name: impl Into<Arc<str>>) -> Self {
         self.upstream = name.into();
+        self.watch = self.watch.upstream(self.upstream.clone());
         if let Some(r) = &self.reporter {
             self.reporter = Some(Reporter::shared(r.hook.clone(), self.upstream.clone()));
         }
@@ -108,6 +115,27 @@ impl<Cl, C: Clock> EjectLayer<Cl, C> {
         ));
         self
     }
+
+    /// Records what the breaker did to each call on a span (feature
+    /// `tracing`), as [`FailFastLayer::trace_calls`](super::FailFastLayer::trace_calls).
+    /// An endpoint ejected in `poll_ready` has no call to record: only a
+    /// call made without a ready `poll_ready` can be rejected (and logged).
+    #[cfg(feature = "tracing")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tracing")))]
+    pub fn trace_calls(mut self, span: crate::export::tracing::CallSpan) -> Self {
+        self.watch = self.watch.upstream(self.upstream.clone()).trace(span);
+        self
+    }
+
+    /// Records per-call series (feature `metrics`), as
+    /// [`FailFastLayer::call_metrics`](super::FailFastLayer::call_metrics).
+    /// Ejection in `poll_ready` is not a rejected call and is not counted.
+    #[cfg(feature = "metrics")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+    pub fn call_metrics(mut self, metrics: crate::export::metrics::CallMetrics) -> Self {
+        self.watch = self.watch.upstream(self.upstream.clone()).metrics(metrics);
+        self
+    }
 }
 
 impl<S, Cl: Clone, C: Clock> Layer<S> for EjectLayer<Cl, C> {
@@ -121,6 +149,7 @@ impl<S, Cl: Clone, C: Clock> Layer<S> for EjectLayer<Cl, C> {
             timeout: self.timeout,
             recheck: self.recheck,
             reporter: self.reporter.clone(),
+            watch: self.watch.clone(),
             permit: None,
             sleep: None,
         }
@@ -159,6 +188,7 @@ pub struct Eject<S, Cl = DefaultClassifier, C: Clock = QuantaClock> {
     timeout: Option<Duration>,
     recheck: Duration,
     reporter: Option<Arc<Reporter<()>>>,
+    watch: Watcher<()>,
     permit: Option<LayerPermit<(), C>>,
     sleep: Option<Pin<Box<Sleep>>>,
 }
@@ -242,6 +272,7 @@ impl<S: Clone, Cl: Clone, C: Clock> Clone for Eject<S, Cl, C> {
             timeout: self.timeout,
             recheck: self.recheck,
             reporter: self.reporter.clone(),
+            watch: self.watch.clone(),
             permit: None,
             sleep: None,
         }
@@ -302,22 +333,23 @@ where
     }
 
     fn call(&mut self, req: Req) -> Self::Future {
-        let admitted = match self.permit.take() {
+        let now = self.breaker.now();
+        let (watching, admitted) = match self.permit.take() {
             Some(mut permit) => {
                 // The call starts now, not when `poll_ready` took the permit:
                 // time spent idle in the balancer is neither slowness nor
                 // abandonment.
-                permit.restart_at(self.breaker.now());
-                Ok(permit)
+                permit.restart_at(now);
+                (self.watch.begin(permit.breaker()), Ok(permit))
             }
-            None => admit(
-                Owner::Shared(self.breaker.clone()),
-                self.breaker.now(),
-                self.reporter.as_deref(),
-            ),
+            None => {
+                let owner = Owner::Shared(self.breaker.clone());
+                let watching = self.watch.begin(&owner);
+                (watching, admit(owner, now, self.reporter.as_deref()))
+            }
         };
         ResponseFuture::admitted(
-            admitted,
+            watching.admitted(&self.watch, admitted, now),
             || self.inner.call(req),
             self.classify.clone(),
             self.timeout,

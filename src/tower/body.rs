@@ -11,8 +11,9 @@ use pin_project_lite::pin_project;
 use tower::BoxError;
 
 use super::future::ResponseFuture;
-use super::permit::{LayerPermit, Reporter};
+use super::permit::Reporter;
 use super::stream::{AtEnd, ClassifyEos, ClassifyStream, Verdict};
+use super::watch::Held;
 use crate::clock::{Clock, QuantaClock};
 use crate::outcome::Outcome;
 use std::sync::Arc;
@@ -20,7 +21,7 @@ use std::sync::Arc;
 /// A verdict still to come: the permit, what classifies the end, and where
 /// transitions go.
 struct Pending<Eos, K, C: Clock> {
-    permit: LayerPermit<K, C>,
+    permit: Held<K, C>,
     eos: Eos,
     reporter: Option<Arc<Reporter<K>>>,
 }
@@ -28,8 +29,7 @@ struct Pending<Eos, K, C: Clock> {
 impl<Eos, K, C: Clock> Pending<Eos, K, C> {
     fn settle(self, classify: impl FnOnce(Eos) -> Outcome) {
         let outcome = classify(self.eos);
-        self.permit
-            .record_reporting(outcome, None, self.reporter.as_deref());
+        self.permit.record(outcome, None, self.reporter.as_deref());
     }
 }
 
@@ -164,7 +164,7 @@ type Carried<B, Eos, C, K> = http::Response<PermitBody<B, Eos, C, K>>;
 fn hand_off<B, E, G, C, K>(
     classify: &G,
     result: Result<http::Response<B>, E>,
-    permit: Option<LayerPermit<K, C>>,
+    permit: Option<Held<K, C>>,
     reporter: Option<Arc<Reporter<K>>>,
 ) -> Result<Carried<B, G::Eos, C, K>, E>
 where
@@ -177,7 +177,7 @@ where
     };
     let eos = match classify.classify_head(&result) {
         Verdict::Ready(outcome) => {
-            permit.record_reporting(outcome, None, reporter.as_deref());
+            permit.record(outcome, None, reporter.as_deref());
             return result.map(|r| r.map(PermitBody::passing));
         }
         Verdict::AtEndOfStream(eos) => eos,

@@ -13,9 +13,10 @@ use tokio::time::Sleep;
 use tower::BoxError;
 
 use super::classify::Classify;
-use super::permit::{FailOnUnwind, LayerPermit, Reporter};
+use super::permit::Reporter;
 use super::stream::AtHead;
 use super::timeout::TimedOut;
+use super::watch::{Held, Inside, Polling};
 use crate::clock::Clock;
 use crate::error::Rejected;
 use crate::outcome::Outcome;
@@ -68,7 +69,7 @@ pin_project! {
         kind: Kind<F>,
         #[pin]
         deadline: Option<Sleep>,
-        permit: Option<LayerPermit<K, C>>,
+        permit: Option<Held<K, C>>,
         classify: Cl,
         timeout: Duration,
         reporter: Option<Arc<Reporter<K>>>,
@@ -108,7 +109,7 @@ impl<F, Cl, C: Clock, K, M> ResponseFuture<F, Cl, C, K, M> {
     /// What every layer's `call` does with its admission: a ready rejection
     /// (the inner service untouched), or the inner call with its permit.
     pub(crate) fn admitted(
-        admission: Result<LayerPermit<K, C>, Rejected>,
+        admission: Result<Held<K, C>, Rejected>,
         call: impl FnOnce() -> F,
         classify: Cl,
         timeout: Option<Duration>,
@@ -116,13 +117,19 @@ impl<F, Cl, C: Clock, K, M> ResponseFuture<F, Cl, C, K, M> {
     ) -> Self {
         match admission {
             Err(rejected) => ResponseFuture::rejected(rejected, classify),
-            Ok(permit) => ResponseFuture::called(call(), permit, classify, timeout, reporter),
+            Ok(permit) => {
+                let fut = {
+                    let _inside = Inside::new(&permit);
+                    call()
+                };
+                ResponseFuture::called(fut, permit, classify, timeout, reporter)
+            }
         }
     }
 
     pub(crate) fn called(
         fut: F,
-        permit: LayerPermit<K, C>,
+        permit: Held<K, C>,
         classify: Cl,
         timeout: Option<Duration>,
         reporter: Option<Arc<Reporter<K>>>,
@@ -151,7 +158,7 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         self.poll_call(cx, |classify, result, permit, reporter| {
             if let Some(permit) = permit {
-                permit.record_reporting(classify.classify(&result), None, reporter.as_deref());
+                permit.record(classify.classify(&result), None, reporter.as_deref());
             }
             result
         })
@@ -169,7 +176,7 @@ impl<F, Cl, C: Clock, K, M> ResponseFuture<F, Cl, C, K, M> {
         finish: impl FnOnce(
             &Cl,
             Result<T, E>,
-            Option<LayerPermit<K, C>>,
+            Option<Held<K, C>>,
             Option<Arc<Reporter<K>>>,
         ) -> Result<U, E>,
     ) -> Poll<Result<U, BoxError>>
@@ -194,7 +201,7 @@ impl<F, Cl, C: Clock, K, M> ResponseFuture<F, Cl, C, K, M> {
             KindProj::Called { fut } => fut,
         };
         let polled = {
-            let _guard = FailOnUnwind(this.permit);
+            let _guard = Polling::new(this.permit);
             fut.poll(cx)
         };
         if let Poll::Ready(result) = polled {
@@ -207,7 +214,7 @@ impl<F, Cl, C: Clock, K, M> ResponseFuture<F, Cl, C, K, M> {
             if let Some(permit) = this.permit.take() {
                 // The instant the deadline fired, not the instant we noticed.
                 let fired = permit.started_at().saturating_add(*this.timeout);
-                permit.record_reporting(Outcome::Failure, Some(fired), this.reporter.as_deref());
+                permit.record(Outcome::Failure, Some(fired), this.reporter.as_deref());
             }
             return Poll::Ready(Err(Box::new(TimedOut::new(*this.timeout))));
         }

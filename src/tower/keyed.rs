@@ -30,6 +30,7 @@ use super::future::ResponseFuture;
 use super::hook::{Hook, OnTransition};
 use super::key::{KeyFn, KeySink};
 use super::permit::{admit, Owner, Reporter};
+use super::watch::Watcher;
 use crate::clock::{Clock, Nanos, QuantaClock};
 use crate::registry::{Entry, EntryArc, Registry};
 
@@ -120,7 +121,14 @@ pub struct KeyedLayer<
     timeout: Option<Duration>,
     keyless: KeylessPolicy,
     reporter: Option<Arc<Reporter<K>>>,
+    watch: Watcher<K>,
 }
+
+/// How many slots a keyed layer's rejection log has (see
+/// [`RejectionLog`](crate::export::tracing::RejectionLog)): 8 KiB, INFO for
+/// up to about this many breakers open at once.
+#[cfg(feature = "tracing")]
+const KEYED_LOG_SLOTS: usize = 1024;
 
 impl<K, H, C: Clock> KeyedLayer<K, AuthorityKey<K>, DefaultClassifier, H, C> {
     /// A layer keyed by [`AuthorityKey`], classifying `Ok` as success and
@@ -133,6 +141,7 @@ impl<K, H, C: Clock> KeyedLayer<K, AuthorityKey<K>, DefaultClassifier, H, C> {
             timeout: None,
             keyless: KeylessPolicy::Reject,
             reporter: None,
+            watch: Watcher::none(),
         }
     }
 }
@@ -148,6 +157,7 @@ impl<K, Kf, Cl, H, C: Clock> KeyedLayer<K, Kf, Cl, H, C> {
             timeout: self.timeout,
             keyless: self.keyless,
             reporter: self.reporter,
+            watch: self.watch,
         }
     }
 
@@ -160,6 +170,7 @@ impl<K, Kf, Cl, H, C: Clock> KeyedLayer<K, Kf, Cl, H, C> {
             timeout: self.timeout,
             keyless: self.keyless,
             reporter: self.reporter,
+            watch: self.watch,
         }
     }
 
@@ -195,6 +206,44 @@ impl<K, Kf, Cl, H, C: Clock> KeyedLayer<K, Kf, Cl, H, C> {
         self
     }
 
+    /// Records what each key's breaker did to each call on a span (feature
+    /// `tracing`), as [`FailFastLayer::trace_calls`](super::FailFastLayer::trace_calls)
+    /// does, with the key (by `Display`) as `circuitbreaker.name`. A
+    /// rejection's event is INFO at most once per open period per breaker,
+    /// for up to about 1024 breakers open at once (beyond, some first
+    /// rejections are DEBUG too: see
+    /// [`RejectionLog`](crate::export::tracing::RejectionLog)).
+    #[cfg(feature = "tracing")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tracing")))]
+    pub fn trace_calls(mut self, span: crate::export::tracing::CallSpan) -> Self
+    where
+        K: fmt::Display,
+    {
+        self.watch = self
+            .watch
+            .keyed(super::watch::display_name::<K>)
+            .log_slots(KEYED_LOG_SLOTS)
+            .trace(span);
+        self
+    }
+
+    /// Records per-call series (feature `metrics`), aggregated over the
+    /// keys, or per key (by `Display`) with
+    /// [`CallMetrics::per_host`](crate::export::metrics::CallMetrics::per_host)
+    /// (see [`export::metrics`](crate::export::metrics)).
+    #[cfg(feature = "metrics")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+    pub fn call_metrics(mut self, metrics: crate::export::metrics::CallMetrics) -> Self
+    where
+        K: fmt::Display,
+    {
+        self.watch = self
+            .watch
+            .keyed(super::watch::display_name::<K>)
+            .metrics(metrics);
+        self
+    }
+
     /// The registry.
     pub fn registry(&self) -> &Arc<Registry<K, H, C>> {
         &self.registry
@@ -210,6 +259,7 @@ impl<K, Kf: Clone, Cl: Clone, H, C: Clock> Clone for KeyedLayer<K, Kf, Cl, H, C>
             timeout: self.timeout,
             keyless: self.keyless,
             reporter: self.reporter.clone(),
+            watch: self.watch.clone(),
         }
     }
 }
@@ -238,6 +288,7 @@ impl<S, K, Kf: Clone, Cl: Clone, H, C: Clock> Layer<S> for KeyedLayer<K, Kf, Cl,
             timeout: self.timeout,
             keyless: self.keyless,
             reporter: self.reporter.clone(),
+            watch: self.watch.clone(),
         }
     }
 }
@@ -272,6 +323,7 @@ pub struct Keyed<
     timeout: Option<Duration>,
     keyless: KeylessPolicy,
     reporter: Option<Arc<Reporter<K>>>,
+    watch: Watcher<K>,
 }
 
 impl<S, K, Kf, Cl, H, C: Clock> Keyed<S, K, Kf, Cl, H, C> {
@@ -296,6 +348,7 @@ impl<S: Clone, K, Kf: Clone, Cl: Clone, H, C: Clock> Clone for Keyed<S, K, Kf, C
             timeout: self.timeout,
             keyless: self.keyless,
             reporter: self.reporter.clone(),
+            watch: self.watch.clone(),
         }
     }
 }
@@ -352,8 +405,11 @@ where
                 }
             }
         };
+        let owner = Owner::Entry(entry);
+        let watching = self.watch.begin(&owner);
+        let admission = admit(owner, now, self.reporter.as_deref());
         ResponseFuture::admitted(
-            admit(Owner::Entry(entry), now, self.reporter.as_deref()),
+            watching.admitted(&self.watch, admission, now),
             || self.inner.call(req),
             self.classify.clone(),
             self.timeout,

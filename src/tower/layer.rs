@@ -13,6 +13,7 @@ use super::future::ResponseFuture;
 use super::hook::{Hook, OnTransition};
 use super::permit::{admit, Owner, Reporter};
 use super::stream::{AtEnd, AtHead, ClassifyStream};
+use super::watch::Watcher;
 use crate::breaker::Breaker;
 use crate::clock::{Clock, QuantaClock};
 
@@ -46,6 +47,7 @@ pub struct FailFastLayer<Cl = DefaultClassifier, C: Clock = QuantaClock, M = AtH
     timeout: Option<Duration>,
     reporter: Option<Arc<Reporter<()>>>,
     upstream: Arc<str>,
+    watch: Watcher<()>,
     mode: PhantomData<fn() -> M>,
 }
 
@@ -58,6 +60,7 @@ impl<C: Clock> FailFastLayer<DefaultClassifier, C> {
             timeout: None,
             reporter: None,
             upstream: Arc::from(""),
+            watch: Watcher::none(),
             mode: PhantomData,
         }
     }
@@ -98,6 +101,7 @@ impl<Cl, C: Clock, M> FailFastLayer<Cl, C, M> {
             timeout: self.timeout,
             reporter: self.reporter,
             upstream: self.upstream,
+            watch: self.watch,
             mode: PhantomData,
         }
     }
@@ -109,9 +113,13 @@ impl<Cl, C: Clock, M> FailFastLayer<Cl, C, M> {
         self
     }
 
-    /// The upstream's name, passed to the [`on_transition`](Self::on_transition) hook.
+    /// The upstream's name, passed to the [`on_transition`](Self::on_transition)
+    /// hook, recorded as `circuitbreaker.name` by
+    /// [`trace_calls`](Self::trace_calls) and as the `upstream` label by
+    /// [`call_metrics`](Self::call_metrics).
     pub fn upstream(mut self, name: impl Into<Arc<str>>) -> Self {
         self.upstream = name.into();
+        self.watch = self.watch.upstream(self.upstream.clone());
         if let Some(r) = &self.reporter {
             self.reporter = Some(Reporter::shared(r.hook.clone(), self.upstream.clone()));
         }
@@ -127,6 +135,41 @@ impl<Cl, C: Clock, M> FailFastLayer<Cl, C, M> {
             Hook(Arc::new(hook)),
             self.upstream.clone(),
         ));
+        self
+    }
+
+    /// Records what the breaker did to each call on a span (feature
+    /// `tracing`): `circuitbreaker.name`, `circuitbreaker.state`,
+    /// `circuitbreaker.outcome`, and for a rejected call an event with its
+    /// reason and retry-after, INFO at most once per open period (see
+    /// [`export::tracing`](crate::export::tracing)).
+    ///
+    /// ```
+    /// use failfast::export::tracing::CallSpan;
+    /// use failfast::tower::FailFastLayer;
+    /// use failfast::Breaker;
+    /// use std::sync::Arc;
+    ///
+    /// let breaker = Arc::new(Breaker::builder().consecutive_failures(5).build()?);
+    /// let layer = FailFastLayer::new(breaker).upstream("payments").trace_calls(CallSpan::Current);
+    /// # let _ = layer;
+    /// # Ok::<(), failfast::ConfigError>(())
+    /// ```
+    #[cfg(feature = "tracing")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tracing")))]
+    pub fn trace_calls(mut self, span: crate::export::tracing::CallSpan) -> Self {
+        self.watch = self.watch.upstream(self.upstream.clone()).trace(span);
+        self
+    }
+
+    /// Records per-call series (feature `metrics`): rejections by reason,
+    /// and the call duration histogram if asked (see
+    /// [`export::metrics`](crate::export::metrics)). The series' handles are
+    /// registered now, with the recorder installed now: install it first.
+    #[cfg(feature = "metrics")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+    pub fn call_metrics(mut self, metrics: crate::export::metrics::CallMetrics) -> Self {
+        self.watch = self.watch.upstream(self.upstream.clone()).metrics(metrics);
         self
     }
 
@@ -146,6 +189,7 @@ impl<S, Cl: Clone, C: Clock, M> Layer<S> for FailFastLayer<Cl, C, M> {
             classify: self.classify.clone(),
             timeout: self.timeout,
             reporter: self.reporter.clone(),
+            watch: self.watch.clone(),
             mode: PhantomData,
         }
     }
@@ -196,6 +240,7 @@ pub struct FailFast<S, Cl = DefaultClassifier, C: Clock = QuantaClock, M = AtHea
     classify: Cl,
     timeout: Option<Duration>,
     reporter: Option<Arc<Reporter<()>>>,
+    watch: Watcher<()>,
     mode: PhantomData<fn() -> M>,
 }
 
@@ -244,12 +289,12 @@ where
     }
 
     fn call(&mut self, req: Req) -> Self::Future {
+        let owner = Owner::Shared(self.breaker.clone());
+        let now = self.breaker.now();
+        let watching = self.watch.begin(&owner);
+        let admission = admit(owner, now, self.reporter.as_deref());
         ResponseFuture::admitted(
-            admit(
-                Owner::Shared(self.breaker.clone()),
-                self.breaker.now(),
-                self.reporter.as_deref(),
-            ),
+            watching.admitted(&self.watch, admission, now),
             || self.inner.call(req),
             self.classify.clone(),
             self.timeout,
@@ -275,12 +320,12 @@ where
     }
 
     fn call(&mut self, req: Req) -> Self::Future {
+        let owner = Owner::Shared(self.breaker.clone());
+        let now = self.breaker.now();
+        let watching = self.watch.begin(&owner);
+        let admission = admit(owner, now, self.reporter.as_deref());
         ResponseFuture::admitted(
-            admit(
-                Owner::Shared(self.breaker.clone()),
-                self.breaker.now(),
-                self.reporter.as_deref(),
-            ),
+            watching.admitted(&self.watch, admission, now),
             || self.inner.call(req),
             self.classify.clone(),
             self.timeout,

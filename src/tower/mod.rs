@@ -120,6 +120,7 @@ mod balance;
 mod body;
 mod classify;
 mod clock;
+mod fallback;
 #[cfg(feature = "tower-http")]
 mod from_tower_http;
 mod future;
@@ -132,6 +133,7 @@ mod permit;
 mod respond;
 mod stream;
 mod timeout;
+mod watch;
 
 pub use authority::{
     normalise_authority, AuthorityKey, FromAuthority, KeyBuf, DEFAULT_MAX_KEY_LEN,
@@ -141,6 +143,10 @@ pub use balance::{Eject, EjectLayer, DEFAULT_RECHECK};
 pub use body::PermitBody;
 pub use classify::{Classify, DefaultClassifier, HttpClassifier};
 pub use clock::TokioClock;
+pub use fallback::{
+    is_stale, mark_stale, unavailable, Fallback, FallbackFuture, FallbackLayer, OnRejected,
+    Recover, Stale, WithRequest, CACHE_STATUS_STALE,
+};
 #[cfg(feature = "tower-http")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower-http")))]
 pub use from_tower_http::FromTowerHttp;

@@ -149,18 +149,3 @@ fn shielded<K, C: Clock>(
         }
     }
 }
-
-/// Drops the permit if the inner future panics while it is polled, so the
-/// drop happens *during* the unwind and counts the call as a failure. Without
-/// it the permit would wait in the future until whoever caught the panic
-/// (tokio's task harness, say) drops the future — no longer panicking, so the
-/// call would be judged by its age instead.
-pub(crate) struct FailOnUnwind<'a, K, C: Clock>(pub(crate) &'a mut Option<LayerPermit<K, C>>);
-
-impl<K, C: Clock> Drop for FailOnUnwind<'_, K, C> {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            drop(self.0.take());
-        }
-    }
-}

@@ -56,14 +56,7 @@ pub fn retry_after_secs(rejected: &Rejected) -> Option<u64> {
 /// ```
 pub fn error_response<B>(err: &BoxError, body: impl FnOnce() -> B) -> Option<Response<B>> {
     if let Some(rejected) = err.downcast_ref::<Rejected>() {
-        let mut response = Response::new(body());
-        *response.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
-        let headers = response.headers_mut();
-        if let Some(secs) = retry_after_secs(rejected) {
-            headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
-        }
-        headers.insert(X_FAILFAST, HeaderValue::from_static("rejected"));
-        return Some(response);
+        return Some(rejected_response(rejected, body()));
     }
     if err.is::<TimedOut>() {
         let mut response = Response::new(body());
@@ -73,6 +66,19 @@ pub fn error_response<B>(err: &BoxError, body: impl FnOnce() -> B) -> Option<Res
         return Some(response);
     }
     None
+}
+
+/// `503 Service Unavailable` with `Retry-After` (when known) and
+/// `x-failfast: rejected`, around `body`.
+pub(crate) fn rejected_response<B>(rejected: &Rejected, body: B) -> Response<B> {
+    let mut response = Response::new(body);
+    *response.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+    let headers = response.headers_mut();
+    if let Some(secs) = retry_after_secs(rejected) {
+        headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
+    }
+    headers.insert(X_FAILFAST, HeaderValue::from_static("rejected"));
+    response
 }
 
 /// A JSON view of a registry for a status endpoint: the aggregates, and at

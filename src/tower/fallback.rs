@@ -1,0 +1,485 @@
+//! [`FallbackLayer`]: turns a breaker's rejection into a response — a 503
+//! with `Retry-After`, or a stale copy from a cache, marked as such — and
+//! the HTTP marks that say so.
+//!
+//! # Saying an answer is a fallback
+//!
+//! A fallback must never pass off stale data as fresh. For HTTP the marks
+//! are headers a client or a cache can read, and a typed extension for
+//! in-process callers ([`mark_stale`]):
+//!
+//! * **`x-failfast: fallback`** — the crate's own header (the one
+//!   [`error_response`](super::error_response) sets to `rejected` or
+//!   `timeout`): one lookup for a client to tell the answer apart.
+//! * **`Cache-Status: failfast; hit; detail=circuit-open`** (RFC 9211) — the
+//!   standard way for an intermediary to say it answered from its cache, and
+//!   why; HTTP debugging tools and CDNs show it.
+//! * **`Age`** (RFC 9111 §5.1) — how long ago the copy was stored.
+//!
+//! Not `Warning: 110 - "Response is Stale"`: RFC 9111 obsoleted the
+//! `Warning` header (no cache or client acted on it consistently), so a
+//! client written today would not look for it.
+
+use core::fmt;
+use core::future::Future;
+use core::marker::PhantomData;
+use core::pin::Pin;
+use core::task::{ready, Context, Poll};
+use core::time::Duration;
+use std::sync::Arc;
+
+use http::{header, HeaderValue, Response};
+use pin_project_lite::pin_project;
+use tower::{BoxError, Layer, Service};
+
+use super::respond::X_FAILFAST;
+use crate::error::Rejected;
+
+/// The `Cache-Status` entry of a stale answer served while the breaker is
+/// open.
+pub const CACHE_STATUS_STALE: &str = "failfast; hit; detail=circuit-open";
+
+/// `circuit_breaker_fallback_total{upstream}` (feature `metrics`): a handle
+/// registered when the layer is built; nothing without the feature.
+#[derive(Clone)]
+struct Count {
+    #[cfg(feature = "metrics")]
+    counter: metrics::Counter,
+}
+
+impl Count {
+    fn new(upstream: Option<&str>) -> Count {
+        #[cfg(not(feature = "metrics"))]
+        let _ = upstream;
+        Count {
+            #[cfg(feature = "metrics")]
+            counter: crate::export::meters::fallback_counter(upstream),
+        }
+    }
+
+    #[inline]
+    fn increment(&self) {
+        #[cfg(feature = "metrics")]
+        self.counter.increment(1);
+    }
+}
+
+/// What a [`FallbackLayer`] answers a rejected request with.
+///
+/// `remember` runs for **every** request, before the inner service takes
+/// it, and keeps what an answer may need (a cache key, say): keep it cheap.
+/// `answer` runs only for a request the breaker rejected (the inner service
+/// was not called); `None` lets the rejection through unchanged (a cache
+/// miss, say).
+///
+/// Closures make recovers: see [`FallbackLayer::new`] and
+/// [`FallbackLayer::with_request`].
+pub trait Recover<Req, Res> {
+    /// What is kept of each request.
+    type Memo;
+
+    /// Keeps what [`answer`](Self::answer) may need of `req`.
+    fn remember(&self, req: &Req) -> Self::Memo;
+
+    /// The response for a rejected request, or `None` to let `rejected`
+    /// through.
+    fn answer(&self, memo: Self::Memo, rejected: &Rejected) -> Option<Res>;
+}
+
+/// A recover from the rejection alone (see [`FallbackLayer::new`]).
+#[derive(Clone, Copy)]
+pub struct OnRejected<F>(F);
+
+impl<F, Req, Res> Recover<Req, Res> for OnRejected<F>
+where
+    F: Fn(&Rejected) -> Option<Res>,
+{
+    type Memo = ();
+
+    fn remember(&self, _req: &Req) {}
+
+    fn answer(&self, (): (), rejected: &Rejected) -> Option<Res> {
+        (self.0)(rejected)
+    }
+}
+
+impl<F> fmt::Debug for OnRejected<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("OnRejected")
+    }
+}
+
+/// A recover from what was kept of the request and the rejection (see
+/// [`FallbackLayer::with_request`]).
+#[derive(Clone, Copy)]
+pub struct WithRequest<R, A> {
+    remember: R,
+    answer: A,
+}
+
+impl<R, A, Req, Res, M> Recover<Req, Res> for WithRequest<R, A>
+where
+    R: Fn(&Req) -> M,
+    A: Fn(M, &Rejected) -> Option<Res>,
+{
+    type Memo = M;
+
+    fn remember(&self, req: &Req) -> M {
+        (self.remember)(req)
+    }
+
+    fn answer(&self, memo: M, rejected: &Rejected) -> Option<Res> {
+        (self.answer)(memo, rejected)
+    }
+}
+
+impl<R, A> fmt::Debug for WithRequest<R, A> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("WithRequest")
+    }
+}
+
+/// Wraps a service whose errors may be a breaker's [`Rejected`] (any
+/// failfast layer's, boxed in [`BoxError`]) in a [`Fallback`]: a rejected
+/// request is answered by the [`Recover`] instead of failing. Every other
+/// error, and every response of a call that ran, passes through unchanged.
+///
+/// Put it **outside** the failfast layer. With feature `metrics`, each
+/// answer counts in `circuit_breaker_fallback_total{upstream}` (the label
+/// from [`upstream`](Self::upstream); the handle is registered when the
+/// layer is built: install the recorder first).
+///
+/// ```
+/// use failfast::tower::{unavailable, FailFastLayer, FallbackLayer};
+/// use failfast::Breaker;
+/// use std::sync::Arc;
+/// use tower::{Service, ServiceBuilder, ServiceExt};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), tower::BoxError> {
+/// let breaker = Arc::new(Breaker::builder().consecutive_failures(1).build()?);
+/// let mut svc = ServiceBuilder::new()
+///     .layer(FallbackLayer::new(|rejected| Some(unavailable::<String>(rejected))))
+///     .layer(FailFastLayer::new(breaker.clone()))
+///     .service_fn(|_req: http::Request<()>| async {
+///         Ok::<_, std::io::Error>(http::Response::new("fresh".to_owned()))
+///     });
+/// assert_eq!(svc.ready().await?.call(http::Request::new(())).await?.body(), "fresh");
+///
+/// breaker.force_open();
+/// let answer = svc.ready().await?.call(http::Request::new(())).await?;
+/// assert_eq!(answer.status(), 503);
+/// assert_eq!(answer.headers()["x-failfast"], "rejected");
+/// # Ok(())
+/// # }
+/// ```
+pub struct FallbackLayer<F> {
+    /// Shared by the layer's services and their calls: a call takes a
+    /// reference count, never a copy of what the recover holds (a cache).
+    recover: Arc<F>,
+    upstream: Option<Arc<str>>,
+    count: Count,
+}
+
+impl<F> Clone for FallbackLayer<F> {
+    fn clone(&self) -> Self {
+        FallbackLayer {
+            recover: self.recover.clone(),
+            upstream: self.upstream.clone(),
+            count: self.count.clone(),
+        }
+    }
+}
+
+impl<F> FallbackLayer<F> {
+    /// A fallback answered by `recover`, any [`Recover`] (a type of your
+    /// own, nameable in a service's type, unlike a closure).
+    pub fn from_recover(recover: F) -> FallbackLayer<F> {
+        FallbackLayer {
+            recover: Arc::new(recover),
+            upstream: None,
+            count: Count::new(None),
+        }
+    }
+
+    /// Names the upstream in `circuit_breaker_fallback_total{upstream}`
+    /// (feature `metrics`); without it the series has no `upstream` label.
+    pub fn upstream(mut self, name: impl Into<Arc<str>>) -> Self {
+        let name = name.into();
+        self.count = Count::new(Some(&name));
+        self.upstream = Some(name);
+        self
+    }
+}
+
+impl<G> FallbackLayer<OnRejected<G>> {
+    /// A fallback from the rejection alone: `answer(&rejected)` is the
+    /// response, or `None` to let the rejection through. For HTTP,
+    /// [`unavailable`] is the usual answer.
+    pub fn new<Res>(answer: G) -> Self
+    where
+        G: Fn(&Rejected) -> Option<Res>,
+    {
+        FallbackLayer::from_recover(OnRejected(answer))
+    }
+}
+
+impl<R, A> FallbackLayer<WithRequest<R, A>> {
+    /// A fallback that needs something of the request: `remember(&req)`
+    /// runs for every request and keeps a memo; `answer(memo, &rejected)`
+    /// runs for a rejected one.
+    ///
+    /// ```
+    /// use failfast::tower::{mark_stale, FallbackLayer};
+    /// use std::time::Duration;
+    ///
+    /// // Answer a rejected GET from a cache of last good bodies, marked stale.
+    /// let cache = std::collections::HashMap::from([("/rates".to_owned(), "1.09".to_owned())]);
+    /// let layer = FallbackLayer::with_request(
+    ///     |req: &http::Request<()>| (req.method() == http::Method::GET).then(|| req.uri().path().to_owned()),
+    ///     move |path: Option<String>, rejected| {
+    ///         let body = cache.get(&path?)?.clone();
+    ///         let mut response = http::Response::new(body);
+    ///         mark_stale(&mut response, rejected, Some(Duration::from_secs(42)));
+    ///         Some(response)
+    ///     },
+    /// );
+    /// # let _ = layer;
+    /// ```
+    pub fn with_request<Req, M, Res>(remember: R, answer: A) -> Self
+    where
+        R: Fn(&Req) -> M,
+        A: Fn(M, &Rejected) -> Option<Res>,
+    {
+        FallbackLayer::from_recover(WithRequest { remember, answer })
+    }
+}
+
+impl<F: fmt::Debug> fmt::Debug for FallbackLayer<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FallbackLayer")
+            .field("recover", &self.recover)
+            .field("upstream", &self.upstream)
+            .finish()
+    }
+}
+
+impl<S, F> Layer<S> for FallbackLayer<F> {
+    type Service = Fallback<S, F>;
+
+    fn layer(&self, inner: S) -> Fallback<S, F> {
+        Fallback {
+            inner,
+            recover: self.recover.clone(),
+            count: self.count.clone(),
+        }
+    }
+}
+
+/// A service whose breaker rejections are answered by a [`Recover`]; see
+/// [`FallbackLayer`].
+pub struct Fallback<S, F> {
+    inner: S,
+    recover: Arc<F>,
+    count: Count,
+}
+
+impl<S: Clone, F> Clone for Fallback<S, F> {
+    fn clone(&self) -> Self {
+        Fallback {
+            inner: self.inner.clone(),
+            recover: self.recover.clone(),
+            count: self.count.clone(),
+        }
+    }
+}
+
+impl<S: fmt::Debug, F: fmt::Debug> fmt::Debug for Fallback<S, F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Fallback")
+            .field("inner", &self.inner)
+            .field("recover", &self.recover)
+            .finish()
+    }
+}
+
+impl<S, F> Fallback<S, F> {
+    /// The inner service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+}
+
+impl<S, F, Req> Service<Req> for Fallback<S, F>
+where
+    S: Service<Req>,
+    S::Error: Into<BoxError>,
+    F: Recover<Req, S::Response>,
+{
+    type Response = S::Response;
+    type Error = BoxError;
+    type Future = FallbackFuture<S::Future, F, F::Memo, Req>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, req: Req) -> Self::Future {
+        let memo = self.recover.remember(&req);
+        FallbackFuture {
+            inner: self.inner.call(req),
+            recover: Some((self.recover.clone(), memo)),
+            count: self.count.clone(),
+            request: PhantomData,
+        }
+    }
+}
+
+pin_project! {
+    /// The response future of a [`Fallback`].
+    pub struct FallbackFuture<Fut, F, M, Req> {
+        #[pin]
+        inner: Fut,
+        recover: Option<(Arc<F>, M)>,
+        count: Count,
+        request: PhantomData<fn(Req)>,
+    }
+}
+
+impl<Fut, F, M, Req> fmt::Debug for FallbackFuture<Fut, F, M, Req> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("FallbackFuture")
+    }
+}
+
+impl<Fut, F, M, Res, E, Req> Future for FallbackFuture<Fut, F, M, Req>
+where
+    Fut: Future<Output = Result<Res, E>>,
+    E: Into<BoxError>,
+    F: Recover<Req, Res, Memo = M>,
+{
+    type Output = Result<Res, BoxError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let err = match ready!(this.inner.poll(cx)) {
+            Ok(response) => return Poll::Ready(Ok(response)),
+            Err(err) => err.into(),
+        };
+        let Some(rejected) = err.downcast_ref::<Rejected>() else {
+            return Poll::Ready(Err(err));
+        };
+        let Some((recover, memo)) = this.recover.take() else {
+            return Poll::Ready(Err(err));
+        };
+        match recover.answer(memo, rejected) {
+            Some(response) => {
+                this.count.increment();
+                Poll::Ready(Ok(response))
+            }
+            None => Poll::Ready(Err(err)),
+        }
+    }
+}
+
+/// The answer for a rejected HTTP request: `503 Service Unavailable`,
+/// `Retry-After` (whole seconds, rounded up, when the breaker names a time)
+/// and `x-failfast: rejected` — the upstream was not called. The same
+/// answer [`error_response`](super::error_response) gives, as a fallback.
+///
+/// ```
+/// use failfast::tower::unavailable;
+/// use failfast::{Breaker, ManualClock, Nanos};
+/// use std::time::Duration;
+///
+/// let breaker = Breaker::builder()
+///     .consecutive_failures(1)
+///     .open_duration(Duration::from_secs(10))
+///     .jitter(0.0)
+///     .build_with_clock(ManualClock::new())?;
+/// breaker.try_acquire_at(Nanos::ZERO).unwrap().failure_at(Nanos::ZERO);
+/// let rejected = breaker.try_acquire_at(Nanos::from_millis(2_500)).unwrap_err();
+///
+/// let response = unavailable::<()>(&rejected);
+/// assert_eq!(response.status(), 503);
+/// assert_eq!(response.headers()["retry-after"], "8"); // 7.5 s, rounded up
+/// # Ok::<(), failfast::ConfigError>(())
+/// ```
+pub fn unavailable<B: Default>(rejected: &Rejected) -> Response<B> {
+    super::respond::rejected_response(rejected, B::default())
+}
+
+/// What an answer marked by [`mark_stale`] carries in its extensions: that
+/// it is a fallback, why, and the age of the copy if known.
+///
+/// ```
+/// use failfast::tower::{mark_stale, Stale};
+/// use failfast::Breaker;
+///
+/// let breaker = Breaker::builder().consecutive_failures(1).build()?;
+/// breaker.force_open();
+/// let rejected = breaker.try_acquire().unwrap_err();
+/// let mut response = http::Response::new(());
+/// mark_stale(&mut response, &rejected, None);
+/// let stale = response.extensions().get::<Stale>().expect("marked");
+/// assert_eq!(stale.rejected, rejected);
+/// # Ok::<(), failfast::ConfigError>(())
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Stale {
+    /// Why the fresh call was not made.
+    pub rejected: Rejected,
+    /// How long ago the copy was stored, if known.
+    pub age: Option<Duration>,
+}
+
+/// Marks `response` as a stale copy served instead of a rejected call:
+/// `x-failfast: fallback`, `Cache-Status: failfast; hit; detail=circuit-open`
+/// (added to any the copy carried), `Age` when `age` is known (whole
+/// seconds), and a [`Stale`] extension. The module's docs say why these
+/// headers and not `Warning`.
+///
+/// ```
+/// use failfast::tower::mark_stale;
+/// use failfast::Breaker;
+/// use std::time::Duration;
+///
+/// let breaker = Breaker::builder().consecutive_failures(1).build()?;
+/// breaker.force_open();
+/// let rejected = breaker.try_acquire().unwrap_err();
+///
+/// let mut response = http::Response::new("yesterday's rates");
+/// mark_stale(&mut response, &rejected, Some(Duration::from_millis(90_500)));
+/// assert_eq!(response.headers()["x-failfast"], "fallback");
+/// assert_eq!(response.headers()["cache-status"], "failfast; hit; detail=circuit-open");
+/// assert_eq!(response.headers()["age"], "90");
+/// # Ok::<(), failfast::ConfigError>(())
+/// ```
+pub fn mark_stale<B>(response: &mut Response<B>, rejected: &Rejected, age: Option<Duration>) {
+    let headers = response.headers_mut();
+    headers.insert(X_FAILFAST, HeaderValue::from_static("fallback"));
+    // RFC 9211: the entry of the cache nearest the client comes last.
+    headers.append(
+        header::CACHE_STATUS,
+        HeaderValue::from_static(CACHE_STATUS_STALE),
+    );
+    match age {
+        Some(age) => {
+            headers.insert(header::AGE, HeaderValue::from(age.as_secs()));
+        }
+        None => {
+            headers.remove(header::AGE);
+        }
+    }
+    response.extensions_mut().insert(Stale {
+        rejected: rejected.clone(),
+        age,
+    });
+}
+
+/// Whether `response` was marked by [`mark_stale`] (its [`Stale`]
+/// extension; across the network, read `x-failfast: fallback` instead).
+pub fn is_stale<B>(response: &Response<B>) -> bool {
+    response.extensions().get::<Stale>().is_some()
+}
