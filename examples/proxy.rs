@@ -160,6 +160,7 @@ pub fn proxy(
         let service = KeyedLayer::new(registry.clone())
             .classify(HttpClassifier::new())
             .timeout(settings.timeout)
+            .name_rejections()
             .on_transition(move |upstream: &str, t: &Transition| {
                 if let Some(proxy) = me.upgrade() {
                     if proxy.settings.verbose {

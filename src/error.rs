@@ -53,7 +53,7 @@ impl RejectReason {
 /// assert_eq!(rejected.retry_after(), Some(Duration::from_secs(6)));
 /// assert_eq!(rejected.to_string(), "circuit open; retry after 6s");
 /// ```
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone)]
 pub struct Rejected {
     /// The reason (top two bits) and the nanoseconds until a call may be
     /// admitted (the rest; all ones when unknown): one word, so a rejection
@@ -61,10 +61,14 @@ pub struct Rejected {
     /// registers on the rejection path.
     wait: u64,
     /// The upstream's name, when the code that asked the breaker knows it:
-    /// behind one thin pointer, and a layer names its rejections with a
-    /// reference count, not an allocation.
-    upstream: Option<Arc<String>>,
+    /// anything `Display` behind an `Arc`, formatted only when shown. A
+    /// layer's fixed name costs a reference count per rejection; a keyed
+    /// layer's key a pointer to the registry entry that holds it.
+    upstream: Option<UpstreamName>,
 }
+
+/// A name for [`Rejected::upstream`]: shared, displayed only when asked.
+pub(crate) type UpstreamName = Arc<dyn fmt::Display + Send + Sync>;
 
 const REASON_SHIFT: u32 = 62;
 /// The low bits of `wait`: nanoseconds, or all ones for no known wait
@@ -129,19 +133,20 @@ impl Rejected {
     /// let breaker = Breaker::builder().consecutive_failures(1).build()?;
     /// breaker.force_open();
     /// let rejected = breaker.try_acquire().unwrap_err().with_upstream("payments");
-    /// assert_eq!(rejected.upstream(), Some("payments"));
+    /// assert_eq!(rejected.upstream().unwrap().to_string(), "payments");
     /// assert_eq!(rejected.to_string(), "payments: circuit forced open");
     /// # Ok::<(), failfast::ConfigError>(())
     /// ```
     #[must_use]
     pub fn with_upstream(self, upstream: impl Into<String>) -> Rejected {
-        self.named(&Arc::new(upstream.into()))
+        self.named(Arc::new(upstream.into()))
     }
 
-    /// [`with_upstream`](Self::with_upstream) with a name the caller keeps
-    /// (a layer's): a reference count, no allocation.
-    pub(crate) fn named(mut self, upstream: &Arc<String>) -> Rejected {
-        self.upstream = Some(Arc::clone(upstream));
+    /// [`with_upstream`](Self::with_upstream) with a name the layer already
+    /// holds (a clone of its own `Arc`, or the registry entry it admitted
+    /// through): no allocation.
+    pub(crate) fn named(mut self, upstream: UpstreamName) -> Rejected {
+        self.upstream = Some(upstream);
         self
     }
 
@@ -168,9 +173,10 @@ impl Rejected {
     }
 
     /// The upstream that turned the call away, when the code that asked the
-    /// breaker named it (see [`with_upstream`](Self::with_upstream)).
-    pub fn upstream(&self) -> Option<&str> {
-        self.upstream.as_deref().map(String::as_str)
+    /// breaker named it (see [`with_upstream`](Self::with_upstream)): a
+    /// layer's name, or a keyed layer's key. Formatted only when displayed.
+    pub fn upstream(&self) -> Option<&(dyn fmt::Display + Send + Sync)> {
+        self.upstream.as_deref()
     }
 }
 
@@ -199,10 +205,25 @@ impl fmt::Debug for Rejected {
         f.debug_struct("Rejected")
             .field("reason", &self.reason())
             .field("retry_after", &self.retry_after())
-            .field("upstream", &self.upstream())
+            .field("upstream", &self.upstream().map(|u| u.to_string()))
             .finish()
     }
 }
+
+/// Equal when the reason, the wait and the upstream's name (as displayed)
+/// are.
+impl PartialEq for Rejected {
+    fn eq(&self, other: &Rejected) -> bool {
+        self.wait == other.wait
+            && match (self.upstream(), other.upstream()) {
+                (None, None) => true,
+                (Some(a), Some(b)) => a.to_string() == b.to_string(),
+                _ => false,
+            }
+    }
+}
+
+impl Eq for Rejected {}
 
 impl std::error::Error for Rejected {}
 

@@ -281,9 +281,13 @@ async fn keyed_layer_isolates_hosts() {
     assert_eq!(*seen.lock().unwrap(), ["bad.test:8080"]);
     // No key (no authority, no Host): rejected by default, inner not called.
     let r = svc.ready().await.unwrap().call(request("/relative")).await;
-    let keyless = r.unwrap_err();
-    let keyless = keyless.downcast_ref::<failfast::tower::Keyless>().unwrap();
+    let err = r.unwrap_err();
+    let keyless = err.downcast_ref::<failfast::tower::Keyless>().unwrap();
     assert_eq!(keyless.reason(), failfast::tower::KeylessReason::Missing);
+    // The request's fault: a 400, not an upstream's 503.
+    let response = failfast::tower::error_response(&err, || ()).unwrap();
+    assert_eq!(response.status(), 400);
+    assert_eq!(response.headers()["x-failfast"], "keyless");
     assert_eq!(calls.load(Ordering::SeqCst), 8);
     assert_eq!(registry.keyless(), 1);
 }
@@ -503,4 +507,99 @@ async fn eject_times_a_call_from_call_not_from_poll_ready_and_gives_back_an_unus
     let calls = breaker.snapshot().calls.unwrap();
     assert_eq!((calls.dropped, calls.abandoned, calls.failures), (1, 0, 0));
     assert_eq!(breaker.state(), State::Closed);
+}
+
+/// Trips `svc`'s breaker for `uri` with three 503s, then returns the rejection
+/// of the next call.
+async fn rejection_after_three_503s<S>(svc: &mut S, uri: &str) -> Rejected
+where
+    S: Service<http::Request<()>, Response = http::Response<()>, Error = BoxError>,
+{
+    for _ in 0..3 {
+        let resp = svc.ready().await.unwrap().call(request(uri)).await.unwrap();
+        assert_eq!(resp.status(), 503);
+    }
+    let err = svc
+        .ready()
+        .await
+        .unwrap()
+        .call(request(uri))
+        .await
+        .unwrap_err();
+    err.downcast_ref::<Rejected>().expect("a Rejected").clone()
+}
+
+fn three_failures() -> Breaker {
+    Breaker::builder()
+        .consecutive_failures(3)
+        .open_duration(Duration::from_secs(30))
+        .build()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn rejections_name_the_layers_upstream_when_it_has_one() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let mut named = FailFastLayer::new(Arc::new(three_failures()))
+        .classify(HttpClassifier::new())
+        .upstream("payments")
+        .layer(counting_service(calls.clone(), 503));
+    let rejected = rejection_after_three_503s(&mut named, "/").await;
+    assert_eq!(rejected.upstream().unwrap().to_string(), "payments");
+    assert!(
+        rejected
+            .to_string()
+            .starts_with("payments: circuit open; retry after "),
+        "{rejected}"
+    );
+
+    let mut unnamed = FailFastLayer::new(Arc::new(three_failures()))
+        .classify(HttpClassifier::new())
+        .layer(counting_service(calls.clone(), 503));
+    let rejected = rejection_after_three_503s(&mut unnamed, "/").await;
+    assert!(rejected.upstream().is_none());
+    assert!(
+        rejected.to_string().starts_with("circuit open"),
+        "{rejected}"
+    );
+}
+
+#[tokio::test]
+async fn a_keyed_layer_asked_to_names_each_rejection_by_its_key() {
+    let registry = Arc::new(
+        Registry::<failfast::registry::HostKey>::builder(
+            Breaker::builder()
+                .consecutive_failures(3)
+                .open_duration(Duration::from_secs(30)),
+        )
+        .build()
+        .unwrap(),
+    );
+    let calls = Arc::new(AtomicUsize::new(0));
+    let mut svc = KeyedLayer::new(registry.clone())
+        .classify(HttpClassifier::new())
+        .name_rejections()
+        .layer(counting_service(calls.clone(), 503));
+    let a = rejection_after_three_503s(&mut svc, "http://A.example:8080/x").await;
+    let b = rejection_after_three_503s(&mut svc, "http://b.example/").await;
+    assert_eq!(a.upstream().unwrap().to_string(), "a.example:8080");
+    assert_eq!(b.upstream().unwrap().to_string(), "b.example:80");
+    assert!(
+        a.to_string().starts_with("a.example:8080: circuit open"),
+        "{a}"
+    );
+    assert_ne!(a, b, "equal waits, different upstreams");
+
+    // Without `name_rejections`, the same layer leaves its rejections unnamed.
+    let mut plain = KeyedLayer::new(registry)
+        .classify(HttpClassifier::new())
+        .layer(counting_service(calls, 503));
+    let err = plain
+        .ready()
+        .await
+        .unwrap()
+        .call(request("http://a.example:8080/"))
+        .await
+        .unwrap_err();
+    assert!(err.downcast_ref::<Rejected>().unwrap().upstream().is_none());
 }

@@ -60,6 +60,17 @@ pub(crate) struct Entry<K, C: Clock> {
     pub(crate) kind: Kind,
 }
 
+/// An entry displays its key (`(shared)` for a shared overflow or unkeyed
+/// breaker): what a keyed layer's [`Rejected`](crate::Rejected) names.
+impl<K: fmt::Display, C: Clock> fmt::Display for Entry<K, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.key {
+            Some(key) => key.fmt(f),
+            None => f.write_str("(shared)"),
+        }
+    }
+}
+
 impl<K, C: Clock> Entry<K, C> {
     pub(crate) fn new(breaker: Breaker<C>, key: Option<K>, now: Nanos, kind: Kind) -> Entry<K, C> {
         Entry {

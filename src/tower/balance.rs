@@ -13,7 +13,7 @@ use tower::{BoxError, Layer, Service};
 use super::classify::{Classify, DefaultClassifier};
 use super::future::ResponseFuture;
 use super::hook::{Hook, OnTransition};
-use super::permit::{admit, LayerPermit, Owner, Reporter};
+use super::permit::{admit, LayerPermit, Naming, Owner, Reporter};
 use super::watch::Watcher;
 use crate::breaker::Breaker;
 use crate::clock::{Clock, QuantaClock};
@@ -46,6 +46,7 @@ pub struct EjectLayer<Cl = DefaultClassifier, C: Clock = QuantaClock> {
     recheck: Duration,
     reporter: Option<Arc<Reporter<()>>>,
     upstream: Arc<str>,
+    naming: Naming<(), C>,
     watch: Watcher<()>,
 }
 
@@ -59,6 +60,7 @@ impl<C: Clock> EjectLayer<DefaultClassifier, C> {
             recheck: DEFAULT_RECHECK,
             reporter: None,
             upstream: Arc::from(""),
+            naming: Naming::Unnamed,
             watch: Watcher::none(),
         }
     }
@@ -74,6 +76,7 @@ impl<Cl, C: Clock> EjectLayer<Cl, C> {
             recheck: self.recheck,
             reporter: self.reporter,
             upstream: self.upstream,
+            naming: self.naming,
             watch: self.watch,
         }
     }
@@ -95,10 +98,12 @@ impl<Cl, C: Clock> EjectLayer<Cl, C> {
     }
 
     /// The upstream's name, passed to the [`on_transition`](Self::on_transition)
-    /// hook, and recorded by [`trace_calls`](Self::trace_calls) and
-    /// [`call_metrics`](Self::call_metrics).
+    /// hook, recorded by [`trace_calls`](Self::trace_calls) and
+    /// [`call_metrics`](Self::call_metrics), and named by a
+    /// [`Rejected`](crate::Rejected) a `call` without a ready permit returns.
     pub fn upstream(mut self, name: impl Into<Arc<str>>) -> Self {
         self.upstream = name.into();
+        self.naming = Naming::fixed(&self.upstream);
         self.watch = self.watch.upstream(self.upstream.clone());
         if let Some(r) = &self.reporter {
             self.reporter = Some(Reporter::shared(r.hook.clone(), self.upstream.clone()));
@@ -149,6 +154,7 @@ impl<S, Cl: Clone, C: Clock> Layer<S> for EjectLayer<Cl, C> {
             timeout: self.timeout,
             recheck: self.recheck,
             reporter: self.reporter.clone(),
+            naming: self.naming.clone(),
             watch: self.watch.clone(),
             permit: None,
             sleep: None,
@@ -188,6 +194,7 @@ pub struct Eject<S, Cl = DefaultClassifier, C: Clock = QuantaClock> {
     timeout: Option<Duration>,
     recheck: Duration,
     reporter: Option<Arc<Reporter<()>>>,
+    naming: Naming<(), C>,
     watch: Watcher<()>,
     permit: Option<LayerPermit<(), C>>,
     sleep: Option<Pin<Box<Sleep>>>,
@@ -272,6 +279,7 @@ impl<S: Clone, Cl: Clone, C: Clock> Clone for Eject<S, Cl, C> {
             timeout: self.timeout,
             recheck: self.recheck,
             reporter: self.reporter.clone(),
+            naming: self.naming.clone(),
             watch: self.watch.clone(),
             permit: None,
             sleep: None,
@@ -312,6 +320,7 @@ where
                 Owner::Shared(self.breaker.clone()),
                 self.breaker.now(),
                 self.reporter.as_deref(),
+                &Naming::Unnamed, // a rejection here is a wait, never returned
             ) {
                 Ok(permit) => self.permit = Some(permit),
                 Err(rejected) => {
@@ -345,7 +354,10 @@ where
             None => {
                 let owner = Owner::Shared(self.breaker.clone());
                 let watching = self.watch.begin(&owner);
-                (watching, admit(owner, now, self.reporter.as_deref()))
+                (
+                    watching,
+                    admit(owner, now, self.reporter.as_deref(), &self.naming),
+                )
             }
         };
         ResponseFuture::admitted(

@@ -29,7 +29,7 @@ use super::classify::{Classify, DefaultClassifier};
 use super::future::ResponseFuture;
 use super::hook::{Hook, OnTransition};
 use super::key::{KeyFn, KeySink};
-use super::permit::{admit, Owner, Reporter};
+use super::permit::{admit, Naming, Owner, Reporter};
 use super::watch::Watcher;
 use crate::clock::{Clock, Nanos, QuantaClock};
 use crate::registry::{Entry, EntryArc, Registry};
@@ -121,6 +121,7 @@ pub struct KeyedLayer<
     timeout: Option<Duration>,
     keyless: KeylessPolicy,
     reporter: Option<Arc<Reporter<K>>>,
+    naming: Naming<K, C>,
     watch: Watcher<K>,
 }
 
@@ -141,6 +142,7 @@ impl<K, H, C: Clock> KeyedLayer<K, AuthorityKey<K>, DefaultClassifier, H, C> {
             timeout: None,
             keyless: KeylessPolicy::Reject,
             reporter: None,
+            naming: Naming::Unnamed,
             watch: Watcher::none(),
         }
     }
@@ -157,6 +159,7 @@ impl<K, Kf, Cl, H, C: Clock> KeyedLayer<K, Kf, Cl, H, C> {
             timeout: self.timeout,
             keyless: self.keyless,
             reporter: self.reporter,
+            naming: self.naming,
             watch: self.watch,
         }
     }
@@ -170,6 +173,7 @@ impl<K, Kf, Cl, H, C: Clock> KeyedLayer<K, Kf, Cl, H, C> {
             timeout: self.timeout,
             keyless: self.keyless,
             reporter: self.reporter,
+            naming: self.naming,
             watch: self.watch,
         }
     }
@@ -186,6 +190,36 @@ impl<K, Kf, Cl, H, C: Clock> KeyedLayer<K, Kf, Cl, H, C> {
     /// Needs a tokio runtime with the time driver.
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = Some(timeout);
+        self
+    }
+
+    /// Names the key (by `Display`) in every [`Rejected`](crate::Rejected)
+    /// the layer returns: [`Rejected::upstream`](crate::Rejected::upstream)
+    /// and its `Display` (`api.example:443: circuit open; retry after 9.2s`).
+    /// The key is not formatted: the rejection holds the registry entry it
+    /// was refused by, which displays its key when asked, behind one small
+    /// allocation (a shared pointer to the entry) beside the one tower's
+    /// `BoxError` makes anyway. Rejections only; an admitted call pays
+    /// nothing. A breaker shared by many keys (the overflow or unkeyed
+    /// breaker) is named `(shared)`.
+    ///
+    /// ```
+    /// use failfast::tower::KeyedLayer;
+    /// use failfast::registry::HostKey;
+    /// use failfast::{Breaker, Registry};
+    /// use std::sync::Arc;
+    ///
+    /// let template = Breaker::builder().consecutive_failures(5);
+    /// let registry = Arc::new(Registry::<HostKey>::builder(template).build()?);
+    /// let layer = KeyedLayer::new(registry).name_rejections();
+    /// # let _ = layer;
+    /// # Ok::<(), failfast::ConfigError>(())
+    /// ```
+    pub fn name_rejections(mut self) -> Self
+    where
+        K: fmt::Display + Send + Sync + 'static,
+    {
+        self.naming = Naming::key();
         self
     }
 
@@ -259,6 +293,7 @@ impl<K, Kf: Clone, Cl: Clone, H, C: Clock> Clone for KeyedLayer<K, Kf, Cl, H, C>
             timeout: self.timeout,
             keyless: self.keyless,
             reporter: self.reporter.clone(),
+            naming: self.naming.clone(),
             watch: self.watch.clone(),
         }
     }
@@ -288,6 +323,7 @@ impl<S, K, Kf: Clone, Cl: Clone, H, C: Clock> Layer<S> for KeyedLayer<K, Kf, Cl,
             timeout: self.timeout,
             keyless: self.keyless,
             reporter: self.reporter.clone(),
+            naming: self.naming.clone(),
             watch: self.watch.clone(),
         }
     }
@@ -323,6 +359,7 @@ pub struct Keyed<
     timeout: Option<Duration>,
     keyless: KeylessPolicy,
     reporter: Option<Arc<Reporter<K>>>,
+    naming: Naming<K, C>,
     watch: Watcher<K>,
 }
 
@@ -348,6 +385,7 @@ impl<S: Clone, K, Kf: Clone, Cl: Clone, H, C: Clock> Clone for Keyed<S, K, Kf, C
             timeout: self.timeout,
             keyless: self.keyless,
             reporter: self.reporter.clone(),
+            naming: self.naming.clone(),
             watch: self.watch.clone(),
         }
     }
@@ -407,7 +445,7 @@ where
         };
         let owner = Owner::Entry(entry);
         let watching = self.watch.begin(&owner);
-        let admission = admit(owner, now, self.reporter.as_deref());
+        let admission = admit(owner, now, self.reporter.as_deref(), &self.naming);
         ResponseFuture::admitted(
             watching.admitted(&self.watch, admission, now),
             || self.inner.call(req),

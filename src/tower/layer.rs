@@ -11,7 +11,7 @@ use super::body::PermitBody;
 use super::classify::{Classify, DefaultClassifier};
 use super::future::ResponseFuture;
 use super::hook::{Hook, OnTransition};
-use super::permit::{admit, Owner, Reporter};
+use super::permit::{admit, Naming, Owner, Reporter};
 use super::stream::{AtEnd, AtHead, ClassifyStream};
 use super::watch::Watcher;
 use crate::breaker::Breaker;
@@ -47,6 +47,7 @@ pub struct FailFastLayer<Cl = DefaultClassifier, C: Clock = QuantaClock, M = AtH
     timeout: Option<Duration>,
     reporter: Option<Arc<Reporter<()>>>,
     upstream: Arc<str>,
+    naming: Naming<(), C>,
     watch: Watcher<()>,
     mode: PhantomData<fn() -> M>,
 }
@@ -60,6 +61,7 @@ impl<C: Clock> FailFastLayer<DefaultClassifier, C> {
             timeout: None,
             reporter: None,
             upstream: Arc::from(""),
+            naming: Naming::Unnamed,
             watch: Watcher::none(),
             mode: PhantomData,
         }
@@ -101,6 +103,7 @@ impl<Cl, C: Clock, M> FailFastLayer<Cl, C, M> {
             timeout: self.timeout,
             reporter: self.reporter,
             upstream: self.upstream,
+            naming: self.naming,
             watch: self.watch,
             mode: PhantomData,
         }
@@ -116,9 +119,13 @@ impl<Cl, C: Clock, M> FailFastLayer<Cl, C, M> {
     /// The upstream's name, passed to the [`on_transition`](Self::on_transition)
     /// hook, recorded as `circuitbreaker.name` by
     /// [`trace_calls`](Self::trace_calls) and as the `upstream` label by
-    /// [`call_metrics`](Self::call_metrics).
+    /// [`call_metrics`](Self::call_metrics), and named by every
+    /// [`Rejected`](crate::Rejected) the layer returns
+    /// ([`Rejected::upstream`](crate::Rejected::upstream), and its `Display`:
+    /// `payments: circuit open; retry after 9.2s`).
     pub fn upstream(mut self, name: impl Into<Arc<str>>) -> Self {
         self.upstream = name.into();
+        self.naming = Naming::fixed(&self.upstream);
         self.watch = self.watch.upstream(self.upstream.clone());
         if let Some(r) = &self.reporter {
             self.reporter = Some(Reporter::shared(r.hook.clone(), self.upstream.clone()));
@@ -189,6 +196,7 @@ impl<S, Cl: Clone, C: Clock, M> Layer<S> for FailFastLayer<Cl, C, M> {
             classify: self.classify.clone(),
             timeout: self.timeout,
             reporter: self.reporter.clone(),
+            naming: self.naming.clone(),
             watch: self.watch.clone(),
             mode: PhantomData,
         }
@@ -240,6 +248,7 @@ pub struct FailFast<S, Cl = DefaultClassifier, C: Clock = QuantaClock, M = AtHea
     classify: Cl,
     timeout: Option<Duration>,
     reporter: Option<Arc<Reporter<()>>>,
+    naming: Naming<(), C>,
     watch: Watcher<()>,
     mode: PhantomData<fn() -> M>,
 }
@@ -292,7 +301,7 @@ where
         let owner = Owner::Shared(self.breaker.clone());
         let now = self.breaker.now();
         let watching = self.watch.begin(&owner);
-        let admission = admit(owner, now, self.reporter.as_deref());
+        let admission = admit(owner, now, self.reporter.as_deref(), &self.naming);
         ResponseFuture::admitted(
             watching.admitted(&self.watch, admission, now),
             || self.inner.call(req),
@@ -323,7 +332,7 @@ where
         let owner = Owner::Shared(self.breaker.clone());
         let now = self.breaker.now();
         let watching = self.watch.begin(&owner);
-        let admission = admit(owner, now, self.reporter.as_deref());
+        let admission = admit(owner, now, self.reporter.as_deref(), &self.naming);
         ResponseFuture::admitted(
             watching.admitted(&self.watch, admission, now),
             || self.inner.call(req),

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use super::hook::Hook;
 use crate::breaker::Breaker;
 use crate::clock::{Clock, Nanos};
-use crate::error::Rejected;
+use crate::error::{Rejected, UpstreamName};
 use crate::observe::Transition;
 use crate::outcome::Outcome;
 use crate::permit::OwnedPermit;
@@ -115,18 +115,100 @@ impl<K, C: Clock> OwnedPermit<C, Owner<K, C>> {
     }
 }
 
+/// How a layer names the upstream in the [`Rejected`] it returns
+/// ([`Rejected::upstream`], shown by its `Display`).
+pub(crate) enum Naming<K, C: Clock> {
+    /// Unnamed: a layer without an upstream name, or a keyed layer whose
+    /// keys are not `Display` (or that was not asked to name them).
+    Unnamed,
+    /// A layer's fixed name ([`FailFastLayer::upstream`](super::FailFastLayer::upstream)),
+    /// shared by reference count.
+    Fixed(UpstreamName),
+    /// A keyed layer's key: the registry entry it was refused by moves into
+    /// the rejection (one small allocation for the shared pointer to it; no
+    /// formatting), and displays its key when asked.
+    Key(fn(EntryArc<Entry<K, C>>) -> UpstreamName),
+}
+
+impl<K, C: Clock> Naming<K, C> {
+    /// A layer's fixed name, or none for the empty name a layer starts with.
+    pub(crate) fn fixed(name: &str) -> Naming<K, C> {
+        if name.is_empty() {
+            Naming::Unnamed
+        } else {
+            Naming::Fixed(Arc::new(name.to_owned()))
+        }
+    }
+
+    /// Names the entry's key, for keys that display.
+    pub(crate) fn key() -> Naming<K, C>
+    where
+        K: fmt::Display + Send + Sync + 'static,
+    {
+        Naming::Key(|entry| Arc::new(EntryName(entry)))
+    }
+
+    #[cold]
+    fn name(&self, owner: Owner<K, C>, rejected: Rejected) -> Rejected {
+        match (self, owner) {
+            (Naming::Fixed(name), _) => rejected.named(Arc::clone(name)),
+            (Naming::Key(name_of), Owner::Entry(entry)) => rejected.named(name_of(entry)),
+            _ => rejected,
+        }
+    }
+}
+
+/// A registry entry as a rejection's name: displays the entry's key.
+struct EntryName<K, C: Clock>(EntryArc<Entry<K, C>>);
+
+impl<K: fmt::Display, C: Clock> fmt::Display for EntryName<K, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl<K, C: Clock> Clone for Naming<K, C> {
+    fn clone(&self) -> Self {
+        match self {
+            Naming::Unnamed => Naming::Unnamed,
+            Naming::Fixed(name) => Naming::Fixed(Arc::clone(name)),
+            Naming::Key(name_of) => Naming::Key(*name_of),
+        }
+    }
+}
+
+impl<K, C: Clock> fmt::Debug for Naming<K, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Naming::Unnamed => f.write_str("Unnamed"),
+            Naming::Fixed(name) => write!(f, "Fixed({name})"),
+            Naming::Key(_) => f.write_str("Key"),
+        }
+    }
+}
+
 /// Admits a call on `owner`'s breaker at `now` and reports the transition the
 /// admission itself caused (Open → HalfOpen), with the upstream's name.
 ///
 /// Layers always admit at a clock reading: a call through a layer can be
 /// abandoned (an outer timeout, a client that goes away), and only a permit
 /// that knows when it started can be judged by its age when it is dropped.
+///
+/// A rejection is named by `naming` (see [`Naming`]): the owner is at hand
+/// on that path, so a keyed layer's rejection holds the entry that names it
+/// instead of formatting its key.
+#[inline]
 pub(crate) fn admit<K, C: Clock>(
     owner: Owner<K, C>,
     now: Nanos,
     reporter: Option<&Reporter<K>>,
+    naming: &Naming<K, C>,
 ) -> Result<LayerPermit<K, C>, Rejected> {
-    let permit = OwnedPermit::acquire_at(owner, now)?;
+    let ticket = match owner.ticket_at(now) {
+        Ok(ticket) => ticket,
+        Err(rejected) => return Err(naming.name(owner, rejected)),
+    };
+    let permit = OwnedPermit::new(owner, ticket);
     Ok(match (permit.transition(), reporter) {
         (Some(t), Some(r)) => shielded(permit, |p| r.report(p.breaker().key(), &t)),
         _ => permit,

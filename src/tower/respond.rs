@@ -9,6 +9,7 @@ use std::collections::BinaryHeap;
 use http::{header, HeaderValue, Response, StatusCode};
 use tower::BoxError;
 
+use super::key::Keyless;
 use super::timeout::TimedOut;
 use crate::clock::Clock;
 use crate::error::Rejected;
@@ -34,6 +35,9 @@ pub fn retry_after_secs(rejected: &Rejected) -> Option<u64> {
 /// * [`Rejected`] → `503 Service Unavailable` with `Retry-After` (when
 ///   known) and `x-failfast: rejected` — the upstream was not called;
 /// * [`TimedOut`] → `504 Gateway Timeout` with `x-failfast: timeout`;
+/// * [`Keyless`] (a keyed layer found no upstream key in the request: no
+///   authority, no `Host`, or one that does not parse) → `400 Bad Request`
+///   with `x-failfast: keyless` — the request's fault, not an upstream's;
 /// * anything else (the upstream's own error) → `None`: answer it yourself,
 ///   typically `502 Bad Gateway`.
 ///
@@ -58,14 +62,19 @@ pub fn error_response<B>(err: &BoxError, body: impl FnOnce() -> B) -> Option<Res
     if let Some(rejected) = err.downcast_ref::<Rejected>() {
         return Some(rejected_response(rejected, body()));
     }
-    if err.is::<TimedOut>() {
-        let mut response = Response::new(body());
-        *response.status_mut() = StatusCode::GATEWAY_TIMEOUT;
-        let headers = response.headers_mut();
-        headers.insert(X_FAILFAST, HeaderValue::from_static("timeout"));
-        return Some(response);
-    }
-    None
+    let (status, why) = if err.is::<TimedOut>() {
+        (StatusCode::GATEWAY_TIMEOUT, "timeout")
+    } else if err.is::<Keyless>() {
+        (StatusCode::BAD_REQUEST, "keyless")
+    } else {
+        return None;
+    };
+    let mut response = Response::new(body());
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(X_FAILFAST, HeaderValue::from_static(why));
+    Some(response)
 }
 
 /// `503 Service Unavailable` with `Retry-After` (when known) and
