@@ -1,7 +1,8 @@
 //! Classification at the end of the response stream (`AtEnd` mode): gRPC
 //! statuses in trailers and in trailers-only heads, bodies that fail
 //! halfway, bodies dropped unread, the time a body takes, and the adapter
-//! from tower-http's classifiers. Every test goes through `FailFastLayer`.
+//! from tower-http's classifiers, through `FailFastLayer` (and, last, the
+//! keyed layer's own `classify_at_end`).
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -408,4 +409,78 @@ mod tower_http_adapter {
         assert_eq!(response.status(), 503);
         assert_eq!(breaker.state(), State::Open);
     }
+}
+
+/// The keyed layer classifies at the end of the stream too: each host's
+/// `grpc-status` arrives in the trailers, after the head, and counts against
+/// that host's breaker only once the body ends.
+#[tokio::test]
+async fn keyed_layer_counts_grpc_unavailable_in_trailers_against_that_host() {
+    use failfast::registry::HostKey;
+    use failfast::tower::KeyedLayer;
+    use failfast::Registry;
+    let registry = Arc::new(
+        Registry::<HostKey>::builder(
+            Breaker::builder()
+                .consecutive_failures(2)
+                .open_duration(Duration::from_secs(30)),
+        )
+        .build()
+        .unwrap(),
+    );
+    let calls = Arc::new(AtomicUsize::new(0));
+    let mut svc = KeyedLayer::new(registry.clone())
+        .classify_at_end(GrpcClassifier::new())
+        .name_rejections()
+        .layer(server(calls.clone(), GRPC, unavailable_in_trailers));
+    let get = |host: &str| {
+        http::Request::get(format!("http://{host}:50051/svc/M"))
+            .body(())
+            .unwrap()
+    };
+    for n in 1..=2 {
+        let response = svc
+            .ready()
+            .await
+            .unwrap()
+            .call(get("a.example"))
+            .await
+            .unwrap();
+        let a = registry.handle_from("a.example:50051").snapshot();
+        assert_eq!(
+            a.consecutive_failures,
+            n - 1,
+            "no verdict before the trailers"
+        );
+        response.into_body().collect().await.unwrap();
+    }
+    assert_eq!(registry.handle_from("a.example:50051").state(), State::Open);
+    let err = svc
+        .ready()
+        .await
+        .unwrap()
+        .call(get("a.example"))
+        .await
+        .unwrap_err();
+    let rejected = err.downcast_ref::<Rejected>().unwrap();
+    assert_eq!(rejected.upstream().unwrap().to_string(), "a.example:50051");
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        2,
+        "the open host was not called"
+    );
+
+    let response = svc
+        .ready()
+        .await
+        .unwrap()
+        .call(get("b.example"))
+        .await
+        .unwrap();
+    response.into_body().collect().await.unwrap();
+    assert_eq!(
+        registry.handle_from("b.example:50051").state(),
+        State::Closed
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
 }

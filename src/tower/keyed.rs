@@ -17,6 +17,7 @@
 use core::borrow::Borrow;
 use core::fmt;
 use core::hash::{BuildHasher, Hash};
+use core::marker::PhantomData;
 use core::task::{Context, Poll};
 use core::time::Duration;
 use std::collections::hash_map::RandomState;
@@ -25,11 +26,13 @@ use std::sync::Arc;
 use tower::{BoxError, Layer, Service};
 
 use super::authority::AuthorityKey;
+use super::body::PermitBody;
 use super::classify::{Classify, DefaultClassifier};
 use super::future::ResponseFuture;
 use super::hook::{Hook, OnTransition};
 use super::key::{KeyFn, KeySink};
 use super::permit::{admit, Naming, Owner, Reporter};
+use super::stream::{AtEnd, AtHead, ClassifyStream};
 use super::watch::Watcher;
 use crate::clock::{Clock, Nanos, QuantaClock};
 use crate::registry::{Entry, EntryArc, Registry};
@@ -114,6 +117,7 @@ pub struct KeyedLayer<
     Cl = DefaultClassifier,
     H = RandomState,
     C: Clock = QuantaClock,
+    M = AtHead,
 > {
     registry: Arc<Registry<K, H, C>>,
     key_fn: Kf,
@@ -123,6 +127,7 @@ pub struct KeyedLayer<
     reporter: Option<Arc<Reporter<K>>>,
     naming: Naming<K, C>,
     watch: Watcher<K>,
+    mode: PhantomData<fn() -> M>,
 }
 
 /// How many slots a keyed layer's rejection log has (see
@@ -144,14 +149,15 @@ impl<K, H, C: Clock> KeyedLayer<K, AuthorityKey<K>, DefaultClassifier, H, C> {
             reporter: None,
             naming: Naming::Unnamed,
             watch: Watcher::none(),
+            mode: PhantomData,
         }
     }
 }
 
-impl<K, Kf, Cl, H, C: Clock> KeyedLayer<K, Kf, Cl, H, C> {
+impl<K, Kf, Cl, H, C: Clock, M> KeyedLayer<K, Kf, Cl, H, C, M> {
     /// Picks keys with `key_fn` instead (a [`KeyFn`], e.g. any
     /// `Fn(&Req) -> Option<K>`, or an [`AuthorityKey`] with other limits).
-    pub fn key_fn<Kf2>(self, key_fn: Kf2) -> KeyedLayer<K, Kf2, Cl, H, C> {
+    pub fn key_fn<Kf2>(self, key_fn: Kf2) -> KeyedLayer<K, Kf2, Cl, H, C, M> {
         KeyedLayer {
             registry: self.registry,
             key_fn,
@@ -161,11 +167,39 @@ impl<K, Kf, Cl, H, C: Clock> KeyedLayer<K, Kf, Cl, H, C> {
             reporter: self.reporter,
             naming: self.naming,
             watch: self.watch,
+            mode: PhantomData,
         }
     }
 
-    /// Classifies results with `classify` instead.
+    /// Classifies results with `classify` instead, when the response head
+    /// arrives ([`AtHead`]).
     pub fn classify<Cl2>(self, classify: Cl2) -> KeyedLayer<K, Kf, Cl2, H, C> {
+        self.with_classifier(classify)
+    }
+
+    /// Classifies HTTP responses with `classify` ([`AtEnd`]), as
+    /// [`FailFastLayer::classify_at_end`](super::FailFastLayer::classify_at_end)
+    /// does: the head's verdict when it tells, else the verdict at the end of
+    /// the body, which carries the permit (and so the registry entry) until
+    /// then. For gRPC upstreams, whose status arrives in the trailers.
+    ///
+    /// ```
+    /// use failfast::registry::HostKey;
+    /// use failfast::tower::{GrpcClassifier, KeyedLayer};
+    /// use failfast::{Breaker, Registry};
+    /// use std::sync::Arc;
+    ///
+    /// let template = Breaker::builder().consecutive_failures(5);
+    /// let registry = Arc::new(Registry::<HostKey>::builder(template).build()?);
+    /// let layer = KeyedLayer::new(registry).classify_at_end(GrpcClassifier::new());
+    /// # let _ = layer;
+    /// # Ok::<(), failfast::ConfigError>(())
+    /// ```
+    pub fn classify_at_end<G>(self, classify: G) -> KeyedLayer<K, Kf, G, H, C, AtEnd> {
+        self.with_classifier(classify)
+    }
+
+    fn with_classifier<Cl2, M2>(self, classify: Cl2) -> KeyedLayer<K, Kf, Cl2, H, C, M2> {
         KeyedLayer {
             registry: self.registry,
             key_fn: self.key_fn,
@@ -175,6 +209,7 @@ impl<K, Kf, Cl, H, C: Clock> KeyedLayer<K, Kf, Cl, H, C> {
             reporter: self.reporter,
             naming: self.naming,
             watch: self.watch,
+            mode: PhantomData,
         }
     }
 
@@ -284,7 +319,7 @@ impl<K, Kf, Cl, H, C: Clock> KeyedLayer<K, Kf, Cl, H, C> {
     }
 }
 
-impl<K, Kf: Clone, Cl: Clone, H, C: Clock> Clone for KeyedLayer<K, Kf, Cl, H, C> {
+impl<K, Kf: Clone, Cl: Clone, H, C: Clock, M> Clone for KeyedLayer<K, Kf, Cl, H, C, M> {
     fn clone(&self) -> Self {
         KeyedLayer {
             registry: self.registry.clone(),
@@ -295,11 +330,14 @@ impl<K, Kf: Clone, Cl: Clone, H, C: Clock> Clone for KeyedLayer<K, Kf, Cl, H, C>
             reporter: self.reporter.clone(),
             naming: self.naming.clone(),
             watch: self.watch.clone(),
+            mode: PhantomData,
         }
     }
 }
 
-impl<K, Kf: fmt::Debug, Cl: fmt::Debug, H, C: Clock> fmt::Debug for KeyedLayer<K, Kf, Cl, H, C> {
+impl<K, Kf: fmt::Debug, Cl: fmt::Debug, H, C: Clock, M> fmt::Debug
+    for KeyedLayer<K, Kf, Cl, H, C, M>
+{
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("KeyedLayer")
             .field("key_fn", &self.key_fn)
@@ -311,8 +349,8 @@ impl<K, Kf: fmt::Debug, Cl: fmt::Debug, H, C: Clock> fmt::Debug for KeyedLayer<K
     }
 }
 
-impl<S, K, Kf: Clone, Cl: Clone, H, C: Clock> Layer<S> for KeyedLayer<K, Kf, Cl, H, C> {
-    type Service = Keyed<S, K, Kf, Cl, H, C>;
+impl<S, K, Kf: Clone, Cl: Clone, H, C: Clock, M> Layer<S> for KeyedLayer<K, Kf, Cl, H, C, M> {
+    type Service = Keyed<S, K, Kf, Cl, H, C, M>;
 
     fn layer(&self, inner: S) -> Self::Service {
         Keyed {
@@ -325,6 +363,7 @@ impl<S, K, Kf: Clone, Cl: Clone, H, C: Clock> Layer<S> for KeyedLayer<K, Kf, Cl,
             reporter: self.reporter.clone(),
             naming: self.naming.clone(),
             watch: self.watch.clone(),
+            mode: PhantomData,
         }
     }
 }
@@ -351,6 +390,7 @@ pub struct Keyed<
     Cl = DefaultClassifier,
     H = RandomState,
     C: Clock = QuantaClock,
+    M = AtHead,
 > {
     inner: S,
     registry: Arc<Registry<K, H, C>>,
@@ -361,9 +401,10 @@ pub struct Keyed<
     reporter: Option<Arc<Reporter<K>>>,
     naming: Naming<K, C>,
     watch: Watcher<K>,
+    mode: PhantomData<fn() -> M>,
 }
 
-impl<S, K, Kf, Cl, H, C: Clock> Keyed<S, K, Kf, Cl, H, C> {
+impl<S, K, Kf, Cl, H, C: Clock, M> Keyed<S, K, Kf, Cl, H, C, M> {
     /// The registry.
     pub fn registry(&self) -> &Arc<Registry<K, H, C>> {
         &self.registry
@@ -373,9 +414,51 @@ impl<S, K, Kf, Cl, H, C: Clock> Keyed<S, K, Kf, Cl, H, C> {
     pub fn get_ref(&self) -> &S {
         &self.inner
     }
+
+    /// What `call` does in either mode: one clock reading, the key, the
+    /// entry, the admission; then a ready rejection or the inner call with
+    /// its permit.
+    fn guard<Req>(&mut self, req: Req) -> ResponseFuture<S::Future, Cl, C, K, M>
+    where
+        S: Service<Req>,
+        K: Hash + Eq + Send + Sync + 'static,
+        Kf: KeyFn<Req, Key = K>,
+        Cl: Clone,
+        H: BuildHasher,
+    {
+        // The request's one clock reading: the registry's idle stamp and the
+        // admission (and so the deadline's start) share it.
+        let now = self.registry.now();
+        let lookup = Lookup {
+            registry: &self.registry,
+            now,
+        };
+        let entry = match self.key_fn.key_into(&req, lookup) {
+            Ok(entry) => entry,
+            Err(keyless) => {
+                self.registry.count_keyless();
+                match self.keyless {
+                    KeylessPolicy::Reject => {
+                        return ResponseFuture::failed(Box::new(keyless), self.classify.clone())
+                    }
+                    KeylessPolicy::Shared => self.registry.unkeyed_entry().clone(),
+                }
+            }
+        };
+        let owner = Owner::Entry(entry);
+        let watching = self.watch.begin(&owner);
+        let admission = admit(owner, now, self.reporter.as_deref(), &self.naming);
+        ResponseFuture::admitted(
+            watching.admitted(&self.watch, admission, now),
+            || self.inner.call(req),
+            self.classify.clone(),
+            self.timeout,
+            self.reporter.clone(),
+        )
+    }
 }
 
-impl<S: Clone, K, Kf: Clone, Cl: Clone, H, C: Clock> Clone for Keyed<S, K, Kf, Cl, H, C> {
+impl<S: Clone, K, Kf: Clone, Cl: Clone, H, C: Clock, M> Clone for Keyed<S, K, Kf, Cl, H, C, M> {
     fn clone(&self) -> Self {
         Keyed {
             inner: self.inner.clone(),
@@ -387,12 +470,13 @@ impl<S: Clone, K, Kf: Clone, Cl: Clone, H, C: Clock> Clone for Keyed<S, K, Kf, C
             reporter: self.reporter.clone(),
             naming: self.naming.clone(),
             watch: self.watch.clone(),
+            mode: PhantomData,
         }
     }
 }
 
-impl<S: fmt::Debug, K, Kf: fmt::Debug, Cl: fmt::Debug, H, C: Clock> fmt::Debug
-    for Keyed<S, K, Kf, Cl, H, C>
+impl<S: fmt::Debug, K, Kf: fmt::Debug, Cl: fmt::Debug, H, C: Clock, M> fmt::Debug
+    for Keyed<S, K, Kf, Cl, H, C, M>
 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Keyed")
@@ -424,34 +508,32 @@ where
     }
 
     fn call(&mut self, req: Req) -> Self::Future {
-        // The request's one clock reading: the registry's idle stamp and the
-        // admission (and so the deadline's start) share it.
-        let now = self.registry.now();
-        let lookup = Lookup {
-            registry: &self.registry,
-            now,
-        };
-        let entry = match self.key_fn.key_into(&req, lookup) {
-            Ok(entry) => entry,
-            Err(keyless) => {
-                self.registry.count_keyless();
-                match self.keyless {
-                    KeylessPolicy::Reject => {
-                        return ResponseFuture::failed(Box::new(keyless), self.classify.clone())
-                    }
-                    KeylessPolicy::Shared => self.registry.unkeyed_entry().clone(),
-                }
-            }
-        };
-        let owner = Owner::Entry(entry);
-        let watching = self.watch.begin(&owner);
-        let admission = admit(owner, now, self.reporter.as_deref(), &self.naming);
-        ResponseFuture::admitted(
-            watching.admitted(&self.watch, admission, now),
-            || self.inner.call(req),
-            self.classify.clone(),
-            self.timeout,
-            self.reporter.clone(),
-        )
+        self.guard(req)
+    }
+}
+
+/// The same service classifying at the end of the response stream
+/// ([`KeyedLayer::classify_at_end`]).
+impl<S, Req, K, Kf, G, H, C, B> Service<Req> for Keyed<S, K, Kf, G, H, C, AtEnd>
+where
+    S: Service<Req, Response = http::Response<B>>,
+    B: http_body::Body,
+    S::Error: Into<BoxError>,
+    K: Hash + Eq + Send + Sync + 'static,
+    Kf: KeyFn<Req, Key = K>,
+    G: ClassifyStream<B, S::Error> + Clone,
+    H: BuildHasher,
+    C: Clock,
+{
+    type Response = http::Response<PermitBody<B, G::Eos, C, K>>;
+    type Error = BoxError;
+    type Future = ResponseFuture<S::Future, G, C, K, AtEnd>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, req: Req) -> Self::Future {
+        self.guard(req)
     }
 }
