@@ -121,6 +121,7 @@ mod permit;
 mod policy;
 pub mod registry;
 mod remote;
+pub mod share;
 mod state;
 mod storage;
 mod sync;
