@@ -119,6 +119,9 @@ mod observe;
 mod outcome;
 mod permit;
 mod policy;
+#[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+pub mod redis;
 pub mod registry;
 mod remote;
 pub mod share;

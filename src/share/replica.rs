@@ -225,10 +225,9 @@ impl<K, S, C: Clock> Replica<K, S, C> {
         }
     }
 
-    /// Moves the outbox's reports into the table of own trips, and returns
-    /// the open ones the store does not have yet, with what is left of them
-    /// at `now`.
-    pub(crate) fn due_at(&mut self, now: Nanos) -> Vec<LocalTrip> {
+    /// Moves the outbox's reports into the table of own trips, and forgets
+    /// the own trips that ended by `now`.
+    pub(crate) fn drain_outbox_at(&mut self, now: Nanos) {
         while let Some(report) = self.outbox.pop() {
             let until = report.until();
             let fresh = Own {
@@ -247,6 +246,12 @@ impl<K, S, C: Clock> Replica<K, S, C> {
             }
         }
         self.own.retain(|_, own| own.until > now);
+    }
+
+    /// The own trips open at `now` that the store does not have yet (the
+    /// outbox drained first), with what is left of them.
+    pub(crate) fn due_at(&mut self, now: Nanos) -> Vec<LocalTrip> {
+        self.drain_outbox_at(now);
         self.own
             .iter()
             .filter(|(_, own)| !own.published)
@@ -270,6 +275,11 @@ impl<K, S, C: Clock> Replica<K, S, C> {
             }
         }
         self.stats.add(Count::Published, 1);
+    }
+
+    /// Counts news set aside (malformed on the wire).
+    pub(crate) fn count_ignored(&self) {
+        self.stats.add(Count::Ignored, 1);
     }
 
     /// Counts a failed store operation.
