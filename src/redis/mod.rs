@@ -101,6 +101,7 @@
 //! slot moves). Needs Redis 7 or later (sharded pub/sub), single server or
 //! cluster.
 
+mod blocking;
 mod conn;
 mod keys;
 mod script;
@@ -110,6 +111,7 @@ use core::fmt;
 use core::time::Duration;
 use std::collections::hash_map::RandomState;
 
+pub use self::blocking::RedisStore;
 use self::conn::Target;
 use self::keys::Keyspace;
 use self::script::Scripts;

@@ -25,7 +25,8 @@ use crate::share::LocalTrip;
 ///    the period plus the slack; the key enters the index scored by the
 ///    period's end (the index expires with its last period plus the slack).
 /// 5. `SPUBLISH` on the shard's channel, with what is *left* of the period
-///    (`epoch|remaining_ms|reporters|reason|origin|key`); returns the epoch.
+///    (`epoch|remaining_ms|reporters|reason|origin|key`), and returns the
+///    same news.
 pub(crate) const TRIP: &str = r"
 local t = redis.call('TIME')
 local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -57,9 +58,10 @@ redis.call('HSET', KEYS[1], 'epoch', e, 'until', string.format('%.0f', until_ms)
 redis.call('PEXPIRE', KEYS[1], ttl)
 redis.call('ZADD', KEYS[3], until_ms, ARGV[1])
 if redis.call('PTTL', KEYS[3]) < ttl then redis.call('PEXPIRE', KEYS[3], ttl) end
-redis.call('SPUBLISH', ARGV[7], e .. '|' .. string.format('%.0f', left) .. '|' .. reporters
-  .. '|' .. ARGV[4] .. '|' .. ARGV[2] .. '|' .. ARGV[1])
-return e
+local news = e .. '|' .. string.format('%.0f', left) .. '|' .. reporters
+  .. '|' .. ARGV[4] .. '|' .. ARGV[2] .. '|' .. ARGV[1]
+redis.call('SPUBLISH', ARGV[7], news)
+return news
 ";
 
 /// Lists a shard's open trips, on the store's clock, and trims the ended

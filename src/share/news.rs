@@ -25,6 +25,23 @@ pub struct LocalTrip {
     pub slack: Duration,
 }
 
+impl LocalTrip {
+    /// `origin`'s trip of `key` with `remaining` left, counted for
+    /// [`DEFAULT_WINDOW`](super::DEFAULT_WINDOW) and kept
+    /// [`DEFAULT_SLACK`](super::DEFAULT_SLACK) past its period (the
+    /// replica's settings, when a replica sends it).
+    pub fn new(key: impl Into<String>, remaining: Duration, reason: Reason, origin: impl Into<String>) -> LocalTrip {
+        LocalTrip {
+            key: key.into(),
+            remaining,
+            reason,
+            origin: origin.into(),
+            window: super::DEFAULT_WINDOW,
+            slack: super::DEFAULT_SLACK,
+        }
+    }
+}
+
 /// A trip as the shared store announces it, published when it records a
 /// trip and listed by reconciliation: what a replica applies.
 ///
