@@ -96,7 +96,9 @@ async fn until(limit: Duration, mut done: impl FnMut() -> bool) -> Option<Durati
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn trips_travel_through_a_three_node_cluster() {
-    let Some(cluster) = Cluster::start() else { return };
+    let Some(cluster) = Cluster::start() else {
+        return;
+    };
     let a = Node::start(&cluster, "a");
     let b = Node::start(&cluster, "b");
     a.ready().await;
@@ -104,9 +106,11 @@ async fn trips_travel_through_a_three_node_cluster() {
 
     // One trip: pub/sub on the shard's node.
     a.trip("first:443");
-    let took = until(Duration::from_secs(2), || b.open(&["first:443".into()]) == 1)
-        .await
-        .expect("B opens");
+    let took = until(Duration::from_secs(2), || {
+        b.open(&["first:443".into()]) == 1
+    })
+    .await
+    .expect("B opens");
     assert!(took < Duration::from_millis(50), "B opened after {took:?}");
 
     // A hundred, over every shard: every node holds some of them.
@@ -118,7 +122,11 @@ async fn trips_travel_through_a_three_node_cluster() {
         .await
         .expect("B opens all of them");
     let per_node: Vec<u64> = cluster.nodes.iter().map(|n| n.dbsize()).collect();
-    assert_eq!(per_node.iter().filter(|n| **n > 0).count(), 3, "keys on every node: {per_node:?}");
+    assert_eq!(
+        per_node.iter().filter(|n| **n > 0).count(),
+        3,
+        "keys on every node: {per_node:?}"
+    );
 
     // A replica started now learns all of them from every node's indexes.
     let c = Node::start(&cluster, "c");

@@ -19,7 +19,11 @@ use redis_server::Server;
 
 const KEYS: [&str; 3] = ["db:5432", "api.example:443", "cache:6379"];
 const ORIGINS: [&str; 3] = ["a", "b", "c"];
-const REASONS: [Reason; 3] = [Reason::FailureRate, Reason::ProbeFailed, Reason::SlowCallRate];
+const REASONS: [Reason; 3] = [
+    Reason::FailureRate,
+    Reason::ProbeFailed,
+    Reason::SlowCallRate,
+];
 /// Periods differ by at least this, so the few milliseconds the real server's
 /// clock moves during a case never turn a comparison the other way.
 const STEP: Duration = Duration::from_millis(250);
@@ -43,7 +47,12 @@ fn trips() -> impl Strategy<Value = Vec<(usize, usize, usize, u32)>> {
 }
 
 fn local_trip(k: usize, o: usize, r: usize, s: u32) -> LocalTrip {
-    let mut t = LocalTrip::new(KEYS[k], Duration::from_secs(10) + STEP * s, REASONS[r], ORIGINS[o]);
+    let mut t = LocalTrip::new(
+        KEYS[k],
+        Duration::from_secs(10) + STEP * s,
+        REASONS[r],
+        ORIGINS[o],
+    );
     t.window = Duration::from_secs(60);
     t.slack = Duration::from_secs(5);
     t
@@ -61,14 +70,19 @@ fn same(redis: &News, memory: &News) -> bool {
 
 #[test]
 fn the_lua_scripts_follow_the_memory_stores_rules() {
-    let Some(server) = Server::start() else { return };
+    let Some(server) = Server::start() else {
+        return;
+    };
     let redis = std::cell::RefCell::new(
         RedisSyncBuilder::new(&server.url())
             .shards(4)
             .connect_blocking()
             .unwrap(),
     );
-    let cases = std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(64);
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(64);
     let mut runner = TestRunner::new(Config::with_cases(cases));
     runner
         .run(&trips(), |trips| {
@@ -78,7 +92,10 @@ fn the_lua_scripts_follow_the_memory_stores_rules() {
             let mut last: HashMap<&str, (u64, u64)> = HashMap::new();
             for &(k, o, r, s) in &trips {
                 let trip = local_trip(k, o, r, s);
-                let (from_redis, from_memory) = (redis.borrow_mut().trip(&trip).unwrap(), memory.trip(&trip).unwrap());
+                let (from_redis, from_memory) = (
+                    redis.borrow_mut().trip(&trip).unwrap(),
+                    memory.trip(&trip).unwrap(),
+                );
                 match (&from_redis, &from_memory) {
                     (None, None) => {}
                     (Some(a), Some(b)) => {
@@ -87,10 +104,16 @@ fn the_lua_scripts_follow_the_memory_stores_rules() {
                         prop_assert!(a.epoch > ra && b.epoch > rb, "epochs grow per key");
                         last.insert(KEYS[k], (a.epoch, b.epoch));
                     }
-                    _ => prop_assert!(false, "{trip:?}: redis {from_redis:?}, memory {from_memory:?}"),
+                    _ => prop_assert!(
+                        false,
+                        "{trip:?}: redis {from_redis:?}, memory {from_memory:?}"
+                    ),
                 }
             }
-            let (mut a, mut b) = (redis.borrow_mut().open_trips().unwrap(), memory.open_trips().unwrap());
+            let (mut a, mut b) = (
+                redis.borrow_mut().open_trips().unwrap(),
+                memory.open_trips().unwrap(),
+            );
             a.sort_by(|x, y| x.key.cmp(&y.key));
             b.sort_by(|x, y| x.key.cmp(&y.key));
             prop_assert_eq!(a.len(), b.len());

@@ -158,7 +158,7 @@ impl<C: Clock> Store for MemoryStore<C> {
         let slack = ceil_millis(trip.slack);
         let seen = self.reporters.entry(trip.key.clone()).or_default();
         seen.seen.insert(trip.origin.clone(), now);
-        seen.seen.retain(|_, at| *at > now.saturating_sub(window));
+        seen.seen.retain(|_, at| *at + window > now);
         seen.expires = now + window;
         let reporters = u32::try_from(seen.seen.len()).unwrap_or(u32::MAX);
         let mut until = now.saturating_add(ceil_millis(trip.remaining));

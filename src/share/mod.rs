@@ -68,6 +68,7 @@ mod store;
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub use hook::OutboxHook;
 pub use memory::{MemoryStore, Unreachable};
+#[cfg(feature = "redis")]
 pub(crate) use news::ceil_millis;
 pub use news::{check_origin, LocalTrip, News, MAX_ORIGIN_BYTES};
 pub use outbox::{Outbox, MAX_KEY_BYTES};

@@ -30,7 +30,12 @@ impl LocalTrip {
     /// [`DEFAULT_WINDOW`](super::DEFAULT_WINDOW) and kept
     /// [`DEFAULT_SLACK`](super::DEFAULT_SLACK) past its period (the
     /// replica's settings, when a replica sends it).
-    pub fn new(key: impl Into<String>, remaining: Duration, reason: Reason, origin: impl Into<String>) -> LocalTrip {
+    pub fn new(
+        key: impl Into<String>,
+        remaining: Duration,
+        reason: Reason,
+        origin: impl Into<String>,
+    ) -> LocalTrip {
         LocalTrip {
             key: key.into(),
             remaining,

@@ -53,7 +53,8 @@ struct Own {
 ///   filters: an epoch not newer than the last one applied for the key
 ///   (duplicates, reordering, stale news) changes nothing; news reported by
 ///   fewer than `min_reporters` replicas changes nothing; news of a trip this
-///   replica made itself and still has open changes nothing.
+///   replica made itself, still open, that ends no later than its own
+///   changes nothing.
 ///
 /// See [`MemoryStore`](super::MemoryStore) for a runnable example.
 pub struct Replica<K, S = RandomState, C: Clock = QuantaClock> {
@@ -278,6 +279,7 @@ impl<K, S, C: Clock> Replica<K, S, C> {
     }
 
     /// Counts news set aside (malformed on the wire).
+    #[cfg(feature = "redis")]
     pub(crate) fn count_ignored(&self) {
         self.stats.add(Count::Ignored, 1);
     }
@@ -307,17 +309,13 @@ where
 
     /// Applies `news` at `now`, if it passes the filters (a newer epoch than
     /// the last applied for the key, at least `min_reporters` reporters, not
-    /// this replica's own open trip): the key's breaker — created if the
+    /// this replica's own open trip coming back with nothing beyond it): the key's breaker — created if the
     /// registry does not track the key yet — opens until `now` plus what is
     /// left, or its open period is extended to that end (minus its own
     /// jitter). Returns the transition, whose reason is
     /// [`Reason::RemoteTrip`]; it is never a close or a half-open.
     pub fn receive_at(&mut self, news: &News, now: Nanos) -> Option<Transition> {
         self.stats.add(Count::Received, 1);
-        if news.origin == self.origin && self.own.get(&news.key).is_some_and(|o| o.until > now) {
-            self.stats.add(Count::Ignored, 1);
-            return None;
-        }
         if news.reporters < self.min_reporters {
             self.stats.add(Count::BelowMinReporters, 1);
             return None;
@@ -328,6 +326,24 @@ where
             .is_some_and(|s| s.epoch >= news.epoch)
         {
             self.stats.add(Count::Stale, 1);
+            return None;
+        }
+        let end = now.saturating_add(news.remaining);
+        let seen = Seen {
+            epoch: news.epoch,
+            forget_at: end.saturating_add(self.slack),
+        };
+        if news.origin == self.origin
+            && self
+                .own
+                .get(&news.key)
+                .is_some_and(|o| o.until.saturating_add(Duration::from_millis(1)) >= end)
+        {
+            // Its own trip, coming back: nothing beyond what it knows (the
+            // wire rounds up to whole milliseconds). Taken as applied, so a
+            // late duplicate cannot extend the period by its delay.
+            self.applied.insert(news.key.clone(), seen);
+            self.stats.add(Count::Ignored, 1);
             return None;
         }
         if news.remaining.is_zero() {
@@ -344,15 +360,7 @@ where
             self.stats.add(Count::Ignored, 1);
             return None;
         }
-        self.applied.insert(
-            news.key.clone(),
-            Seen {
-                epoch: news.epoch,
-                forget_at: now
-                    .saturating_add(news.remaining)
-                    .saturating_add(self.slack),
-            },
-        );
+        self.applied.insert(news.key.clone(), seen);
         let remote = RemoteTrip::new(news.epoch, news.remaining, news.reason);
         let t = handle.apply_remote_at(&remote, now);
         if t.is_some() {
