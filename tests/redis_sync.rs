@@ -323,6 +323,12 @@ async fn a_sleeping_server_does_not_hold_the_request_path() {
     };
     let a = Node::plain(sync_to(&server), "a");
     a.ready().await;
+    // Connected before the server sleeps (a handshake would wait for it).
+    let probe = server.connection().unwrap();
+    probe
+        .set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    let mut probe = probe;
     let url = server.url();
     let asleep = std::thread::spawn(move || {
         let mut c = redis::Client::open(url.as_str())
@@ -331,19 +337,13 @@ async fn a_sleeping_server_does_not_hold_the_request_path() {
             .unwrap();
         let _: () = redis::cmd("DEBUG")
             .arg("SLEEP")
-            .arg(2)
+            .arg(3)
             .query(&mut c)
             .unwrap();
     });
-    // The server is asleep once it stops answering quickly.
-    let mut probe = server.connection().unwrap();
-    probe
-        .set_read_timeout(Some(Duration::from_millis(100)))
-        .unwrap();
-    let sleeping = within(Duration::from_secs(1), || {
-        redis::cmd("PING").query::<String>(&mut probe).is_err()
-    })
-    .await;
+    // The server is asleep once a PING goes unanswered for 100 ms.
+    let unanswered = || redis::cmd("PING").query::<String>(&mut probe).is_err();
+    let sleeping = within(Duration::from_secs(2), unanswered).await;
     assert!(sleeping.is_some(), "DEBUG SLEEP took hold");
     // The request path: 100k admissions and verdicts, and a trip reported.
     let h = a.registry.handle("busy:443");

@@ -53,8 +53,8 @@ struct Own {
 ///   filters: an epoch not newer than the last one applied for the key
 ///   (duplicates, reordering, stale news) changes nothing; news reported by
 ///   fewer than `min_reporters` replicas changes nothing; news of a trip this
-///   replica made itself, still open, that ends no later than its own
-///   changes nothing.
+///   replica made itself, still open, changes nothing unless another
+///   replica reported a later end.
 ///
 /// See [`MemoryStore`](super::MemoryStore) for a runnable example.
 pub struct Replica<K, S = RandomState, C: Clock = QuantaClock> {
@@ -309,7 +309,8 @@ where
 
     /// Applies `news` at `now`, if it passes the filters (a newer epoch than
     /// the last applied for the key, at least `min_reporters` reporters, not
-    /// this replica's own open trip coming back with nothing beyond it): the key's breaker — created if the
+    /// this replica's own open trip coming back with nothing beyond it — it
+    /// is the only reporter, or the news ends no later): the key's breaker — created if the
     /// registry does not track the key yet — opens until `now` plus what is
     /// left, or its open period is extended to that end (minus its own
     /// jitter). Returns the transition, whose reason is
@@ -333,15 +334,17 @@ where
             epoch: news.epoch,
             forget_at: end.saturating_add(self.slack),
         };
+        let own = self.own.get(&news.key).filter(|o| o.until > now);
         if news.origin == self.origin
-            && self
-                .own
-                .get(&news.key)
-                .is_some_and(|o| o.until.saturating_add(Duration::from_millis(1)) >= end)
+            && own.is_some_and(|o| {
+                news.reporters <= 1 || o.until.saturating_add(Duration::from_millis(1)) >= end
+            })
         {
-            // Its own trip, coming back: nothing beyond what it knows (the
-            // wire rounds up to whole milliseconds). Taken as applied, so a
-            // late duplicate cannot extend the period by its delay.
+            // Its own trip coming back (it is the only reporter, or the news
+            // ends no later than its own trip; the wire rounds up to whole
+            // milliseconds): nothing to learn, and applying it would only
+            // stretch the period by the round trip. Taken as applied, so a
+            // late duplicate cannot do that either.
             self.applied.insert(news.key.clone(), seen);
             self.stats.add(Count::Ignored, 1);
             return None;
