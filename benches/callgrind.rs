@@ -101,11 +101,22 @@ fn permits(b: &Breaker, n: u64, at: bool, step: u64) -> u64 {
 
 fn variant(name: &str, open: bool, n: u64) -> u64 {
     if open {
-        // Rejections: failfast on the std clock (the quanta one is `failfast`).
-        assert_eq!(name, "ff_std", "open variants: ff_std (others via PEERS)");
-        let mut g = Failfast(ff_consecutive_on(StdClock::new()));
-        trip(&mut g);
-        return Loop(n).with("ff_std", g);
+        return match name {
+            // Rejections without a clock read: the caller passes the time.
+            "ff_consecutive_at" => {
+                let b = ff_consecutive();
+                let mut g = Failfast(b);
+                trip(&mut g);
+                permits(&g.0, n, true, 0)
+            }
+            // Rejections on the std clock (the quanta one is `failfast`).
+            "ff_std" => {
+                let mut g = Failfast(ff_consecutive_on(StdClock::new()));
+                trip(&mut g);
+                Loop(n).with("ff_std", g)
+            }
+            _ => panic!("open variants: ff_consecutive_at, ff_std (others via PEERS)"),
+        };
     }
     match name {
         "ff_consecutive_at" => permits(&ff_consecutive(), n, true, 0),

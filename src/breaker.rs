@@ -23,6 +23,7 @@ use crate::remote::RemoteTrip;
 use crate::state::{Next, Snapshot, State, StateCell};
 use crate::storage::Storage;
 use crate::sync::Arc;
+use crate::ticket::{RoundStart, Ticket, UNTIMED};
 use crate::window::{Window, WindowCounts};
 
 /// A budget of ejections shared by several breakers (a registry's cap on
@@ -128,54 +129,6 @@ pub struct Breaker<C: Clock = QuantaClock> {
 #[cfg(all(target_pointer_width = "64", not(failfast_loom)))]
 const _: () = assert!(core::mem::size_of::<Breaker<QuantaClock>>() == 48);
 
-/// The start of a call whose admission did not read the clock (CLOSED, no
-/// slow-call timing): its age is unknown, so a drop without a verdict is
-/// neutral and the call is never slow.
-pub(crate) const UNTIMED: Nanos = Nanos::NEVER;
-
-/// What a permit carries back to its verdict: two words, so a permit
-/// travels in registers.
-#[derive(Copy, Clone, Debug)]
-pub(crate) struct Ticket {
-    pub(crate) generation: u32,
-    pub(crate) probe: bool,
-    /// Whether this admission won a transition: the move to HalfOpen, or a
-    /// superseded round. Kept in a few bytes (with `trips` and
-    /// `prior_successes`); [`Breaker::admission_transition`] rebuilds the
-    /// rest.
-    pub(crate) round: RoundStart,
-    /// Trips in a row when the round started (only with `round`).
-    pub(crate) trips: u8,
-    /// Probe successes of the superseded round (only with `RoundStart::Superseded`).
-    pub(crate) prior_successes: u8,
-    pub(crate) start: Nanos,
-}
-
-impl Ticket {
-    #[inline]
-    const fn new(generation: u32, probe: bool, start: Nanos) -> Ticket {
-        Ticket {
-            generation,
-            probe,
-            round: RoundStart::None,
-            trips: 0,
-            prior_successes: 0,
-            start,
-        }
-    }
-}
-
-/// How an admission started a probe round, if it did.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub(crate) enum RoundStart {
-    /// An ordinary admission.
-    None,
-    /// Won Open → HalfOpen.
-    Opened,
-    /// Won HalfOpen → HalfOpen after the probe lease.
-    Superseded,
-}
-
 impl<C: Clock> Breaker<C> {
     pub(crate) fn from_shared(shared: Arc<Shared<C>>, id: u32) -> Breaker<C> {
         let flags = shared.config.flags();
@@ -189,16 +142,15 @@ impl<C: Clock> Breaker<C> {
     }
 
     /// The call counters, when kept.
-    #[inline]
+    #[inline(always)]
     fn counters(&self) -> Option<Counters<'_>> {
         self.storage.counters(self.flags.counts_calls())
     }
 
     /// The window (empty without one).
-    #[inline]
+    #[inline(always)]
     fn window(&self) -> Window<'_> {
-        self.storage
-            .window(self.flags.counts_calls(), self.shared.config.shape)
+        self.storage.window(self.shared.config.shape)
     }
 
     /// The validated configuration.
@@ -207,7 +159,7 @@ impl<C: Clock> Breaker<C> {
     }
 
     /// The configuration's hot-path bits.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn flags(&self) -> Flags {
         self.flags
     }
@@ -219,7 +171,7 @@ impl<C: Clock> Breaker<C> {
     }
 
     /// The current time on the breaker's clock.
-    #[inline]
+    #[inline(always)]
     pub fn now(&self) -> Nanos {
         self.shared.clock.now()
     }
@@ -267,10 +219,14 @@ impl<C: Clock> Breaker<C> {
 
     /// Admission reading the clock only where needed (invariant 8: CLOSED
     /// without slow-call timing is one load and no clock read).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn ticket_now(&self) -> Result<Ticket, Rejected> {
         let s = self.cell.load();
         if s.is_closed() {
+            if self.flags.admits_bare() {
+                // Nothing to time or count: the load was the whole admission.
+                return Ok(Ticket::new(s.generation(), false, UNTIMED));
+            }
             let start = if self.flags.times_calls() {
                 self.now()
             } else {
@@ -278,20 +234,20 @@ impl<C: Clock> Breaker<C> {
             };
             return Ok(self.admitted(Ticket::new(s.generation(), false, start)));
         }
-        self.admit_slow(s, self.now())
+        self.admit_other(s, self.now())
     }
 
     /// Admission at `now`.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn ticket_at(&self, now: Nanos) -> Result<Ticket, Rejected> {
         let s = self.cell.load();
         if s.is_closed() {
             return Ok(self.admitted(Ticket::new(s.generation(), false, now)));
         }
-        self.admit_slow(s, now)
+        self.admit_other(s, now)
     }
 
-    #[inline]
+    #[inline(always)]
     fn admitted(&self, ticket: Ticket) -> Ticket {
         if let Some(c) = self.counters() {
             c.admitted();
@@ -299,15 +255,41 @@ impl<C: Clock> Breaker<C> {
         ticket
     }
 
+    /// Admission outside CLOSED. The commonest case, an OPEN breaker still
+    /// in its open period, is decided here in line: the same decision as
+    /// [`machine::admit`] makes for OPEN ([`machine::open_until`]), with the
+    /// same re-load of the word before rejecting (see
+    /// [`admit_slow`](Self::admit_slow)). Everything else goes out of line.
+    #[inline(always)]
+    fn admit_other(&self, s: Snapshot, now: Nanos) -> Result<Ticket, Rejected> {
+        if s.is_open() {
+            let until =
+                machine::open_until(s, self.cell.since(s), &self.shared.config, self.seed());
+            if now < until && self.cell.load() == s {
+                if let Some(c) = self.counters() {
+                    c.rejected();
+                }
+                return Err(Rejected::open_for(until.as_nanos() - now.as_nanos()));
+            }
+        }
+        self.admit_slow(s, now)
+    }
+
+    /// The jitter seed: the breaker's id.
+    #[inline(always)]
+    fn seed(&self) -> u64 {
+        self.id.into()
+    }
+
     /// Admission outside CLOSED: the decision is [`machine::admit`]; loops
     /// only while the word changes under it (someone else made progress),
     /// never to retry a lost election.
-    #[inline]
+    #[inline(never)]
     fn admit_slow(&self, mut s: Snapshot, now: Nanos) -> Result<Ticket, Rejected> {
         loop {
             let config = &self.shared.config;
             let u = self.cell.update_from(s, now, |s| {
-                machine::admit(s, self.cell.since(s), now, config, self.id.into())
+                machine::admit(s, self.cell.since(s), now, config, self.seed())
             });
             return match u.value {
                 Admission::Call => Ok(self.admitted(Ticket::new(u.seen.generation(), false, now))),
@@ -333,13 +315,13 @@ impl<C: Clock> Breaker<C> {
         }
     }
 
-    #[cold]
+    /// A rejection at `now`, counted, until `until`.
+    #[inline(always)]
     fn reject(&self, reason: RejectReason, until: Nanos, now: Nanos) -> Rejected {
         if let Some(c) = self.counters() {
             c.rejected();
         }
-        let retry_after = (until != Nanos::NEVER).then(|| until.saturating_duration_since(now));
-        Rejected::new(reason, retry_after)
+        Rejected::until(reason, until, now)
     }
 
     /// Admits the first probe of a round this caller's CAS just started, and
@@ -356,12 +338,13 @@ impl<C: Clock> Breaker<C> {
         } else {
             RoundStart::Superseded
         };
-        let ticket = self.admitted(Ticket {
+        let ticket = self.admitted(Ticket::round_start(
+            to.generation(),
             round,
-            trips: from.trips() as u8,               // ≤ TRIPS_MAX (63)
-            prior_successes: from.successes() as u8, // ≤ SUCCESS_MAX (255)
-            ..Ticket::new(to.generation(), true, now)
-        });
+            from.trips(),     // ≤ TRIPS_MAX (63)
+            from.successes(), // ≤ SUCCESS_MAX (255)
+            now,
+        ));
         let guard = ReleaseOnUnwind {
             breaker: self,
             ticket,
@@ -373,16 +356,16 @@ impl<C: Clock> Breaker<C> {
 
     /// The transition an admission caused, rebuilt exactly as the observer saw it.
     pub(crate) fn admission_transition(&self, ticket: &Ticket) -> Option<Transition> {
-        let (state, reason) = match ticket.round {
+        let (state, reason) = match ticket.round() {
             RoundStart::None => return None,
             RoundStart::Opened => (State::Open, Reason::OpenElapsed),
             RoundStart::Superseded => (State::HalfOpen, Reason::ProbeLeaseExpired),
         };
         let from = Snapshot::INITIAL
-            .with_generation(ticket.generation.wrapping_sub(1))
+            .with_generation(ticket.generation().wrapping_sub(1))
             .with_state(state)
-            .with_trips(u32::from(ticket.trips))
-            .with_successes(u32::from(ticket.prior_successes));
+            .with_trips(ticket.trips())
+            .with_successes(ticket.prior_successes());
         Some(self.describe(
             from,
             machine::round_start(from),
@@ -396,22 +379,28 @@ impl<C: Clock> Breaker<C> {
 
     /// A permit's verdict. Invariant 4: a verdict from another generation than
     /// the current one changes nothing.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn on_verdict(
         &self,
         ticket: Ticket,
         outcome: Outcome,
         now: Nanos,
     ) -> Option<Transition> {
-        // The plainest breaker (no window, no timing, no counters): a success
-        // that ends no run is one load and one compare (invariant 8).
         if self.flags.plain() && outcome == Outcome::Success {
-            let s = self.cell.load();
-            if s.generation() != ticket.generation || s.is_settled_closed() {
-                return None;
-            }
-            return self.settle(s, ticket, Verdict::Success, false, now);
+            return self.on_plain_success(ticket, Some(now));
         }
+        self.on_any_verdict(ticket, outcome, now)
+    }
+
+    /// [`on_verdict`](Self::on_verdict) past the plain success (which the
+    /// caller has ruled out).
+    #[inline(always)]
+    pub(crate) fn on_any_verdict(
+        &self,
+        ticket: Ticket,
+        outcome: Outcome,
+        now: Nanos,
+    ) -> Option<Transition> {
         let slow = outcome != Outcome::Ignored
             && self.flags.times_calls()
             && self.shared.config.is_slow(ticket.start, now);
@@ -419,7 +408,7 @@ impl<C: Clock> Breaker<C> {
             c.verdict(outcome.into(), slow);
         }
         let s = self.cell.load();
-        if s.generation() != ticket.generation {
+        if s.generation() != ticket.generation() {
             return None;
         }
         // Invariant 8: a fast success in a settled CLOSED breaker is this
@@ -430,7 +419,31 @@ impl<C: Clock> Breaker<C> {
             }
             return None;
         }
-        self.settle(s, ticket, outcome.into(), slow, now)
+        self.settle(s, ticket.is_probe(), outcome.into(), slow, now)
+    }
+
+    /// A success on the plainest breaker (no window, no timing, no
+    /// counters): when it ends no run, one load and one compare (invariant
+    /// 8). It needs the time only when it is news (a probe's success, the
+    /// end of a failure run), so without `now` the clock is read only then.
+    #[inline(always)]
+    pub(crate) fn on_plain_success(
+        &self,
+        ticket: Ticket,
+        now: Option<Nanos>,
+    ) -> Option<Transition> {
+        let s = self.cell.load();
+        if s.generation() != ticket.generation() || s.is_settled_closed() {
+            return None;
+        }
+        self.settle_success(s, ticket.is_probe(), now)
+    }
+
+    /// [`settle`](Self::settle) for a plain success that is news.
+    #[inline(never)]
+    fn settle_success(&self, s: Snapshot, probe: bool, now: Option<Nanos>) -> Option<Transition> {
+        let now = now.unwrap_or_else(|| self.now());
+        self.settle(s, probe, Verdict::Success, false, now)
     }
 
     /// How a call that got no verdict ended (see [`on_drop`](Self::on_drop)),
@@ -447,10 +460,10 @@ impl<C: Clock> Breaker<C> {
             c.verdict(verdict, slow);
         }
         let s = self.cell.load();
-        if s.generation() != ticket.generation {
+        if s.generation() != ticket.generation() {
             return None;
         }
-        self.settle(s, ticket, verdict, slow, now)
+        self.settle(s, ticket.is_probe(), verdict, slow, now)
     }
 
     /// Every verdict but the cheapest: failures, runs to end, a first
@@ -459,14 +472,14 @@ impl<C: Clock> Breaker<C> {
     fn settle(
         &self,
         s: Snapshot,
-        ticket: Ticket,
+        probe: bool,
         verdict: Verdict,
         slow: bool,
         now: Nanos,
     ) -> Option<Transition> {
         match s.state() {
             State::Closed | State::MetricsOnly => self.record_closed(s, verdict, slow, now),
-            State::HalfOpen if ticket.probe => self.record_probe(s, verdict, slow, now),
+            State::HalfOpen if probe => self.record_probe(s, verdict, slow, now),
             _ => None,
         }
     }
@@ -509,7 +522,7 @@ impl<C: Clock> Breaker<C> {
     /// not end a run of consecutive failures (an outer timeout that drops a
     /// hung call's permit early must not keep resetting the run).
     pub(crate) fn drop_neutral(&self, ticket: Ticket) {
-        if ticket.probe {
+        if ticket.is_probe() {
             let _ = self.on_ending(ticket, Verdict::Dropped, ticket.start);
         } else if let Some(c) = self.counters() {
             c.verdict(Verdict::Dropped, false);
@@ -666,7 +679,7 @@ impl<C: Clock> Breaker<C> {
 
     /// The jittered open duration of the OPEN state `s`.
     fn open_duration(&self, s: Snapshot) -> Duration {
-        Duration::from_nanos(machine::open_nanos(s, &self.shared.config, self.id.into()))
+        Duration::from_nanos(machine::open_nanos(s, &self.shared.config, self.seed()))
     }
 
     // ===== News from other replicas =====
@@ -682,7 +695,7 @@ impl<C: Clock> Breaker<C> {
     /// admissions and verdicts fairly (one winner per transition).
     pub fn apply_remote_at(&self, remote: &RemoteTrip, now: Nanos) -> Option<Transition> {
         let config = &self.shared.config;
-        let seed = u64::from(self.id);
+        let seed = self.seed();
         let remaining = u64::try_from(remote.remaining.as_nanos()).unwrap_or(u64::MAX);
         let span = machine::span_of(
             remaining,

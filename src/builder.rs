@@ -5,7 +5,7 @@ use core::fmt;
 use core::time::Duration;
 
 use crate::breaker::{Breaker, Shared};
-use crate::clock::{Clock, QuantaClock};
+use crate::clock::{Clock, Nanos, QuantaClock};
 use crate::error::ConfigError;
 use crate::observe::Observer;
 use crate::policy::{Backoff, Config, Rate};
@@ -512,6 +512,9 @@ impl Builder {
             failure_rate,
             slow_call_rate,
             slow_call_threshold: self.slow_call_threshold,
+            slow_nanos: self
+                .slow_call_threshold
+                .map_or(0, |t| Nanos::from_duration(t).as_nanos()),
             window,
             shape: Shape::of(window),
             min_calls,

@@ -74,6 +74,7 @@ impl<C: Clock> Breaker<C> {
     ///
     /// [`CallError::Rejected`] without running `f`, or [`CallError::Inner`]
     /// with `f`'s error.
+    #[inline(always)]
     pub fn call<T, E>(&self, f: impl FnOnce() -> Result<T, E>) -> Result<T, CallError<E>> {
         self.call_with(Outcome::of_result, f)
     }
@@ -99,6 +100,7 @@ impl<C: Clock> Breaker<C> {
     /// # Errors
     ///
     /// As [`call`](Self::call).
+    #[inline(always)]
     pub fn call_with<T, E>(
         &self,
         classify: impl FnOnce(&Result<T, E>) -> Outcome,

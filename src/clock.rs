@@ -163,7 +163,7 @@ impl fmt::Debug for QuantaClock {
 }
 
 impl Clock for QuantaClock {
-    #[inline]
+    #[inline(always)]
     fn now(&self) -> Nanos {
         Nanos(self.clock.delta_as_nanos(self.origin, self.clock.raw()))
     }

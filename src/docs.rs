@@ -22,31 +22,90 @@
 //!
 //! # Modules
 //!
-//! | module | holds | may use |
+//! Each module uses only the ones above it in this table (the arrows of the
+//! module graph all point up the table; there is no circle). `docs` holds no
+//! code.
+//!
+//! | module | holds | uses |
 //! |---|---|---|
 //! | `sync` | the loom shim: the only place atomics and locks are named, and the crate's internal `Arc` | — |
+//! | `outcome` | [`Outcome`](crate::Outcome) (a caller's verdict) and `Verdict` (how a call ended, drops included) | — |
 //! | `clock` | [`Nanos`](crate::Nanos), [`Clock`](crate::Clock), the three clocks | sync |
-//! | `state` | the packed state word, [`State`](crate::State), the one CAS helper | sync |
-//! | `window` | count- and time-based windows in packed atomics | sync, clock |
-//! | `policy` | [`Config`](crate::Config) and pure decisions: trip? how long open? slow? | clock |
-//! | `builder` | the validating [`Builder`](crate::Builder) | policy, breaker |
-//! | `breaker`, `permit`, `call` | admission, verdicts, manual modes, wrappers | all above |
-//! | `fleet` | per-registry counters and the open cap | sync |
-//! | `registry` | [`Registry`](crate::Registry): sharded per-key breakers, [`Handle`](crate::Handle)s, idle eviction, capacity | breaker, fleet, sync |
-//! | `bulkhead` | calls in flight, one counter | sync |
-//! | `observe` | [`Transition`](crate::Transition), [`Reason`](crate::Reason), [`Observer`](crate::Observer), snapshots | state, policy |
-//! | `error` | [`Rejected`](crate::Rejected), [`ConfigError`](crate::ConfigError) | — |
+//! | `state` | the packed word (`Snapshot`), [`State`](crate::State), `StateCell` and its one update loop | sync, clock |
+//! | `ticket` | what an admission hands its permit: two words | clock |
+//! | `window` | count- and time-based windows over a slice of atomics; [`WindowKind`](crate::WindowKind), [`WindowCounts`](crate::WindowCounts) | sync, clock |
+//! | `error` | [`Rejected`](crate::Rejected), [`ConfigError`](crate::ConfigError) | clock |
+//! | `observe` | [`Transition`](crate::Transition), [`Reason`](crate::Reason), [`Observer`](crate::Observer), snapshots, call counts | clock, state, window |
+//! | `bulkhead` | calls in flight, one counter | sync, error |
+//! | `policy` | [`Config`](crate::Config), the hot-path `Flags`, the backoff table; pure judgements (slow? what a drop means? does the window trip?) | clock, observe, outcome, window |
+//! | `remote` | [`RemoteTrip`](crate::RemoteTrip): news of a trip from another replica | observe |
+//! | `counters` | the opt-in lifetime call counters over a slice of atomics | sync, observe, outcome |
+//! | `machine` | the pure decisions: for each event, the next word | clock, error, observe, outcome, policy, state |
+//! | `storage` | a breaker's one heap allocation: its window, then its counters | sync, window, counters |
+//! | `breaker` | [`Breaker`](crate::Breaker): admission, verdicts, manual modes, reports; the `TripGate` a registry plugs in | everything above |
+//! | `builder` | the validating [`Builder`](crate::Builder) | breaker and below |
+//! | `permit`, `call` | [`OwnedPermit`](crate::OwnedPermit) (one type over any owner of a breaker) and the admissions; `call` wrappers | breaker, ticket and below |
+//! | `registry` | [`Registry`](crate::Registry): sharded per-key breakers, [`Handle`](crate::Handle)s, sweeping, the fleet cap (its `TripGate`), remote trips | builder, permit, breaker and below |
+//! | `config` | serde configuration files | builder, registry, window, error |
+//! | `tower` | the layers (feature `tower`) | permit, registry, breaker and below |
+//! | `export` | tracing and metrics observers | registry, breaker, observe |
+//! | `share` | trips shared across replicas, with no I/O: the [`Outbox`](crate::share::Outbox) the request path reports local trips into, [`News`](crate::share::News) and its wire form, the [`Replica`](crate::share::Replica) (publish, the filtered monotone merge, reconcile), the [`Store`](crate::share::Store) rules and the in-process [`MemoryStore`](crate::share::MemoryStore) | sync, clock, state, observe, remote, error, registry; tower (the outbox hook, with that feature) |
+//! | `redis` | the Redis transport (feature `redis`): `RedisSync`, one tokio task per registry (two Lua scripts, sharded pub/sub, reconciliation, back-off), and the blocking `RedisStore` | share, clock, error |
 //!
 //! # The state word
 //!
-//! One `AtomicU64` per breaker; the layout table is in `src/state.rs`:
-//! mode (3 bits), generation (32), count (15: consecutive failures while
-//! Closed, probe slots taken while HalfOpen), probe successes (8), trips in a
-//! row (6). Beside it, `tripped_at` holds the instant the current state began
-//! (the trip while Open, the round start while HalfOpen), in two `AtomicU64`
-//! slots indexed by the generation's parity.
+//! One `AtomicU64` per breaker; the layout table is in `src/state.rs`: mode
+//! (3 bits), generation (29), three flags — `detached`, `proven`, `counted`
+//! — a count (15: consecutive failures while Closed, probe slots taken while
+//! HalfOpen), probe successes (8), trips in a row (6). While Open the count
+//! and successes bits hold an *open span* instead (a remote trip's period, in
+//! units of 2²⁴ ns). Beside the word, the *stamp* holds the instant the
+//! current state began (the trip while Open, the round start while
+//! HalfOpen), in two `AtomicU64` slots indexed by the generation's parity.
+//! A breaker is 48 bytes: the word, the two slots, a thin pointer to its
+//! storage, its id (the jitter seed), its flags and the shared config.
 //!
-//! # The eight invariants
+//! # Changing the word: one loop, pure decisions
+//!
+//! Every change of the word goes through `StateCell::update`: the loop loads
+//! the word, shows it to a decision, and applies what the decision returns —
+//! keep the word, change a count within the generation, or enter a new state
+//! (a transition: the generation moves on and the new state's instant is
+//! stamped *before* the CAS). A failed CAS shows the decision the word that
+//! won, and it decides again. The decisions live in `machine`, as pure
+//! functions of (word, stamp, now, config): admission, the run of
+//! consecutive failures, a trip, a probe's verdict, the manual modes,
+//! leaving the trip gate, a remote trip. They are unit-tested without
+//! atomics; the loop itself is what the loom models exercise. Only the
+//! caller whose CAS entered a state learns of it, and only it reports the
+//! transition (to the observer and to the trip gate).
+//!
+//! # The trip gate
+//!
+//! A registry caps how many of its breakers may be ejected at once. The cap
+//! is a `TripGate` the breaker consults on a trip from Closed only (never on
+//! a request that changes nothing): the gate either refuses the trip, or
+//! allows it holding a slot of its budget — the word's `counted` bit carries
+//! that answer until the breaker closes, when the gate is told. A breaker
+//! that has never seen a success (`proven` unset: an upstream that may not
+//! exist, a key an attacker made up) may open without taking a slot, so a
+//! flood of made-up keys cannot use up the budget real upstreams need. A
+//! breaker the registry removed while handles to it lived sets `detached`
+//! and keeps its whole behaviour for them, but no longer touches the gate.
+//!
+//! # The hot paths
+//!
+//! * **CLOSED admission** is the word's load; a breaker that times calls
+//!   reads the clock, one that counts calls bumps a counter.
+//! * **OPEN rejection** is decided in line: the word, its stamp, the backoff
+//!   table (and the jitter hash, if jitter is on), and the word re-loaded
+//!   before rejecting; everything else goes out of line to the update loop.
+//! * **A success in a settled CLOSED breaker** (no run of failures to end) is
+//!   one load and a compare, plus the window's write when there is a window;
+//!   the plainest breaker reads no clock for it.
+//! * A permit is two words plus its owner; a rejection is two words.
+//!
+////! # The eight invariants
 //!
 //! Each is named where the code upholds it, and checked by a loom model in
 //! `loom-tests/` and/or a property test in `tests/`.
@@ -56,11 +115,11 @@
 //!    generation; exactly one racer wins and only the winner reports it, so the
 //!    observer fires once per generation change.
 //! 2. **No early probe.** In Open nothing is admitted before
-//!    `tripped_at + open_duration`; after it, the CAS winner is the first probe
+//!    `stamp + open duration`; after it, the CAS winner is the first probe
 //!    and at most P probes are admitted per round.
-//! 3. **Fresh `tripped_at`.** A transition stamps `tripped_at` with
+//! 3. **Fresh stamp.** A transition stamps its new generation's slot with
 //!    `fetch_max(now)` *before* its Release CAS; readers load the word with
-//!    Acquire, then `tripped_at`. A reader that sees generation g therefore
+//!    Acquire, then the stamp. A reader that sees generation g therefore
 //!    never sees an older stamp. Nor a newer one: the stamp of generation
 //!    g+1 goes to the other slot, so a reader still holding generation g
 //!    cannot pair it with the round start of a racer whose CAS is still in
@@ -100,9 +159,9 @@
 //!
 //! * The word is loaded with `Acquire` and changed only by `compare_exchange`
 //!   with `AcqRel` (failure: `Acquire`). The Release half publishes the
-//!   `tripped_at` stamp written just before it (invariant 3); the Acquire half
-//!   orders each winner after the previous one.
-//! * `tripped_at[g % 2]` is written with `fetch_max(Release)` before the CAS
+//!   stamp written just before it (invariant 3); the Acquire half orders
+//!   each winner after the previous one.
+//! * The stamp slot `g % 2` is written with `fetch_max(Release)` before the CAS
 //!   and read `Acquire` after an `Acquire` load of the word: happens-before
 //!   through the word makes the read see at least the stamp of the observed
 //!   transition; and a reader that reads the stamp of generation g+2 (same
@@ -174,6 +233,30 @@
 //!   one load of the ring entry it overwrites; a second RMW happens only when
 //!   that entry held a failure or slow call.
 //!
+//! * **The end of an open period is computed, not stored.** An OPEN
+//!   rejection recomputes `stamp + backoff step − jitter` (a table lookup,
+//!   and a hash only with jitter on) rather than reading a stored deadline.
+//!   Stamps are merged with `fetch_max`, which is sound because every racer
+//!   stamps the instant it *entered* a state, and instants only grow. A
+//!   deadline does not: a stale racer that lost its CAS could leave a far
+//!   later deadline (a longer backoff step) in the slot the next generation
+//!   uses, and a reset right after a long trip writes a deadline smaller
+//!   than the one already there — either way a later state would inherit a
+//!   wrong instant (a lease that never ends is a wedge). Storing deadlines
+//!   safely needs a tagged stamp and a CAS loop in place of `fetch_max`, a
+//!   new protocol to prove; the rejection path costs about a dozen
+//!   instructions more without it (`benches/README.md`).
+//! * **The generation has 29 bits** (it had 32): the word needed three
+//!   flags (`proven`, `counted`, `detached`). A permit would have to be held
+//!   across 2²⁹ transitions of its breaker to mistake a stale verdict for a
+//!   fresh one.
+//! * **`Outcome` and `CallError` stay exhaustive**; every other public enum
+//!   and every public struct with public fields is `#[non_exhaustive]`
+//!   (`tests/source_rules.rs` checks it). A call's verdict is for the
+//!   dependency, against it, or neither; a call either did not run or ran and
+//!   failed: callers match on both in every call, and a wildcard arm there
+//!   would hide a mistake rather than a future variant.
+//!
 //! # Many breakers
 //!
 //! A [`Registry`](crate::Registry) keeps one breaker per key in
@@ -188,14 +271,73 @@
 //! registry sends new keys to one overflow breaker per shard. The
 //! [`registry`](crate::registry) module docs hold the full argument.
 //!
+//! # Trips shared across replicas
+//!
+//! N replicas of a service hold N registries. Sharing *trips* (not counts)
+//! keeps every request path as it is and still spares the fleet N × the trip
+//! threshold of calls to a dead upstream:
+//!
+//! ```text
+//!  replica A                                  Redis                        replica B
+//!  ─────────                                  ─────                        ─────────
+//!  request path: a verdict trips
+//!    └─ Transition ─▶ Outbox (one push)
+//!  sync task: drain ─▶ Lua script ─────────▶ reporters, epoch,
+//!                                             until = TIME + remaining,
+//!                                             index by end, PEXPIRE
+//!                                             SPUBLISH remaining ms ──────▶ sync task: filters
+//!                                                                           (epoch, min_reporters,
+//!                                                                           own trip) ─▶ apply_remote_at:
+//!                                                                           Closed → Open or a later end
+//!  every few s: reconcile ◀──────────────── open keys with what is left ──▶ every few s: reconcile
+//! ```
+//!
+//! * **Nothing on the request path**: admission and verdicts are the same
+//!   code with sharing on; only a verdict that trips pushes one record into
+//!   a bounded `ArrayQueue` (full: dropped and counted). The sync task is the
+//!   user's to start; the core spawns nothing.
+//! * **Time travels as "what is left"**, never an instant: the store ends a
+//!   period at its own `TIME` + remaining; a receiver at its own now +
+//!   remaining. Replicas' clocks never meet.
+//! * **A monotone merge** ([`Breaker::apply_remote_at`](crate::Breaker::apply_remote_at)):
+//!   one CAS through the same update loop as every transition; it opens a
+//!   Closed breaker or moves an Open period's end later, asks the trip gate
+//!   (`max_open`) as a local trip does, and never closes, half-opens,
+//!   shortens or touches a probe round. Recovery stays local, each replica
+//!   probing at its own jittered time. The loom model
+//!   `loom-tests/tests/remote_trip.rs` races it against admissions,
+//!   verdicts and local trips.
+//! * **Epochs from the store**: the script gives each key's news an epoch
+//!   above every earlier one (the record's + 1, or the server's microseconds,
+//!   so epochs grow across expiry and restarts); a replica applies only a
+//!   newer epoch per key. Duplicates, reordering and stale news are no-ops.
+//! * **Reconciliation** (on connect, after any failure, every few seconds)
+//!   reads the index of open keys: lost messages, cold starts and partitions
+//!   heal by it. Every key expires (period + slack; reporters with their
+//!   window), so `DBSIZE` returns to zero.
+//! * **Rails**: `min_reporters(k, window)` (counted by the store, checked by
+//!   each replica), the registry's `max_open`, an untracked key never opens
+//!   the shared overflow breaker, and an unreachable or slow store leaves
+//!   the replica local-only (`sync_errors`), its open trips kept to publish
+//!   again.
+//!
+//! Departures from the first design: the epoch is the store's, not the
+//! replica's (a replica's epoch would need its clock or a persisted counter);
+//! the integration is a feature of this crate rather than a separate crate
+//! (the core stays free of redis and tokio either way, and the scripts stay
+//! next to `MemoryStore`, whose rules a test holds them to); the optional fleet-wide probe lease is not built (each
+//! replica probes for itself, spread by its own jitter).
+//!
 //! # Dependencies
 //!
 //! The core depends on `quanta` (the default clock), `crossbeam-utils`
 //! (`CachePadded` for registry shards), `hashbrown` (the registry's
 //! per-shard `HashTable`, which takes a precomputed hash so a key is hashed
-//! once for shard, probe, insert and rehash; no default features) and
+//! once for shard, probe, insert and rehash; no default features),
 //! `triomphe` (the registry entries' `Arc` without a weak count: 8 bytes and
-//! one malloc size class less per key; no default features), nothing else. The registry's locks are std's `RwLock` (futex-based, no crate).
+//! one malloc size class less per key; no default features) and
+//! `crossbeam-queue` (the trip outbox's bounded lock-free `ArrayQueue`; std
+//! only), nothing else. The registry's locks are std's `RwLock` (futex-based, no crate).
 //!
 //! Optional, each behind its own feature, none used by the core:
 //!
@@ -211,6 +353,10 @@
 //!   `classify` module only), for the `ClassifyResponse` adapter.
 //! * `tracing`: `tracing` 0.1, one event per transition.
 //! * `metrics`: `metrics` 0.24 (the facade), written at scrape time.
+//! * `redis`: `redis` 1.2 (redis-rs, no default features: `tokio-comp`,
+//!   `connection-manager`, `script`, `cluster-async`), `futures-util` (scripts
+//!   in flight at once) and `tokio` with `sync`, `time` and `macros` for the
+//!   sync task the user spawns.
 //!
 //! The minimum supported Rust version, 1.87, is the highest `rust-version`
 //! among these for any feature (quanta 0.13's); `.ci/msrv.sh` fails the build

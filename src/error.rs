@@ -5,18 +5,22 @@
 
 use core::fmt;
 use core::time::Duration;
+use std::sync::Arc;
+
+use crate::clock::Nanos;
 
 /// Why a call was turned away without running.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum RejectReason {
     /// The breaker is OPEN and its open duration has not passed.
-    Open,
+    Open = 0,
     /// The breaker is HALF_OPEN and every probe slot of this round is taken.
-    HalfOpenFull,
+    HalfOpenFull = 1,
     /// The breaker was forced open by an operator.
-    ForcedOpen,
+    ForcedOpen = 2,
     /// The bulkhead in front of the dependency is full.
-    BulkheadFull,
+    BulkheadFull = 3,
 }
 
 impl RejectReason {
@@ -49,36 +53,133 @@ impl RejectReason {
 /// assert_eq!(rejected.retry_after(), Some(Duration::from_secs(6)));
 /// assert_eq!(rejected.to_string(), "circuit open; retry after 6s");
 /// ```
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct Rejected {
-    reason: RejectReason,
-    retry_after: Option<Duration>,
+    /// The reason (top two bits) and the nanoseconds until a call may be
+    /// admitted (the rest; all ones when unknown): one word, so a rejection
+    /// is two and an admission's result stays small enough to be kept in
+    /// registers on the rejection path.
+    wait: u64,
+    /// The upstream's name, when the code that asked the breaker knows it:
+    /// behind one thin pointer, and a layer names its rejections with a
+    /// reference count, not an allocation.
+    upstream: Option<Arc<String>>,
 }
 
+const REASON_SHIFT: u32 = 62;
+/// The low bits of `wait`: nanoseconds, or all ones for no known wait
+/// (forced open, bulkhead). 2^62 ns is 146 years; every wait the breaker
+/// computes is at most a day.
+const RETRY_MASK: u64 = (1 << REASON_SHIFT) - 1;
+const NO_RETRY: u64 = RETRY_MASK;
+
 impl Rejected {
-    pub(crate) const fn new(reason: RejectReason, retry_after: Option<Duration>) -> Rejected {
+    /// A rejection for `reason`, `retry_nanos` (≥ [`NO_RETRY`]: no known
+    /// wait) before a call may be admitted.
+    #[inline(always)]
+    const fn packed(reason: RejectReason, retry_nanos: u64) -> Rejected {
+        let retry = if retry_nanos > NO_RETRY {
+            NO_RETRY
+        } else {
+            retry_nanos
+        };
         Rejected {
-            reason,
-            retry_after,
+            wait: (reason as u64) << REASON_SHIFT | retry,
+            upstream: None,
         }
+    }
+
+    pub(crate) fn new(reason: RejectReason, retry_after: Option<Duration>) -> Rejected {
+        let retry_nanos = retry_after.map_or(NO_RETRY, |d| {
+            u64::try_from(d.as_nanos()).map_or(NO_RETRY - 1, |n| n.min(NO_RETRY - 1))
+        });
+        Rejected::packed(reason, retry_nanos)
+    }
+
+    /// An OPEN breaker's rejection, `nanos` (> 0) before its period ends.
+    #[inline(always)]
+    pub(crate) const fn open_for(nanos: u64) -> Rejected {
+        Rejected::packed(RejectReason::Open, nanos)
+    }
+
+    /// A rejection at `now` until `until` ([`Nanos::NEVER`]: no known end).
+    #[inline(always)]
+    pub(crate) const fn until(reason: RejectReason, until: Nanos, now: Nanos) -> Rejected {
+        let retry_nanos = if until.as_nanos() == Nanos::NEVER.as_nanos() {
+            NO_RETRY
+        } else {
+            let left = until.as_nanos().saturating_sub(now.as_nanos());
+            if left >= NO_RETRY {
+                NO_RETRY - 1
+            } else {
+                left
+            }
+        };
+        Rejected::packed(reason, retry_nanos)
+    }
+
+    /// The same rejection, naming the upstream that turned the call away:
+    /// the layers name theirs (a [`FailFastLayer`](crate::tower::FailFastLayer)'s
+    /// name, a keyed layer's key); code that asks a breaker itself can name
+    /// it here, and the name shows in [`Display`](fmt::Display).
+    ///
+    /// ```
+    /// use failfast::{Breaker, RejectReason};
+    ///
+    /// let breaker = Breaker::builder().consecutive_failures(1).build()?;
+    /// breaker.force_open();
+    /// let rejected = breaker.try_acquire().unwrap_err().with_upstream("payments");
+    /// assert_eq!(rejected.upstream(), Some("payments"));
+    /// assert_eq!(rejected.to_string(), "payments: circuit forced open");
+    /// # Ok::<(), failfast::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn with_upstream(self, upstream: impl Into<String>) -> Rejected {
+        self.named(&Arc::new(upstream.into()))
+    }
+
+    /// [`with_upstream`](Self::with_upstream) with a name the caller keeps
+    /// (a layer's): a reference count, no allocation.
+    pub(crate) fn named(mut self, upstream: &Arc<String>) -> Rejected {
+        self.upstream = Some(Arc::clone(upstream));
+        self
     }
 
     /// Why the call was rejected.
     pub const fn reason(&self) -> RejectReason {
-        self.reason
+        match self.wait >> REASON_SHIFT {
+            0 => RejectReason::Open,
+            1 => RejectReason::HalfOpenFull,
+            2 => RejectReason::ForcedOpen,
+            _ => RejectReason::BulkheadFull,
+        }
     }
 
     /// How long until a call may be admitted again, when the breaker knows:
-    /// the rest of the open duration, or of the probe lease while HALF_OPEN.
-    /// `None` for a forced-open breaker or a full bulkhead.
+    /// the rest of the open duration; while HALF_OPEN, the time until the
+    /// probe round can end (its probes' slow-call threshold, or the probe
+    /// lease, whichever comes first). `None` for a forced-open breaker or a
+    /// full bulkhead.
     pub const fn retry_after(&self) -> Option<Duration> {
-        self.retry_after
+        match self.wait & RETRY_MASK {
+            NO_RETRY => None,
+            nanos => Some(Duration::from_nanos(nanos)),
+        }
+    }
+
+    /// The upstream that turned the call away, when the code that asked the
+    /// breaker named it (see [`with_upstream`](Self::with_upstream)).
+    pub fn upstream(&self) -> Option<&str> {
+        self.upstream.as_deref().map(String::as_str)
     }
 }
 
 impl fmt::Display for Rejected {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.reason {
+        if let Some(upstream) = &self.upstream {
+            write!(f, "{upstream}: ")?;
+        }
+        match self.reason() {
             RejectReason::Open => f.write_str("circuit open")?,
             RejectReason::HalfOpenFull => {
                 f.write_str("circuit half-open and all probe slots taken")?
@@ -86,10 +187,20 @@ impl fmt::Display for Rejected {
             RejectReason::ForcedOpen => f.write_str("circuit forced open")?,
             RejectReason::BulkheadFull => f.write_str("bulkhead full")?,
         }
-        if let Some(after) = self.retry_after {
+        if let Some(after) = self.retry_after() {
             write!(f, "; retry after {after:?}")?;
         }
         Ok(())
+    }
+}
+
+impl fmt::Debug for Rejected {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Rejected")
+            .field("reason", &self.reason())
+            .field("retry_after", &self.retry_after())
+            .field("upstream", &self.upstream())
+            .finish()
     }
 }
 

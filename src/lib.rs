@@ -128,6 +128,7 @@ pub mod share;
 mod state;
 mod storage;
 mod sync;
+mod ticket;
 #[cfg(feature = "tower")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub mod tower;

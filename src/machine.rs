@@ -55,7 +55,7 @@ pub(crate) fn admit(
         State::Closed | State::Disabled | State::MetricsOnly => Next::Keep(Admission::Call),
         State::ForcedOpen => Next::Keep(Admission::Reject(RejectReason::ForcedOpen, Nanos::NEVER)),
         State::Open => {
-            let ready = since.saturating_add_nanos(open_nanos(s, config, seed));
+            let ready = open_until(s, since, config, seed);
             if now < ready {
                 Next::Keep(Admission::Reject(RejectReason::Open, ready))
             } else {
@@ -77,6 +77,12 @@ pub(crate) fn admit(
             }
         }
     }
+}
+
+/// When the OPEN state `s`, entered at `since`, ends.
+#[inline(always)]
+pub(crate) fn open_until(s: Snapshot, since: Nanos, config: &Config, seed: u64) -> Nanos {
+    since.saturating_add_nanos(open_nanos(s, config, seed))
 }
 
 /// How long the OPEN state `s` lasts, in nanoseconds: a remote trip's span,

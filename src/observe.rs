@@ -15,6 +15,7 @@ use crate::window::WindowCounts;
 
 /// Why a transition happened.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Reason {
     /// Closed → Open: `consecutive_failures` failures in a row.
     ConsecutiveFailures,
@@ -95,6 +96,7 @@ impl fmt::Display for Reason {
 /// In `MetricsOnly` mode a trip condition produces a transition from
 /// `MetricsOnly` to `MetricsOnly` (a shadow trip) with the trip's reason.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Transition {
     /// The state before.
     pub from: State,
@@ -157,6 +159,7 @@ where
 ///
 /// Reading it never writes to the breaker.
 #[derive(Copy, Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct BreakerSnapshot {
     /// The current state.
     pub state: State,
@@ -187,6 +190,7 @@ pub struct BreakerSnapshot {
 
 /// Lifetime call counters of one breaker.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct CallCounts {
     /// Calls admitted.
     pub admitted: u64,

@@ -6,11 +6,12 @@
 use core::fmt;
 use core::ops::Deref;
 
-use crate::breaker::{Breaker, Ticket};
+use crate::breaker::Breaker;
 use crate::clock::{Clock, Nanos, QuantaClock};
 use crate::error::Rejected;
 use crate::observe::Transition;
 use crate::outcome::Outcome;
+use crate::ticket::Ticket;
 
 /// An admitted call. Report its outcome with [`success`](Self::success),
 /// [`failure`](Self::failure), [`ignore`](Self::ignore) or
@@ -92,7 +93,7 @@ impl<C: Clock> Breaker<C> {
     ///
     /// [`Rejected`] when the breaker is open, forced open, or half-open with
     /// every probe slot taken.
-    #[inline]
+    #[inline(always)]
     pub fn try_acquire(&self) -> Result<Permit<'_, C>, Rejected> {
         OwnedPermit::acquire(self)
     }
@@ -107,7 +108,7 @@ impl<C: Clock> Breaker<C> {
     /// # Errors
     ///
     /// As [`try_acquire`](Self::try_acquire).
-    #[inline]
+    #[inline(always)]
     pub fn try_acquire_at(&self, now: Nanos) -> Result<Permit<'_, C>, Rejected> {
         OwnedPermit::acquire_at(self, now)
     }
@@ -143,7 +144,7 @@ impl<C: Clock, B: Deref<Target = Breaker<C>>> OwnedPermit<C, B> {
     /// # Errors
     ///
     /// As [`Breaker::try_acquire`].
-    #[inline]
+    #[inline(always)]
     pub fn acquire(breaker: B) -> Result<OwnedPermit<C, B>, Rejected> {
         let ticket = breaker.ticket_now()?;
         Ok(OwnedPermit::new(breaker, ticket))
@@ -154,13 +155,13 @@ impl<C: Clock, B: Deref<Target = Breaker<C>>> OwnedPermit<C, B> {
     /// # Errors
     ///
     /// As [`Breaker::try_acquire`].
-    #[inline]
+    #[inline(always)]
     pub fn acquire_at(breaker: B, now: Nanos) -> Result<OwnedPermit<C, B>, Rejected> {
         let ticket = breaker.ticket_at(now)?;
         Ok(OwnedPermit::new(breaker, ticket))
     }
 
-    #[inline]
+    #[inline(always)]
     pub(crate) fn new(breaker: B, ticket: Ticket) -> OwnedPermit<C, B> {
         OwnedPermit {
             breaker,
@@ -176,12 +177,12 @@ impl<C: Clock, B: Deref<Target = Breaker<C>>> OwnedPermit<C, B> {
 
     /// Whether this call is a half-open probe.
     pub fn is_probe(&self) -> bool {
-        self.ticket.probe
+        self.ticket.is_probe()
     }
 
     /// The generation the call was admitted in.
     pub fn generation(&self) -> u32 {
-        self.ticket.generation
+        self.ticket.generation()
     }
 
     /// When the call was admitted, or [`Nanos::NEVER`] when the admission
@@ -203,18 +204,23 @@ impl<C: Clock, B: Deref<Target = Breaker<C>>> OwnedPermit<C, B> {
     /// time: the call is timed or lands in a time window, or the verdict can
     /// cause a transition (a failure, or any probe verdict), whose stamp must
     /// be the real time.
-    #[inline]
-    pub fn record(self, outcome: Outcome) -> Option<Transition> {
+    #[inline(always)]
+    pub fn record(mut self, outcome: Outcome) -> Option<Transition> {
+        if outcome == Outcome::Success && self.breaker.flags().plain() {
+            self.done = true;
+            return self.breaker.on_plain_success(self.ticket, None);
+        }
         let now = self.verdict_time(outcome);
-        self.record_at(outcome, now)
+        self.done = true;
+        self.breaker.on_any_verdict(self.ticket, outcome, now)
     }
 
     /// The time a verdict is recorded at: now when it needs the time, else
     /// the admission's (no clock read).
-    #[inline]
+    #[inline(always)]
     fn verdict_time(&self, outcome: Outcome) -> Nanos {
         if outcome == Outcome::Failure
-            || self.ticket.probe
+            || self.ticket.is_probe()
             || self.breaker.flags().records_need_time()
         {
             self.breaker.now()
@@ -224,32 +230,32 @@ impl<C: Clock, B: Deref<Target = Breaker<C>>> OwnedPermit<C, B> {
     }
 
     /// Reports `outcome` for a call that ended at `now`.
-    #[inline]
+    #[inline(always)]
     pub fn record_at(mut self, outcome: Outcome, now: Nanos) -> Option<Transition> {
         self.done = true;
         self.breaker.on_verdict(self.ticket, outcome, now)
     }
 
     /// Reports a success.
-    #[inline]
+    #[inline(always)]
     pub fn success(self) -> Option<Transition> {
         self.record(Outcome::Success)
     }
 
     /// Reports a success that ended at `now`.
-    #[inline]
+    #[inline(always)]
     pub fn success_at(self, now: Nanos) -> Option<Transition> {
         self.record_at(Outcome::Success, now)
     }
 
     /// Reports a failure.
-    #[inline]
+    #[inline(always)]
     pub fn failure(self) -> Option<Transition> {
         self.record(Outcome::Failure)
     }
 
     /// Reports a failure that ended at `now` (a timeout: pass the instant it fired).
-    #[inline]
+    #[inline(always)]
     pub fn failure_at(self, now: Nanos) -> Option<Transition> {
         self.record_at(Outcome::Failure, now)
     }
@@ -305,7 +311,7 @@ impl<C: Clock, B: Deref<Target = Breaker<C>>> OwnedPermit<C, B> {
 }
 
 impl<C: Clock, B: Deref<Target = Breaker<C>>> Drop for OwnedPermit<C, B> {
-    #[inline]
+    #[inline(always)]
     fn drop(&mut self) {
         if !self.done {
             self.breaker.on_drop(self.ticket);
@@ -316,8 +322,8 @@ impl<C: Clock, B: Deref<Target = Breaker<C>>> Drop for OwnedPermit<C, B> {
 impl<C: Clock, B: Deref<Target = Breaker<C>>> fmt::Debug for OwnedPermit<C, B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("OwnedPermit")
-            .field("generation", &self.ticket.generation)
-            .field("probe", &self.ticket.probe)
+            .field("generation", &self.ticket.generation())
+            .field("probe", &self.ticket.is_probe())
             .field("start", &self.ticket.start)
             .finish()
     }

@@ -32,32 +32,39 @@ impl Flags {
     /// Runs of consecutive failures trip the breaker.
     const COUNTS_RUNS: u32 = 1 << 5;
 
-    #[inline]
+    #[inline(always)]
     pub(crate) const fn plain(self) -> bool {
         self.0 & Self::PLAIN != 0
     }
 
-    #[inline]
+    /// CLOSED admission is the word's load alone: no clock read for a
+    /// timed call, no counter to bump.
+    #[inline(always)]
+    pub(crate) const fn admits_bare(self) -> bool {
+        self.0 & (Self::TIMES_CALLS | Self::COUNTS_CALLS) == 0
+    }
+
+    #[inline(always)]
     pub(crate) const fn times_calls(self) -> bool {
         self.0 & Self::TIMES_CALLS != 0
     }
 
-    #[inline]
+    #[inline(always)]
     pub(crate) const fn records_need_time(self) -> bool {
         self.0 & Self::RECORDS_NEED_TIME != 0
     }
 
-    #[inline]
+    #[inline(always)]
     pub(crate) const fn counts_calls(self) -> bool {
         self.0 & Self::COUNTS_CALLS != 0
     }
 
-    #[inline]
+    #[inline(always)]
     pub(crate) const fn has_window(self) -> bool {
         self.0 & Self::HAS_WINDOW != 0
     }
 
-    #[inline]
+    #[inline(always)]
     pub(crate) const fn counts_runs(self) -> bool {
         self.0 & Self::COUNTS_RUNS != 0
     }
@@ -100,8 +107,9 @@ pub(crate) struct Backoff {
     pub(crate) jitter: f64,
     /// `jitter` in units of 2⁻³².
     jitter_scaled: u64,
-    /// Un-jittered duration in ns for trips 1..=63 (index 0 unused): the request
-    /// path does a lookup, never floating point.
+    /// Un-jittered duration in ns for trips 1..=63, and index 0 the same as
+    /// 1 (an OPEN word always has a trip; a clamp would cost the rejection
+    /// path): the request path does a lookup, never floating point.
     table: [u64; 64],
 }
 
@@ -115,6 +123,7 @@ impl Backoff {
             *slot = if d >= cap_ns as f64 { cap_ns } else { d as u64 };
             d *= multiplier;
         }
+        table[0] = table[1];
         Backoff {
             base,
             multiplier,
@@ -127,7 +136,13 @@ impl Backoff {
 
     /// The un-jittered open duration after `trips` trips in a row (1 = first trip).
     pub(crate) fn step(&self, trips: u32) -> Duration {
-        Duration::from_nanos(self.table[trips.clamp(1, 63) as usize])
+        Duration::from_nanos(self.step_nanos(trips))
+    }
+
+    /// [`step`](Self::step) in nanoseconds; `trips` above 63 counts as 63.
+    #[inline(always)]
+    fn step_nanos(&self, trips: u32) -> u64 {
+        self.table[trips.min(63) as usize]
     }
 
     /// The open duration after `trips` trips in a row for the breaker `seed` in
@@ -140,9 +155,9 @@ impl Backoff {
 
     /// [`open_duration`](Self::open_duration) in nanoseconds: the rejection
     /// path's form (a table lookup, and the jitter hash only when jitter is on).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn open_nanos(&self, trips: u32, seed: u64, generation: u32) -> u64 {
-        let step = self.table[trips.clamp(1, 63) as usize];
+        let step = self.step_nanos(trips);
         if self.jitter_scaled == 0 {
             return step;
         }
@@ -194,6 +209,9 @@ pub struct Config {
     pub(crate) failure_rate: Option<Rate>,
     pub(crate) slow_call_rate: Option<Rate>,
     pub(crate) slow_call_threshold: Option<Duration>,
+    /// `slow_call_threshold` in nanoseconds, 0 without one: what the
+    /// request path compares a call's duration with.
+    pub(crate) slow_nanos: u64,
     pub(crate) window: WindowKind,
     /// `window`, as the request path reads it.
     pub(crate) shape: Shape,
@@ -341,7 +359,7 @@ impl Config {
     #[inline]
     pub(crate) fn is_slow(&self, start: Nanos, end: Nanos) -> bool {
         // The threshold first: without one, no duration is computed at all.
-        matches!(self.slow_call_threshold, Some(t) if end.saturating_duration_since(start) >= t)
+        self.slow_nanos != 0 && end.as_nanos().saturating_sub(start.as_nanos()) >= self.slow_nanos
     }
 
     /// Pure: what a permit dropped without a verdict tells about the
@@ -399,6 +417,7 @@ impl Config {
             failure_rate: None,
             slow_call_rate: None,
             slow_call_threshold: threshold,
+            slow_nanos: threshold.map_or(0, |t| Nanos::from_duration(t).as_nanos()),
             window: WindowKind::None,
             shape: Shape::None,
             min_calls: 10,

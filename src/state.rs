@@ -100,6 +100,7 @@ const _: () = assert!(
 /// assert!(!State::MetricsOnly.rejects());
 /// ```
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum State {
     /// Calls flow; outcomes are counted against the trip conditions.
     Closed,

@@ -1,6 +1,10 @@
-//! A breaker's heap slots: its call counters, then its window, in one
+//! A breaker's heap slots: its window, then its call counters, in one
 //! allocation made when the breaker is built — none at all for a breaker
 //! with neither (the consecutive-failures policy).
+//!
+//! The window comes first so that a verdict finds it at offset 0, whatever
+//! the flags; it reads only its own first [`Shape::slots`] slots. The
+//! counters are the last [`counters::SLOTS`].
 //!
 //! The allocation is a `triomphe::ThinArc`: a thin pointer (8 bytes in the
 //! breaker) to a header holding the length, then the slots. Its reference
@@ -16,8 +20,8 @@ use crate::window::{Shape, Window};
 pub(crate) struct Storage(Option<triomphe::ThinArc<(), AtomicU64>>);
 
 impl Storage {
-    /// Slots for the counters (if `counts_calls`) followed by a window of
-    /// `shape`, all zero.
+    /// Slots for a window of `shape` followed by the counters (if
+    /// `counts_calls`), all zero.
     pub(crate) fn new(counts_calls: bool, shape: Shape) -> Storage {
         let len = if counts_calls { counters::SLOTS } else { 0 } + shape.slots();
         if len == 0 {
@@ -29,7 +33,7 @@ impl Storage {
         )))
     }
 
-    #[inline]
+    #[inline(always)]
     fn slots(&self) -> &[AtomicU64] {
         match &self.0 {
             Some(arc) => &arc.slice,
@@ -38,16 +42,19 @@ impl Storage {
     }
 
     /// The call counters, when the breaker keeps them.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn counters(&self, counts_calls: bool) -> Option<Counters<'_>> {
-        counts_calls.then(|| Counters::new(&self.slots()[..counters::SLOTS]))
+        counts_calls.then(|| {
+            let slots = self.slots();
+            Counters::new(&slots[slots.len() - counters::SLOTS..])
+        })
     }
 
-    /// The window of `shape` (empty for [`Shape::None`]).
-    #[inline]
-    pub(crate) fn window(&self, counts_calls: bool, shape: Shape) -> Window<'_> {
-        let from = if counts_calls { counters::SLOTS } else { 0 };
-        Window::new(&self.slots()[from..], shape)
+    /// The window of `shape` (empty for [`Shape::None`]): the slots from
+    /// the first, of which it reads its own.
+    #[inline(always)]
+    pub(crate) fn window(&self, shape: Shape) -> Window<'_> {
+        Window::new(self.slots(), shape)
     }
 
     /// Bytes on the heap: the header (reference count, length) and the slots.
@@ -55,6 +62,47 @@ impl Storage {
         match &self.0 {
             Some(arc) => 2 * core::mem::size_of::<usize>() + core::mem::size_of_val(&arc.slice),
             None => 0,
+        }
+    }
+}
+
+#[cfg(all(test, not(failfast_loom)))]
+mod tests {
+    use super::*;
+    use crate::clock::Nanos;
+    use crate::outcome::Verdict;
+    use crate::window::{WindowCounts, WindowKind};
+    use core::num::NonZeroU32;
+
+    #[test]
+    fn window_and_counters_keep_to_their_own_slots() {
+        let size = NonZeroU32::new(40).unwrap();
+        for kind in [
+            WindowKind::Count { size: size.get() },
+            WindowKind::Time {
+                length: core::time::Duration::from_secs(1),
+                buckets: 4,
+            },
+        ] {
+            let storage = Storage::new(true, Shape::of(kind));
+            let counters = storage.counters(true).unwrap();
+            counters.admitted();
+            counters.verdict(Verdict::Failure, false);
+            let window = storage.window(Shape::of(kind));
+            window.record(Nanos::ZERO, true, true);
+            assert_eq!(
+                window.counts(Nanos::ZERO),
+                WindowCounts::new(1, 1, 1),
+                "{kind:?}: the counters do not leak into the window"
+            );
+            window.reset(Nanos::ZERO);
+            assert_eq!(window.counts(Nanos::ZERO), WindowCounts::default());
+            let calls = storage.counters(true).unwrap().read();
+            assert_eq!(
+                (calls.admitted, calls.failures),
+                (1, 1),
+                "{kind:?}: a reset keeps the counters"
+            );
         }
     }
 }

@@ -1,11 +1,16 @@
 //! The loom shim: the only place in the crate that names atomics or locks, and
 //! the source of every `Arc` the crate shares inside its own structures.
 //!
-//! `std::sync::Arc` is named directly only where the `Arc` is the caller's
-//! and must be std's: `Breaker::try_acquire_owned[_at]` (`self: &Arc<Self>`;
-//! loom's `Arc` cannot be a method receiver), `OwnedPermit`'s default owner,
-//! `Clock for Arc<C>`, and the `tower` module, whose layers take the caller's
-//! `Arc<Breaker>` or `Arc<Registry>` and which loom never builds.
+//! `std::sync::Arc` is named directly in two kinds of places. Where the `Arc`
+//! is the caller's and must be std's: `Breaker::try_acquire_owned[_at]`
+//! (`self: &Arc<Self>`; loom's `Arc` cannot be a method receiver),
+//! `OwnedPermit`'s default owner, `Clock for Arc<C>`, the upstream name a
+//! `Rejected` carries, and the `tower` module, whose layers take the caller's
+//! `Arc<Breaker>` or `Arc<Registry>` and which loom never builds. And where it
+//! holds a trait object, which loom's `Arc` cannot (it has no unsized
+//! coercion): the observer (`Arc<dyn Observer>`) and the registry's trip gate
+//! (`Arc<dyn TripGate>`, so the fleet counters behind it too). Neither is
+//! written after the breaker is built, so no model needs loom to see them.
 //!
 //! Under `RUSTFLAGS="--cfg failfast_loom"` every atomic comes from `loom`, so
 //! the models in `loom-tests/` explore every interleaving of the real code.

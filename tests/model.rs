@@ -454,11 +454,11 @@ impl Model {
                     .collect()
             }
         };
-        WindowCounts {
-            calls: in_window.len() as u32,
-            failures: in_window.iter().filter(|c| c.failure).count() as u32,
-            slow: in_window.iter().filter(|c| c.slow).count() as u32,
-        }
+        WindowCounts::new(
+            in_window.len() as u32,
+            in_window.iter().filter(|c| c.failure).count() as u32,
+            in_window.iter().filter(|c| c.slow).count() as u32,
+        )
     }
 
     /// The next instant at which admission changes by itself (Open: the end of
@@ -584,6 +584,7 @@ impl Model {
                 self.taken += 1;
                 (admit(self, true), None)
             }
+            other => unreachable!("a state the model does not know: {other:?}"),
         }
     }
 

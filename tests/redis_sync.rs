@@ -6,7 +6,6 @@
 
 mod redis_server;
 
-use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -109,21 +108,16 @@ impl Node {
 
 /// Polls `done` every millisecond until it holds (`Some(elapsed)`) or
 /// `limit` passed (`None`).
-fn within(
-    limit: Duration,
-    mut done: impl FnMut() -> bool,
-) -> impl Future<Output = Option<Duration>> {
-    async move {
-        let start = Instant::now();
-        loop {
-            if done() {
-                return Some(start.elapsed());
-            }
-            if start.elapsed() > limit {
-                return None;
-            }
-            tokio::time::sleep(Duration::from_millis(1)).await;
+async fn within(limit: Duration, mut done: impl FnMut() -> bool) -> Option<Duration> {
+    let start = Instant::now();
+    loop {
+        if done() {
+            return Some(start.elapsed());
         }
+        if start.elapsed() > limit {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
     }
 }
 

@@ -81,14 +81,7 @@ fn opens_at_the_tenth_slow_success_and_the_eleventh_call_does_not_run() {
     let events = events.lock().unwrap();
     assert_eq!(events.len(), 1);
     assert_eq!(events[0].reason, Reason::SlowCallRate);
-    assert_eq!(
-        events[0].window,
-        WindowCounts {
-            calls: 20,
-            failures: 0,
-            slow: 10
-        }
-    );
+    assert_eq!(events[0].window, WindowCounts::new(20, 0, 10));
     assert_eq!(
         breaker.snapshot().failure_rate,
         Some(0.0),
@@ -337,14 +330,7 @@ fn a_slow_call_breaker_opens_and_stops_admitting() {
         r.tenth_slow_completion,
         "opens at the 10th slow success"
     );
-    assert_eq!(
-        trip.window,
-        WindowCounts {
-            calls: 20,
-            failures: 0,
-            slow: 10
-        }
-    );
+    assert_eq!(trip.window, WindowCounts::new(20, 0, 10));
     // While open, every arrival is rejected without running.
     assert_eq!(r.arrivals_while_open, 2_000);
     assert_eq!(r.admitted_while_open, 0);
@@ -383,24 +369,10 @@ fn a_bulkhead_outside_the_breaker_never_pollutes_its_window() {
     let before = r.before_trip.expect("the breaker opened");
     let calls = before.calls.unwrap();
     assert_eq!(calls.rejected, 0, "no rejection of its own before the trip");
-    assert_eq!(
-        before.window,
-        WindowCounts {
-            calls: 20,
-            failures: 0,
-            slow: 9
-        }
-    );
+    assert_eq!(before.window, WindowCounts::new(20, 0, 9));
     let trip = r.transitions[0];
     assert_eq!(Some(trip.at), r.tenth_slow_completion);
-    assert_eq!(
-        trip.window,
-        WindowCounts {
-            calls: 20,
-            failures: 0,
-            slow: 10
-        }
-    );
+    assert_eq!(trip.window, WindowCounts::new(20, 0, 10));
     let snap = r.breaker.unwrap();
     let calls = snap.calls.unwrap();
     assert_eq!(

@@ -50,13 +50,9 @@ fn a_call_admitted_while_closed_cannot_extend_or_close_the_open_period() {
     assert!(late_slow.success_at(s(5)).is_none());
     let after = b.snapshot_at(s(5));
     // Nothing but the lifetime counters (which count stale verdicts too) moved.
-    assert_eq!(
-        failfast::BreakerSnapshot {
-            calls: after.calls,
-            ..before
-        },
-        after
-    );
+    let mut expected = before;
+    expected.calls = after.calls;
+    assert_eq!(expected, after);
     assert_eq!(after.state, State::Open);
     assert_eq!(after.generation, 1);
     assert_eq!(

@@ -2,9 +2,7 @@
 //! state, time in state, calls admitted / rejected, failure rate, slow-call
 //! rate, transitions and their reasons.
 
-use failfast::{
-    Breaker, BreakerSnapshot, CallCounts, ManualClock, Nanos, Reason, State, WindowCounts,
-};
+use failfast::{Breaker, CallCounts, ManualClock, Nanos, Reason, State, WindowCounts};
 use std::time::Duration;
 
 mod common;
@@ -36,20 +34,18 @@ fn snapshot_fields_follow_the_breaker_through_its_states() {
     // A fresh breaker.
     let fresh = b.snapshot_at(t(3));
     assert_eq!(
-        fresh,
-        BreakerSnapshot {
-            state: State::Closed,
-            generation: 0,
-            time_in_state: Duration::from_secs(3),
-            retry_after: None,
-            window: WindowCounts::default(),
-            failure_rate: None,
-            slow_call_rate: None,
-            consecutive_failures: 0,
-            trips_in_a_row: 0,
-            calls: Some(CallCounts::default()),
-        }
+        (
+            fresh.state,
+            fresh.generation,
+            fresh.time_in_state,
+            fresh.retry_after
+        ),
+        (State::Closed, 0, Duration::from_secs(3), None)
     );
+    assert_eq!(fresh.window, WindowCounts::default());
+    assert_eq!((fresh.failure_rate, fresh.slow_call_rate), (None, None));
+    assert_eq!((fresh.consecutive_failures, fresh.trips_in_a_row), (0, 0));
+    assert_eq!(fresh.calls, Some(CallCounts::default()));
 
     // Closed: one fast success, one slow success, one failure, one ignored.
     let _ = b.try_acquire_at(t(10)).unwrap().success_at(t(10) + ms(5));
@@ -63,30 +59,12 @@ fn snapshot_fields_follow_the_breaker_through_its_states() {
         Duration::from_secs(12),
         "no transition yet"
     );
-    assert_eq!(
-        s.window,
-        WindowCounts {
-            calls: 3,
-            failures: 1,
-            slow: 1
-        }
-    );
+    assert_eq!(s.window, WindowCounts::new(3, 1, 1));
     // 3 calls, below min_calls (4): not enough calls yet to judge a rate
     // (1 failure in 3 calls is not a 33 % failure rate worth publishing).
     assert_eq!((s.failure_rate, s.slow_call_rate), (None, None));
     assert_eq!(s.consecutive_failures, 0, "the ignored call ended the run");
-    assert_eq!(
-        s.calls,
-        Some(CallCounts {
-            admitted: 4,
-            rejected: 0,
-            successes: 2,
-            failures: 1,
-            ignored: 1,
-            slow: 1,
-            ..CallCounts::default()
-        })
-    );
+    assert_eq!(calls_of(s.calls), [4, 0, 2, 1, 1, 1]);
 
     // A second failure: 2 of 4 = 50 % at min_calls 4 → open.
     let trip = b
@@ -145,18 +123,7 @@ fn snapshot_fields_follow_the_breaker_through_its_states() {
         (None, None),
         "a fresh window: no rate yet"
     );
-    assert_eq!(
-        s.calls,
-        Some(CallCounts {
-            admitted: 7,
-            rejected: 3,
-            successes: 4,
-            failures: 2,
-            ignored: 1,
-            slow: 2,
-            ..CallCounts::default()
-        })
-    );
+    assert_eq!(calls_of(s.calls), [7, 3, 4, 2, 1, 2]);
 
     // Transitions: the generation counts them; the observer has their reasons.
     let events = events.lock().unwrap();
@@ -252,4 +219,18 @@ fn closing_reports_every_probe_success() {
         assert_eq!(closed.to, State::Closed);
         assert_eq!(closed.probe_successes, probes, "probes {probes}");
     }
+}
+
+/// The counters a test checks, in a fixed order: admitted, rejected,
+/// successes, failures, ignored, slow.
+fn calls_of(calls: Option<CallCounts>) -> [u64; 6] {
+    let c = calls.expect("the breaker counts calls");
+    [
+        c.admitted,
+        c.rejected,
+        c.successes,
+        c.failures,
+        c.ignored,
+        c.slow,
+    ]
 }

@@ -1,6 +1,7 @@
 //! Rules about the source itself, checked by reading `src/`:
 //! nothing outside `src/sync.rs` names the atomics, and no code (doc examples
-//! aside) starts a thread, a task or uses `unsafe`.
+//! aside) starts a thread, a task or uses `unsafe`; public enums and field
+//! structs are `#[non_exhaustive]`; `tests/README.md` names every test file.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -71,5 +72,83 @@ fn no_thread_task_or_unsafe_in_the_library() {
     assert!(
         offenders.is_empty(),
         "background work or unsafe in src/: {offenders:#?}"
+    );
+}
+
+/// Public enums, and public structs with public fields, are
+/// `#[non_exhaustive]`: a reason, a state or a snapshot field added later is
+/// then not a breaking change. The exceptions are closed sets by
+/// construction, which callers match on in every call.
+#[test]
+fn public_enums_and_field_structs_are_non_exhaustive() {
+    let closed_by_construction = [
+        // What a call can tell a breaker: for it, against it, or neither.
+        "Outcome",
+        // A call either did not run (rejected) or ran and failed.
+        "CallError",
+    ];
+    let mut files = Vec::new();
+    rust_files(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+        &mut files,
+    );
+    let mut checked = 0;
+    let mut offenders = Vec::new();
+    for file in files {
+        let text = fs::read_to_string(&file).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            let Some(rest) = line
+                .strip_prefix("pub enum ")
+                .or_else(|| line.strip_prefix("pub struct "))
+            else {
+                continue;
+            };
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            if line.starts_with("pub struct ") {
+                // Only structs with named public fields can be built by a literal.
+                let body = lines[i + 1..].iter().take_while(|l| !l.starts_with('}'));
+                if !line.ends_with('{') || !body.into_iter().any(|l| l.starts_with("    pub ")) {
+                    continue;
+                }
+            }
+            checked += 1;
+            let attributes = lines[..i].iter().rev().take_while(|l| {
+                l.starts_with("#[") || l.starts_with("///") || l.starts_with("    ")
+            });
+            let marked = attributes
+                .into_iter()
+                .any(|l| l.trim() == "#[non_exhaustive]");
+            if !marked && !closed_by_construction.contains(&name.as_str()) {
+                offenders.push(format!("{}:{}: {name}", file.display(), i + 1));
+            }
+        }
+    }
+    assert!(checked > 10, "found the public types ({checked})");
+    assert!(
+        offenders.is_empty(),
+        "public enums / field structs without #[non_exhaustive]: {offenders:#?}"
+    );
+}
+
+/// `tests/README.md` maps every test file to what it proves: a new file
+/// without its line there is a file a newcomer cannot find.
+#[test]
+fn every_test_file_is_in_the_tests_readme() {
+    let tests = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
+    let readme = std::fs::read_to_string(tests.join("README.md")).unwrap();
+    let mut missing = Vec::new();
+    for entry in std::fs::read_dir(&tests).unwrap() {
+        let name = entry.unwrap().file_name().into_string().unwrap();
+        if name.ends_with(".rs") && !readme.contains(&format!("`{name}`")) {
+            missing.push(name);
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "tests/README.md does not name {missing:?}"
     );
 }

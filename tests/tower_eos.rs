@@ -2,7 +2,6 @@
 //! statuses in trailers and in trailers-only heads, bodies that fail
 //! halfway, bodies dropped unread, the time a body takes, and the adapter
 //! from tower-http's classifiers. Every test goes through `FailFastLayer`.
-#![cfg(feature = "tower")]
 
 use std::collections::VecDeque;
 use std::convert::Infallible;

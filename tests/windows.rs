@@ -11,11 +11,7 @@ fn ms(n: u64) -> Duration {
 }
 
 fn counts(calls: u32, failures: u32, slow: u32) -> WindowCounts {
-    WindowCounts {
-        calls,
-        failures,
-        slow,
-    }
+    WindowCounts::new(calls, failures, slow)
 }
 
 #[test]

@@ -48,6 +48,7 @@ pub enum Preset {
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[non_exhaustive]
 pub struct TimeWindowConfig {
     /// The window's length, as text (`"60s"`).
     pub length: String,

@@ -18,6 +18,7 @@ use crate::sync::{AtomicU64, AtomicUsize, Ordering};
 
 /// The most breakers that may be ejected at once.
 #[derive(Copy, Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub enum MaxOpen {
     /// No cap.
     Unlimited,

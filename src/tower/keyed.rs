@@ -65,6 +65,7 @@ impl<K: Hash + Eq, H: BuildHasher, C: Clock> KeySink<K> for Lookup<'_, K, H, C> 
 
 /// What the keyed layer does with a request that has no key.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum KeylessPolicy {
     /// Refuse it at once, without calling the inner service: the call's
     /// future is ready with [`Keyless`](super::Keyless) boxed in [`BoxError`] (a 400 for a

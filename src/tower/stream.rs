@@ -68,6 +68,7 @@ pub struct AtEnd;
 /// assert_eq!(GrpcClassifier::new().classify_head(&trailers_only), Verdict::Ready(Outcome::Failure));
 /// ```
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Verdict<Eos> {
     /// The head decides: record this outcome now.
     Ready(Outcome),

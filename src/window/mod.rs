@@ -24,10 +24,12 @@ pub(crate) mod time;
 
 use crate::clock::Nanos;
 use crate::sync::AtomicU64;
+use core::num::NonZeroU32;
 use core::time::Duration;
 
 /// Where window-based rates are measured.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum WindowKind {
     /// No window: only consecutive failures can trip the breaker.
     None,
@@ -47,6 +49,7 @@ pub enum WindowKind {
 
 /// What a window holds: calls, failures and slow calls (exact when sequential).
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct WindowCounts {
     /// Calls recorded (successes and failures; ignored calls are not counted).
     pub calls: u32,
@@ -57,6 +60,22 @@ pub struct WindowCounts {
 }
 
 impl WindowCounts {
+    /// Counts of `calls` calls, `failures` failures and `slow` slow calls.
+    ///
+    /// ```
+    /// use failfast::WindowCounts;
+    /// let w = WindowCounts::new(4, 1, 2);
+    /// assert_eq!((w.calls, w.failures, w.slow), (4, 1, 2));
+    /// assert_eq!(w.failure_rate(), 0.25);
+    /// ```
+    pub const fn new(calls: u32, failures: u32, slow: u32) -> WindowCounts {
+        WindowCounts {
+            calls,
+            failures,
+            slow,
+        }
+    }
+
     /// failures / calls, or 0 with no calls.
     pub fn failure_rate(&self) -> f64 {
         ratio(self.failures, self.calls)
@@ -82,15 +101,24 @@ pub(crate) fn ratio(part: u32, whole: u32) -> f64 {
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Shape {
     None,
-    Count { size: u32 },
-    Time { width: u64, buckets: u32 },
+    /// Nonzero (validated at build), so the ring's modulo needs no check.
+    Count {
+        size: NonZeroU32,
+    },
+    Time {
+        width: u64,
+        buckets: u32,
+    },
 }
 
 impl Shape {
     pub(crate) fn of(kind: WindowKind) -> Shape {
         match kind {
             WindowKind::None => Shape::None,
-            WindowKind::Count { size } => Shape::Count { size },
+            // A zero size is refused at build; `MIN` only keeps this total.
+            WindowKind::Count { size } => Shape::Count {
+                size: NonZeroU32::new(size).unwrap_or(NonZeroU32::MIN),
+            },
             WindowKind::Time { length, buckets } => Shape::Time {
                 width: time::width(length, buckets),
                 buckets,
@@ -102,13 +130,16 @@ impl Shape {
     pub(crate) fn slots(self) -> usize {
         match self {
             Shape::None => 0,
-            Shape::Count { size } => count::slots_for(size),
+            Shape::Count { size } => count::slots_for(size.get()),
             Shape::Time { buckets, .. } => time::slots_for(buckets),
         }
     }
 }
 
 /// A window: its slots (in the breaker's storage) read by its shape.
+///
+/// `slots` may run on past the window (the breaker's counters follow it):
+/// the window touches only its first [`Shape::slots`].
 #[derive(Copy, Clone)]
 pub(crate) struct Window<'a> {
     slots: &'a [AtomicU64],
@@ -116,14 +147,14 @@ pub(crate) struct Window<'a> {
 }
 
 impl<'a> Window<'a> {
-    #[inline]
+    #[inline(always)]
     pub(crate) fn new(slots: &'a [AtomicU64], shape: Shape) -> Window<'a> {
-        debug_assert_eq!(slots.len(), shape.slots());
+        debug_assert!(slots.len() >= shape.slots());
         Window { slots, shape }
     }
 
     /// Records one success or failure (never an ignored call).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn record(self, now: Nanos, failure: bool, slow: bool) {
         match self.shape {
             Shape::None => {}
@@ -138,7 +169,7 @@ impl<'a> Window<'a> {
     pub(crate) fn counts(self, now: Nanos) -> WindowCounts {
         match self.shape {
             Shape::None => WindowCounts::default(),
-            Shape::Count { size } => count::counts(self.slots, size),
+            Shape::Count { size } => count::counts(self.slots, size.get()),
             Shape::Time { width, buckets } => time::counts(self.slots, width, buckets, now),
         }
     }
@@ -147,8 +178,8 @@ impl<'a> Window<'a> {
     pub(crate) fn reset(self, now: Nanos) {
         match self.shape {
             Shape::None => {}
-            Shape::Count { .. } => count::reset(self.slots),
-            Shape::Time { width, .. } => time::reset(self.slots, width, now),
+            Shape::Count { size } => count::reset(self.slots, size.get()),
+            Shape::Time { width, buckets } => time::reset(self.slots, width, buckets, now),
         }
     }
 }

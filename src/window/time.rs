@@ -42,7 +42,7 @@ pub(crate) fn width(length: Duration, buckets: u32) -> u64 {
     (w.min(u128::from(u64::MAX)) as u64).max(1)
 }
 
-#[inline]
+#[inline(always)]
 pub(crate) fn record(
     slots: &[AtomicU64],
     width: u64,
@@ -133,9 +133,9 @@ pub(crate) fn counts(slots: &[AtomicU64], width: u64, buckets: u32, now: Nanos) 
     total
 }
 
-pub(crate) fn reset(slots: &[AtomicU64], width: u64, now: Nanos) {
+pub(crate) fn reset(slots: &[AtomicU64], width: u64, buckets: u32, now: Nanos) {
     // Relaxed: as for the count window's reset.
-    for slot in &slots[1..] {
+    for slot in &slots[1..slots_for(buckets)] {
         slot.store(0, Ordering::Relaxed);
     }
     slots[0].fetch_max(now.as_nanos() / width, Ordering::Relaxed);
@@ -159,33 +159,12 @@ mod tests {
         record(&w, W, 4, at(0), true, false); // epoch 0
         record(&w, W, 4, at(1_500), false, true); // epoch 1
         record(&w, W, 4, at(3_999), false, false); // epoch 3
-        assert_eq!(
-            counts(&w, W, 4, at(3_999)),
-            WindowCounts {
-                calls: 3,
-                failures: 1,
-                slow: 1
-            }
-        );
+        assert_eq!(counts(&w, W, 4, at(3_999)), WindowCounts::new(3, 1, 1));
         // At epoch 4, epoch 0 has slid out.
-        assert_eq!(
-            counts(&w, W, 4, at(4_000)),
-            WindowCounts {
-                calls: 2,
-                failures: 0,
-                slow: 1
-            }
-        );
+        assert_eq!(counts(&w, W, 4, at(4_000)), WindowCounts::new(2, 0, 1));
         // A write at epoch 5 rotates and zeroes epoch 1's bucket.
         record(&w, W, 4, at(5_000), true, true);
-        assert_eq!(
-            counts(&w, W, 4, at(5_000)),
-            WindowCounts {
-                calls: 2,
-                failures: 1,
-                slow: 1
-            }
-        );
+        assert_eq!(counts(&w, W, 4, at(5_000)), WindowCounts::new(2, 1, 1));
         // Far later, everything has expired.
         assert_eq!(counts(&w, W, 4, at(100_000)), WindowCounts::default());
     }
@@ -195,14 +174,7 @@ mod tests {
         let w = window(2);
         record(&w, W, 2, at(10_000), false, false);
         record(&w, W, 2, at(1_000), true, false);
-        assert_eq!(
-            counts(&w, W, 2, at(10_000)),
-            WindowCounts {
-                calls: 1,
-                failures: 0,
-                slow: 0
-            }
-        );
+        assert_eq!(counts(&w, W, 2, at(10_000)), WindowCounts::new(1, 0, 0));
     }
 
     #[test]
@@ -253,7 +225,7 @@ mod tests {
     fn reset_empties_and_keeps_the_epoch() {
         let w = window(3);
         record(&w, W, 3, at(7_000), true, false);
-        reset(&w, W, at(8_000));
+        reset(&w, W, 3, at(8_000));
         assert_eq!(counts(&w, W, 3, at(8_000)), WindowCounts::default());
         record(&w, W, 3, at(8_000), true, false);
         assert_eq!(counts(&w, W, 3, at(8_000)).failures, 1);

@@ -1,0 +1,80 @@
+//! What a build without a feature leaves out, said where `cargo test` shows it.
+//!
+//! A test file whose `required-features` are off is skipped by cargo without a
+//! word: a plain `cargo test` would pass with the tower layers never run. For
+//! each such file this one has a test of the same name that exists only while
+//! the feature is off, marked ignored with the feature it needs, so the run
+//! lists it as `test tower_layers ... ignored, needs --features tower`.
+//! Asked to run anyway (`cargo test -- --ignored`) it fails with the command
+//! that runs the real file.
+//!
+//! With every feature on, [`every_feature_gated_file_is_named_here`] holds the
+//! list below to the `[[test]]` entries of `Cargo.toml`.
+
+macro_rules! needs {
+    ($file:ident, $feature:literal, $reason:literal) => {
+        #[cfg(not(feature = $feature))]
+        #[test]
+        #[ignore = $reason]
+        fn $file() {
+            panic!(concat!(
+                "skipped without its feature: run `cargo test --features ",
+                $feature,
+                " --test ",
+                stringify!($file),
+                "`"
+            ));
+        }
+    };
+}
+
+needs!(e2e_proxy, "tower", "needs --features tower");
+needs!(tower_layers, "tower", "needs --features tower");
+needs!(tower_eos, "tower", "needs --features tower");
+needs!(hostile_clients, "tower", "needs --features tower");
+needs!(hostile_keys, "tower", "needs --features tower");
+needs!(key_normalisation, "tower", "needs --features tower");
+needs!(alloc_keyed, "tower", "needs --features tower");
+needs!(metrics_totals, "metrics", "needs --features metrics");
+needs!(config_file, "serde", "needs --features serde");
+needs!(redis_sync, "redis", "needs --features redis");
+needs!(redis_cluster, "redis", "needs --features redis");
+needs!(redis_store_rules, "redis", "needs --features redis");
+
+/// Every `[[test]]` of `Cargo.toml` with `required-features` has its
+/// `needs!` line above, naming the same feature.
+#[test]
+fn every_feature_gated_file_is_named_here() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let manifest = std::fs::read_to_string(format!("{root}/Cargo.toml")).unwrap();
+    let this = std::fs::read_to_string(format!("{root}/tests/feature_gated.rs")).unwrap();
+    let mut gated = Vec::new();
+    for entry in manifest.split("[[test]]").skip(1) {
+        let entry = entry.split("\n[").next().unwrap();
+        let value = |key: &str| {
+            entry.lines().find_map(|line| {
+                let rest = line
+                    .trim()
+                    .strip_prefix(key)?
+                    .trim_start()
+                    .strip_prefix('=')?;
+                Some(rest.trim().trim_matches(['[', ']', '"']).to_owned())
+            })
+        };
+        if let (Some(name), Some(feature)) = (value("name"), value("required-features")) {
+            gated.push((name, feature));
+        }
+    }
+    assert!(gated.len() >= 9, "found only {gated:?} in Cargo.toml");
+    for (name, feature) in gated {
+        assert!(
+            feature.split(',').count() == 1,
+            "{name} needs several features ({feature}): give it a needs! line per feature"
+        );
+        let line = format!("needs!({name}, \"{feature}\", \"needs --features {feature}\");");
+        assert!(
+            this.contains(&line),
+            "tests/feature_gated.rs lacks `{line}`"
+        );
+    }
+}
