@@ -4,7 +4,8 @@
 //! drops messages, a store that goes away and one that restarts empty.
 //!
 //! Checked on every message: a remote message never closes a breaker, never
-//! half-opens one, never touches a probe round, and reports only
+//! half-opens one, never shortens an open period, never touches a probe
+//! round, and reports only
 //! Closed/Open → Open with `Reason::RemoteTrip`; a duplicate or older epoch
 //! changes nothing. Checked at the end, after one publish and one
 //! reconciliation per replica: every replica's open period of every host
@@ -124,11 +125,14 @@ fn receive(n: &mut Node, news: &News, delay: Duration) -> Result<(), TestCaseErr
     }
     match before.0 {
         State::Closed => prop_assert!(matches!(after.0, State::Closed | State::Open)),
-        State::Open => prop_assert_eq!(
-            after.0,
-            State::Open,
-            "a remote message closed or half-opened it"
-        ),
+        State::Open => {
+            prop_assert_eq!(
+                after.0,
+                State::Open,
+                "a remote message closed or half-opened it"
+            );
+            prop_assert!(after.1 >= before.1, "shortened: {:?} → {:?}", before.1, after.1);
+        }
         other => prop_assert_eq!(after.0, other, "a remote message touched a probe round"),
     }
     Ok(())
