@@ -11,6 +11,7 @@
 //! simulation (`sim.rs`): no sleep, no thread, deterministic output. Each
 //! scenario lives in its own module with its model described at the top.
 
+mod lock_around_call;
 mod real;
 mod s1;
 mod s13;

@@ -1,4 +1,5 @@
-//! S13 ★ Three replicas, one dying dependency: trips shared or not.
+//! S13 ★ Three replicas, one dying dependency: trips local, shared, or one
+//! breaker locked around every call (`lock_around_call.rs`, the peer).
 //!
 //! The model, one event at a time on a [`ManualClock`]:
 //!
@@ -15,7 +16,10 @@
 //!   trips to the store, whose news reaches the other replicas 2 ms later;
 //!   each reconciles every 5 s. The store is the in-process [`MemoryStore`]
 //!   — the rules the `redis` feature's Lua scripts run in Redis — so the
-//!   demo needs no server; with Redis, `RedisSync` drives the same replica.
+//!   demo needs no server; with Redis, `RedisSync` drives the same replica;
+//! - **lock around call**: gobreaker v2's distributed breaker, modelled in
+//!   `lock_around_call.rs`, as printed and as it would be with its state
+//!   read under the lock.
 
 use std::collections::hash_map::DefaultHasher;
 use std::collections::HashMap;
@@ -26,6 +30,7 @@ use std::time::Duration;
 use failfast::share::{MemoryStore, News, Outbox, Replica};
 use failfast::{Breaker, Handle, ManualClock, Nanos, OwnedPermit, Registry, State};
 
+use crate::lock_around_call;
 use crate::sim::Sim;
 use crate::table::{dur, int, title, Table};
 
@@ -92,6 +97,10 @@ struct Run {
     first_probes: Vec<Option<Nanos>>,
     probes: usize,
     backend_calls_dead: u64,
+    /// Calls offered while the dependency was healthy, and how many of them
+    /// reached it.
+    healthy_offered: u64,
+    healthy_called: u64,
     published: u64,
     applied: u64,
     reconciled: u64,
@@ -152,7 +161,10 @@ fn simulate(shared: bool) -> Run {
             Event::Call(r) => {
                 sim.after(Duration::from_secs(1) / LOAD[r] as u32, Event::Call(r));
                 let node = &mut nodes[r];
+                let healthy = now < dies;
+                run.healthy_offered += u64::from(healthy);
                 if let Ok(permit) = handles[r].try_acquire_owned_at(now) {
+                    run.healthy_called += u64::from(healthy);
                     if permit.is_probe() {
                         node.probes.push(now);
                     }
@@ -229,70 +241,139 @@ fn since_death(t: Nanos) -> Duration {
     t.saturating_duration_since(Nanos::from_duration(DIES_AT))
 }
 
-fn probes(run: &Run) -> String {
-    let times: Vec<Duration> = run
-        .first_probes
-        .iter()
-        .flatten()
-        .map(|t| since_death(*t))
-        .collect();
+/// The first probe of each replica after the death, and their spread.
+fn first_probes(firsts: &[Option<Nanos>]) -> (String, String) {
+    let times: Vec<Duration> = firsts.iter().flatten().map(|t| since_death(*t)).collect();
+    if times.is_empty() {
+        return ("none".into(), "-".into());
+    }
     let list: Vec<String> = times.iter().map(|t| dur(*t)).collect();
     let spread = times.iter().max().copied().unwrap_or_default()
         - times.iter().min().copied().unwrap_or_default();
-    format!("{} (spread {})", list.join(", "), dur(spread))
+    (list.join(", "), dur(spread))
 }
 
-/// Prints S13: three replicas, trips local vs shared.
+fn per_replica(counts: &[u64]) -> String {
+    counts
+        .iter()
+        .map(|n| n.to_string())
+        .collect::<Vec<_>>()
+        .join(" / ")
+}
+
+fn median(waits: &mut [Duration]) -> Duration {
+    waits.sort();
+    waits.get(waits.len() / 2).copied().unwrap_or_default()
+}
+
+/// Prints S13: three replicas, trips local, shared, or one breaker shared
+/// under a lock around every call.
 pub fn show() {
-    title("S13 ★ Three replicas, one dying dependency: trips shared or not");
+    title("S13 ★ Three replicas, one dying dependency: trips local, shared, or locked around every call");
     println!("  3 replicas calling one dependency 150, 50 and 25 times/s; it dies at 1 s (calls fail after 20 ms).");
-    println!("  Each replica: failure rate ≥ 50 % of 20 calls (judged from 10), open 10 s (×2 per failed probe), 20 % jitter.");
-    println!("  Shared: trips go through an outbox to the store every 5 ms, news arrives 2 ms later, reconcile every 5 s.");
-    println!("  The store here is in memory (MemoryStore: the Redis scripts' rules in process; no server needed).");
+    println!("  local / shared: each replica's breaker opens at ≥ 50 % failures of 20 calls (judged from 10), for 10 s");
+    println!("  (×2 per failed probe), 20 % jitter. Shared: trips go through an outbox to the store every 5 ms, news");
+    println!("  arrives 2 ms later, reconcile every 5 s; the store is in memory (MemoryStore: the Redis scripts' rules");
+    println!("  in process; no server needed).");
+    println!("  lock around call: one breaker in Redis for the fleet, gobreaker v2's protocol: read it, take a Redis");
+    println!("  lock (retry every 500 ms, give up after 5 s), call while holding it, write it back, unlock; open after");
+    println!("  10 failures in a row, for 10 s; Redis round trips of 1 ms.");
     println!();
     let local = simulate(false);
     let shared = simulate(true);
-    let mut t = Table::new(&["", "local", "shared"]);
+    let lock_params = |read_under_lock| lock_around_call::Params {
+        replicas: REPLICAS,
+        load: LOAD.to_vec(),
+        call_takes: FAIL_AFTER,
+        dies_at: Nanos::from_duration(DIES_AT),
+        open_for: Duration::from_secs(10),
+        horizon: Nanos::from_duration(HORIZON),
+        read_under_lock,
+    };
+    let mut locked = lock_around_call::simulate(&lock_params(false));
+    let mut fixed = lock_around_call::simulate(&lock_params(true));
+    let locked_firsts: Vec<Option<Nanos>> = locked
+        .probes
+        .first()
+        .map(|t| vec![Some(*t)])
+        .unwrap_or_default();
+    let mut t = Table::new(&["", "local", "shared", "lock around call"]);
     t.row(&[
         "backend calls after the death until every replica rejects".to_string(),
         int(local.calls_until_all_reject),
         int(shared.calls_until_all_reject),
+        int(locked.calls_until_all_reject),
     ]);
-    let all = |r: &Run| {
-        r.all_reject_at
-            .map_or("never".into(), |t| dur(since_death(t)))
-    };
+    let all = |at: Option<Nanos>| at.map_or("never".into(), |t| dur(since_death(t)));
     t.row(&[
         "time until every replica rejects".to_string(),
-        all(&local),
-        all(&shared),
+        all(local.all_reject_at),
+        all(shared.all_reject_at),
+        all(locked.all_reject_at),
     ]);
-    let per = |r: &Run| {
-        r.failed_before_reject
-            .iter()
-            .map(|n| n.to_string())
-            .collect::<Vec<_>>()
-            .join(" / ")
-    };
     t.row(&[
         "failed calls each replica saw before it rejected".to_string(),
-        per(&local),
-        per(&shared),
+        per_replica(&local.failed_before_reject),
+        per_replica(&shared.failed_before_reject),
+        per_replica(&locked.failed_before_reject),
+    ]);
+    let (lp, ls) = first_probes(&local.first_probes);
+    let (sp, ss) = first_probes(&shared.first_probes);
+    let (kp, _) = first_probes(&locked_firsts);
+    t.row(&[
+        "first probe of each replica after the death".to_string(),
+        lp,
+        sp,
+        format!("{kp} (one for all)"),
     ]);
     t.row(&[
-        "first probe of each replica, after the death".to_string(),
-        probes(&local),
-        probes(&shared),
+        "spread of those first probes".to_string(),
+        ls,
+        ss,
+        "-".to_string(),
     ]);
     t.row(&[
         "probes that hit the dead dependency in 60 s".to_string(),
         int(local.probes as u64),
         int(shared.probes as u64),
+        int(locked.probes.len() as u64),
     ]);
     t.row(&[
         "backend calls to the dead dependency in 60 s".to_string(),
         int(local.backend_calls_dead),
         int(shared.backend_calls_dead),
+        int(locked.backend_calls_dead),
+    ]);
+    t.row(&[
+        "Redis round trips per call, lock retries included".to_string(),
+        "0".to_string(),
+        "0".to_string(),
+        format!(
+            "{:.1}",
+            locked.round_trips as f64 / locked.offered.max(1) as f64
+        ),
+    ]);
+    t.row(&[
+        "healthy second: calls that reached the dependency".to_string(),
+        format!("{} of {}", local.healthy_called, local.healthy_offered),
+        format!("{} of {}", shared.healthy_called, shared.healthy_offered),
+        format!("{} of {}", locked.healthy_called, locked.healthy_offered),
+    ]);
+    t.row(&[
+        "calls that gave up on the lock (5 s) / median wait for it".to_string(),
+        "-".to_string(),
+        "-".to_string(),
+        format!(
+            "{} / {}",
+            int(locked.lock_gave_up),
+            dur(median(&mut locked.lock_waits))
+        ),
+    ]);
+    t.row(&[
+        "state written back over another's update (lost updates)".to_string(),
+        "-".to_string(),
+        "-".to_string(),
+        int(locked.lost_updates),
     ]);
     t.row(&[
         "trips published / news applied / reconciliations".to_string(),
@@ -301,14 +382,38 @@ pub fn show() {
             "{} / {} / {}",
             shared.published, shared.applied, shared.reconciled
         ),
+        "-".to_string(),
     ]);
     t.print();
     println!();
     println!(
-        "  Shared: {:.1}× fewer calls until every replica rejects, {:.1}× sooner. Probes stay spread by each",
+        "  Shared: {:.1}× fewer calls until every replica rejects, {:.1}× sooner, and nothing on the request path.",
         local.calls_until_all_reject as f64 / shared.calls_until_all_reject.max(1) as f64,
         local.all_reject_at.map_or(0.0, |t| since_death(t).as_secs_f64())
             / shared.all_reject_at.map_or(1.0, |t| since_death(t).as_secs_f64().max(1e-9)),
     );
-    println!("  replica's own jitter; a probe that fails is a trip too, so it pushes back the others' probes.");
+    println!("  Probes stay spread by each replica's own jitter; a probe that fails is a trip too, so it pushes back");
+    println!("  the others' probes.");
+    println!(
+        "  Lock around call: calls are serialised across the fleet (one at a time, each holding the lock for the"
+    );
+    println!(
+        "  call and two round trips), and a state read before the lock was taken, up to 5 s earlier, is written"
+    );
+    println!(
+        "  back over newer ones: trips and probe rounds are undone. Read under the lock instead, it makes {}",
+        int(fixed.calls_until_all_reject),
+    );
+    println!(
+        "  backend calls until every replica rejects ({}), but still lets only {} of {} healthy calls through and",
+        fixed.all_reject_at.map_or("never".into(), |t| dur(since_death(t))),
+        fixed.healthy_called,
+        fixed.healthy_offered,
+    );
+    println!(
+        "  makes {:.1} round trips per call ({} gave up on the lock; median wait {}).",
+        fixed.round_trips as f64 / fixed.offered.max(1) as f64,
+        int(fixed.lock_gave_up),
+        dur(median(&mut fixed.lock_waits)),
+    );
 }
