@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use failfast::{Breaker, Nanos, StdClock};
 
 mod adapters;
+mod sharing;
 
 use adapters::{
     ff_consecutive, ff_consecutive_on, ff_consecutive_slow, ff_count, ff_count_slow, ff_time,
@@ -37,10 +38,16 @@ const VARIANTS: [&str; 10] = [
 /// hosts, a consecutive-failures breaker, a no-op inner service that hands
 /// the request back (so no request is built inside the measured loop).
 /// `ff_keyed`: `HostKey` keys; `ff_keyed_hook`: the same with a transition
-/// hook set; `ff_keyed_authority`: `http::uri::Authority` keys (one built per
-/// request).
+/// hook set; `ff_keyed_outbox`: the hook that reports trips into a sharing
+/// replica's outbox (`Outbox::hook`); `ff_keyed_authority`:
+/// `http::uri::Authority` keys (one built per request).
 #[cfg(feature = "tower")]
-const LAYERS: [&str; 3] = ["ff_keyed", "ff_keyed_hook", "ff_keyed_authority"];
+const LAYERS: [&str; 4] = [
+    "ff_keyed",
+    "ff_keyed_hook",
+    "ff_keyed_outbox",
+    "ff_keyed_authority",
+];
 #[cfg(not(feature = "tower"))]
 const LAYERS: [&str; 0] = [];
 /// Registry lookups and inserts (`Registry<String>`, 100k keys, std's
@@ -48,6 +55,10 @@ const LAYERS: [&str; 0] = [];
 /// `reg_handle` clones and drops a handle, both over a fixed pseudo-random
 /// order of 4096 keys; `reg_insert` inserts N new keys (built before).
 const REGISTRY_ROWS: [&str; 3] = ["reg_with", "reg_handle", "reg_insert"];
+/// A registry handle with trip sharing off and on (`sharing.rs`): the same
+/// CLOSED success and OPEN rejection, the verdict's transition handed to an
+/// outbox when on.
+const SHARING: [&str; 2] = ["ff_handle", "ff_handle_sync"];
 const FLOORS: [&str; 4] = [
     "floor_load",
     "floor_fetch_add",
@@ -166,6 +177,12 @@ fn keyed(name: &str, n: u64) -> u64 {
     use failfast::Registry;
     use tower::{Layer, Service};
 
+    enum Hook {
+        None,
+        Noop,
+        Outbox,
+    }
+
     /// One call to completion; the no-op inner service hands the request back.
     fn call<S>(svc: &mut S, req: http::Request<()>) -> Option<http::Request<()>>
     where
@@ -179,7 +196,7 @@ fn keyed(name: &str, n: u64) -> u64 {
     }
 
     fn run<K: FromAuthority + std::hash::Hash + Eq + Send + Sync + std::fmt::Display + 'static>(
-        hook: bool,
+        hook: Hook,
         n: u64,
     ) -> u64 {
         let registry = Arc::new(
@@ -188,16 +205,35 @@ fn keyed(name: &str, n: u64) -> u64 {
                 .unwrap(),
         );
         let layer = KeyedLayer::new(registry.clone());
-        let layer = if hook {
-            layer.on_transition(|_: &str, t: &failfast::Transition| {
-                black_box(t);
-            })
-        } else {
-            layer
-        };
-        let mut svc = layer.layer(tower::service_fn(|req: http::Request<()>| {
+        let inner = tower::service_fn(|req: http::Request<()>| {
             std::future::ready(Ok::<_, Infallible>(req))
-        }));
+        });
+        match hook {
+            Hook::None => drive(layer.layer(inner), n),
+            Hook::Noop => drive(
+                layer
+                    .on_transition(|_: &str, t: &failfast::Transition| {
+                        black_box(t);
+                    })
+                    .layer(inner),
+                n,
+            ),
+            Hook::Outbox => {
+                let outbox = Arc::new(failfast::share::Outbox::new(1024));
+                let _replica = failfast::share::Replica::builder(registry, outbox.clone())
+                    .origin("bench")
+                    .build()
+                    .unwrap();
+                drive(layer.on_transition(outbox.hook()).layer(inner), n)
+            }
+        }
+    }
+
+    /// 1000 hosts tracked through `svc`, then N requests to one of them.
+    fn drive<S>(mut svc: S, n: u64) -> u64
+    where
+        S: Service<http::Request<()>, Response = http::Request<()>>,
+    {
         let host = |i: u32| format!("host-{i}.example.com:443");
         for i in 0..1000 {
             let req = http::Request::get("/")
@@ -224,9 +260,10 @@ fn keyed(name: &str, n: u64) -> u64 {
         })
     }
     match name {
-        "ff_keyed" => run::<HostKey>(false, n),
-        "ff_keyed_hook" => run::<HostKey>(true, n),
-        "ff_keyed_authority" => run::<http::uri::Authority>(false, n),
+        "ff_keyed" => run::<HostKey>(Hook::None, n),
+        "ff_keyed_hook" => run::<HostKey>(Hook::Noop, n),
+        "ff_keyed_outbox" => run::<HostKey>(Hook::Outbox, n),
+        "ff_keyed_authority" => run::<http::uri::Authority>(Hook::None, n),
         _ => unreachable!(),
     }
 }
@@ -234,6 +271,21 @@ fn keyed(name: &str, n: u64) -> u64 {
 #[cfg(not(feature = "tower"))]
 fn keyed(_: &str, _: u64) -> u64 {
     unreachable!("built without the tower feature: no ff_keyed rows")
+}
+
+fn sharing(name: &str, open: bool, n: u64) -> u64 {
+    let s = sharing::Sharing::new(name == "ff_handle_sync", open);
+    measured(|| {
+        let mut ran = 0;
+        for _ in 0..n {
+            let Ok(p) = black_box(&s.handle).try_acquire() else {
+                continue;
+            };
+            ran += u64::from(work().is_ok());
+            s.report(p.success());
+        }
+        ran
+    })
 }
 
 fn registry_row(name: &str, n: u64) -> u64 {
@@ -393,6 +445,7 @@ fn main() {
             .chain(&VARIANTS)
             .chain(&LAYERS)
             .chain(&REGISTRY_ROWS)
+            .chain(&SHARING)
             .chain(&FLOORS)
         {
             println!("{n}");
@@ -417,6 +470,8 @@ fn main() {
         keyed(name, n)
     } else if REGISTRY_ROWS.contains(&name.as_str()) {
         registry_row(name, n)
+    } else if SHARING.contains(&name.as_str()) {
+        sharing(name, open, n)
     } else if FLOORS.contains(&name.as_str()) {
         floor(name, n)
     } else {
