@@ -488,7 +488,7 @@ pub struct Options {
 /// The outcome of parsing the command line.
 #[derive(Clone, Debug)]
 pub enum Cli {
-    Run(Options),
+    Run(Box<Options>),
     Help,
 }
 
@@ -571,7 +571,7 @@ pub fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Cli, String>
     }
     options.settings.admin_listener = options.admin.is_some();
     options.settings.share_trips = options.redis.is_some();
-    Ok(Cli::Run(options))
+    Ok(Cli::Run(Box::new(options)))
 }
 
 const DEMO_ROUTES: [&str; 4] = ["healthy", "slow", "failing", "down"];
@@ -612,7 +612,7 @@ pub fn template() -> Builder {
 /// Runs the proxy as the command line asks; the process exit status.
 pub fn main_with(args: impl IntoIterator<Item = String>) -> i32 {
     let options = match parse_args(args) {
-        Ok(Cli::Run(options)) => options,
+        Ok(Cli::Run(options)) => *options,
         Ok(Cli::Help) => {
             print!("{USAGE}");
             return 0;
