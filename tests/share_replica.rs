@@ -7,7 +7,7 @@ use std::collections::hash_map::RandomState;
 use std::sync::Arc;
 use std::time::Duration;
 
-use failfast::share::{MemoryStore, News, Outbox, Replica, ReplicaBuilder, Store};
+use failfast::share::{MemoryStore, News, Outbox, Replica, ReplicaBuilder};
 use failfast::{Breaker, ManualClock, MaxOpen, Nanos, Reason, Registry, RegistryBuilder, State};
 
 type Hosts = Registry<String, RandomState, ManualClock>;
@@ -232,6 +232,7 @@ fn news_opens_until_the_receivers_now_plus_what_is_left() {
 #[cfg(feature = "tower")]
 #[tokio::test(start_paused = true)]
 async fn a_keyed_layers_hook_reports_local_trips_only() {
+    use failfast::share::Store;
     use failfast::tower::KeyedLayer;
     use tower::{Layer, Service, ServiceExt};
 
