@@ -131,7 +131,12 @@ fn receive(n: &mut Node, news: &News, delay: Duration) -> Result<(), TestCaseErr
                 State::Open,
                 "a remote message closed or half-opened it"
             );
-            prop_assert!(after.1 >= before.1, "shortened: {:?} → {:?}", before.1, after.1);
+            prop_assert!(
+                after.1 >= before.1,
+                "shortened: {:?} → {:?}",
+                before.1,
+                after.1
+            );
         }
         other => prop_assert_eq!(after.0, other, "a remote message touched a probe round"),
     }
