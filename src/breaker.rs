@@ -20,7 +20,7 @@ use crate::observe::{BreakerSnapshot, Observer, Reason, Transition};
 use crate::outcome::{Outcome, Verdict};
 use crate::policy::{Config, Flags};
 use crate::remote::RemoteTrip;
-use crate::state::{Next, Snapshot, State, StateCell};
+use crate::state::{Next, Snapshot, State, StateCell, Updated};
 use crate::storage::Storage;
 use crate::sync::Arc;
 use crate::ticket::{RoundStart, Ticket, UNTIMED};
@@ -569,6 +569,25 @@ impl<C: Clock> Breaker<C> {
         now: Nanos,
         counts: WindowCounts,
     ) -> Option<Transition> {
+        let u = self.through_gate(now, |s, counted| machine::trip(s, generation, counted))?;
+        let to = u.entered?;
+        if to.state() == State::MetricsOnly {
+            self.window().reset(now);
+        }
+        Some(self.report(u.seen, to, reason, now, counts))
+    }
+
+    /// Runs a trip decision, `decide(word, counted)`, through the trip gate.
+    /// A CLOSED breaker in a registry first reserves a slot of the open cap
+    /// (`counted`); a refusal leaves the breaker as it is (`None`, the gate
+    /// counted it). A reserved slot the decision did not turn into a counted
+    /// ejection (the CAS lost, or the breaker left the gate meanwhile) is
+    /// given back.
+    fn through_gate<T>(
+        &self,
+        now: Nanos,
+        mut decide: impl FnMut(Snapshot, bool) -> Next<T>,
+    ) -> Option<Updated<T>> {
         let s = self.cell.load();
         let gate = self
             .shared
@@ -576,25 +595,16 @@ impl<C: Clock> Breaker<C> {
             .as_deref()
             .filter(|_| s.is_closed() && !s.is_detached());
         let counted = match gate {
-            // Over the budget: stay CLOSED; the gate counted the refusal.
             Some(gate) => gate.admit_trip(s.is_proven())?,
             None => false,
         };
-        let u = self
-            .cell
-            .update_from(s, now, |s| machine::trip(s, generation, counted));
+        let u = self.cell.update_from(s, now, |s| decide(s, counted));
         if let (Some(gate), true) = (gate, counted) {
-            // Reserved, but the ejection does not hold it: the trip lost its
-            // CAS, or the breaker left the gate meanwhile.
             if !u.entered.is_some_and(|to| to.is_counted()) {
                 gate.cancel_trip();
             }
         }
-        let to = u.entered?;
-        if to.state() == State::MetricsOnly {
-            self.window().reset(now);
-        }
-        Some(self.report(u.seen, to, reason, now, counts))
+        Some(u)
     }
 
     /// A probe's verdict ([`machine::probe_verdict`]).
@@ -701,24 +711,9 @@ impl<C: Clock> Breaker<C> {
             remaining,
             config.backoff.cut(remaining, seed, remote.epoch as u32),
         );
-        let s = self.cell.load();
-        let gate = self
-            .shared
-            .gate
-            .as_deref()
-            .filter(|_| s.is_closed() && !s.is_detached());
-        let counted = match gate {
-            Some(gate) => gate.admit_trip(s.is_proven())?,
-            None => false,
-        };
-        let u = self.cell.update_from(s, now, |s| {
+        let u = self.through_gate(now, |s, counted| {
             machine::remote_trip(s, self.cell.since(s), now, span, counted, config, seed)
-        });
-        if let (Some(gate), true) = (gate, counted) {
-            if !u.entered.is_some_and(|to| to.is_counted()) {
-                gate.cancel_trip();
-            }
-        }
+        })?;
         let to = u.entered?;
         Some(self.report(u.seen, to, Reason::RemoteTrip, now, WindowCounts::default()))
     }

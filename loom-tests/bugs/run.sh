@@ -57,10 +57,17 @@ if [ ${#names[@]} -eq 0 ]; then
 fi
 
 scratch="${FAILFAST_BUGS_DIR:-$root/target/bugs}"
+mkdir -p "$scratch"
+scratch="$(cd "$scratch" && pwd)"
 targets="$scratch/target"
 tree="$scratch/tree"
 logs="$scratch/logs"
 mkdir -p "$logs" "$targets"
+# The scratch tree lies inside this checkout (target/bugs/tree). Without a
+# ceiling, `git apply` there finds the checkout's repository above it, takes
+# the patch's paths relative to the checkout's root, and skips them all as
+# outside its directory, silently: every bug would build unpatched and pass.
+export GIT_CEILING_DIRECTORIES="$scratch"
 export CARGO_TERM_COLOR=never
 export LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-2}"
 export PROPTEST_CASES="${PROPTEST_CASES:-1000}"
@@ -82,6 +89,15 @@ fresh_tree() {
   tar -C "$root" -c --exclude=./target --exclude=./.git --exclude='./mutants.out*' . |
     tar -C "$tree" -x
   find "$tree" -type f -exec touch {} +
+}
+
+# Whether every file patch $1 names now differs from the checkout's copy (a
+# patch that applied but changed nothing would test the unpatched code).
+patched() {
+  local added removed path
+  while read -r added removed path; do
+    if cmp -s "$root/$path" "$tree/$path"; then return 1; fi
+  done < <(cd "$tree" && git apply --numstat "$bugs/$1.patch")
 }
 
 # `cargo test` in the scratch tree, for loom models or for the ordinary suite.
@@ -109,7 +125,9 @@ build() {
   while read -r kind bin test; do
     [ -n "$kind" ] || continue
     if [ "$kind" = loom ]; then loom+=(--test "$bin")
-    elif [ "$bin" = lib ]; then suite+=(--lib)
+    elif [ "$bin" = lib ]; then
+      # `--lib` once, however many unit tests are named (cargo refuses two).
+      if [[ " ${suite[*]} " != *" --lib "* ]]; then suite+=(--lib); fi
     else suite+=(--test "$bin"); fi
   done <<<"$*"
   local t0=$EPOCHREALTIME
@@ -178,7 +196,7 @@ for n in "${names[@]}"; do
   echo "== $n"
   fresh_tree
   if ! (cd "$tree" && git apply --check "$bugs/$n.patch" 2>"$logs/$n.apply.log" &&
-    git apply "$bugs/$n.patch"); then
+    git apply "$bugs/$n.patch") || ! patched "$n"; then
     echo "!! $n.patch NO LONGER APPLIES to the current tree: update it (loom-tests/README.md)." >&2
     sed 's/^/   /' "$logs/$n.apply.log" >&2
     row "$n" "-" "(patch does not apply)" "STALE" ""
