@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use failfast::{Breaker, Nanos, StdClock};
 
 mod adapters;
+mod sharing;
 
 use adapters::{
     ff_consecutive, ff_consecutive_on, ff_consecutive_slow, ff_count, ff_count_slow, ff_time,
@@ -37,15 +38,21 @@ const VARIANTS: [&str; 10] = [
 /// hosts, a consecutive-failures breaker, a no-op inner service that hands
 /// the request back (so no request is built inside the measured loop).
 /// `ff_keyed`: `HostKey` keys; `ff_keyed_hook`: the same with a transition
-/// hook set; `ff_keyed_authority`: `http::uri::Authority` keys (one built per
-/// request). With `--features tracing`, `ff_keyed_traced`: `trace_calls` on
+/// hook set; `ff_keyed_outbox`: the hook that reports trips into a sharing
+/// replica's outbox (`Outbox::hook`); `ff_keyed_authority`:
+/// `http::uri::Authority` keys (one built per request). With `--features tracing`, `ff_keyed_traced`: `trace_calls` on
 /// the current span with no subscriber; with `--features metrics`,
 /// `ff_keyed_metrics`: `call_metrics` (histogram off) and
 /// `ff_keyed_histogram` (histogram on), no recorder installed.
 fn layers() -> Vec<&'static str> {
     let mut rows = Vec::new();
     if cfg!(feature = "tower") {
-        rows.extend(["ff_keyed", "ff_keyed_hook", "ff_keyed_authority"]);
+        rows.extend([
+            "ff_keyed",
+            "ff_keyed_hook",
+            "ff_keyed_outbox",
+            "ff_keyed_authority",
+        ]);
         if cfg!(feature = "tracing") {
             rows.push("ff_keyed_traced");
         }
@@ -60,6 +67,10 @@ fn layers() -> Vec<&'static str> {
 /// `reg_handle` clones and drops a handle, both over a fixed pseudo-random
 /// order of 4096 keys; `reg_insert` inserts N new keys (built before).
 const REGISTRY_ROWS: [&str; 3] = ["reg_with", "reg_handle", "reg_insert"];
+/// A registry handle with trip sharing off and on (`sharing.rs`): the same
+/// CLOSED success and OPEN rejection, the verdict's transition handed to an
+/// outbox when on.
+const SHARING: [&str; 2] = ["ff_handle", "ff_handle_sync"];
 const FLOORS: [&str; 4] = [
     "floor_load",
     "floor_fetch_add",
@@ -208,6 +219,20 @@ fn keyed(name: &str, n: u64) -> u64 {
         } else {
             layer
         };
+        // The sharing replica lives as long as the measured loop.
+        let mut _replica = None;
+        let layer = if row == "ff_keyed_outbox" {
+            let outbox = Arc::new(failfast::share::Outbox::new(1024));
+            _replica = Some(
+                failfast::share::Replica::builder(registry.clone(), outbox.clone())
+                    .origin("bench")
+                    .build()
+                    .unwrap(),
+            );
+            layer.on_transition(outbox.hook())
+        } else {
+            layer
+        };
         #[cfg(feature = "tracing")]
         let layer = if row == "ff_keyed_traced" {
             layer.trace_calls(failfast::export::tracing::CallSpan::Current)
@@ -221,9 +246,17 @@ fn keyed(name: &str, n: u64) -> u64 {
                 .call_metrics(failfast::export::metrics::CallMetrics::new().call_duration(true)),
             _ => layer,
         };
-        let mut svc = layer.layer(tower::service_fn(|req: http::Request<()>| {
+        let inner = tower::service_fn(|req: http::Request<()>| {
             std::future::ready(Ok::<_, Infallible>(req))
-        }));
+        });
+        drive(layer.layer(inner), n)
+    }
+
+    /// 1000 hosts tracked through `svc`, then N requests to one of them.
+    fn drive<S>(mut svc: S, n: u64) -> u64
+    where
+        S: Service<http::Request<()>, Response = http::Request<()>>,
+    {
         let host = |i: u32| format!("host-{i}.example.com:443");
         for i in 0..1000 {
             let req = http::Request::get("/")
@@ -258,6 +291,21 @@ fn keyed(name: &str, n: u64) -> u64 {
 #[cfg(not(feature = "tower"))]
 fn keyed(_: &str, _: u64) -> u64 {
     unreachable!("built without the tower feature: no ff_keyed rows")
+}
+
+fn sharing(name: &str, open: bool, n: u64) -> u64 {
+    let s = sharing::Sharing::new(name == "ff_handle_sync", open);
+    measured(|| {
+        let mut ran = 0;
+        for _ in 0..n {
+            let Ok(p) = black_box(&s.handle).try_acquire() else {
+                continue;
+            };
+            ran += u64::from(work().is_ok());
+            s.report(p.success());
+        }
+        ran
+    })
 }
 
 fn registry_row(name: &str, n: u64) -> u64 {
@@ -417,6 +465,7 @@ fn main() {
             .chain(&VARIANTS)
             .chain(&layers())
             .chain(&REGISTRY_ROWS)
+            .chain(&SHARING)
             .chain(&FLOORS)
         {
             println!("{n}");
@@ -441,6 +490,8 @@ fn main() {
         keyed(name, n)
     } else if REGISTRY_ROWS.contains(&name.as_str()) {
         registry_row(name, n)
+    } else if SHARING.contains(&name.as_str()) {
+        sharing(name, open, n)
     } else if FLOORS.contains(&name.as_str()) {
         floor(name, n)
     } else {

@@ -17,6 +17,8 @@ mod floors;
 mod open;
 mod peers;
 mod registry;
+mod shared_trips;
+mod sharing;
 
 /// Short runs: the whole harness must finish in a few minutes on 2 cores.
 fn config() -> Criterion {
@@ -29,6 +31,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = benches;
     config = config();
-    targets = floors::bench, closed::bench, open::bench, peers::bench, contended::bench, registry::bench
+    targets = floors::bench, closed::bench, open::bench, peers::bench, contended::bench, registry::bench, shared_trips::bench
 }
 criterion_main!(benches);

@@ -9,6 +9,10 @@
 //! cargo run --example proxy --features tower -- --listen 127.0.0.1:8080 \
 //!     --route api=127.0.0.1:9001 --route auth=127.0.0.1:9002 --admin 127.0.0.1:9900
 //! cargo run --example proxy --features tower -- --help
+//! # Two proxies sharing trips through Redis (feature `redis`):
+//! cargo run --example proxy --features tower,redis -- --demo --redis redis://127.0.0.1:6379/
+//! cargo run --example proxy --features tower,redis -- --demo --listen 127.0.0.1:8081 \
+//!     --redis redis://127.0.0.1:6379/
 //! ```
 //!
 //! `GET /{route}/{path}` is forwarded to `http://{upstream}/{path}`. The
@@ -39,6 +43,13 @@
 //!   breaker rejects is answered from it through a [`FallbackLayer`], marked
 //!   stale (`x-failfast: fallback`, `Cache-Status`, `Age`: see
 //!   [`mark_stale`]); anything else rejected is a 503 with `Retry-After`.
+//! * **trips shared with other proxies** (`--redis URL`, feature `redis`):
+//!   the layer's transition hook reports local trips into an
+//!   [`Outbox`](failfast::share::Outbox), and a `RedisSync` task publishes
+//!   them and applies the other proxies' (the request path never waits on
+//!   Redis). Both proxies of the `--demo` lines above route to upstreams of
+//!   their own, so each shares trips of different authorities; give them the
+//!   same `--route` to see one proxy's trip reject on the other.
 //!
 //! The end-to-end test (`tests/e2e_proxy.rs`) includes this file as a
 //! module and covers each of these.
@@ -53,6 +64,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use failfast::share::Outbox;
 use failfast::tower::{
     error_response, mark_stale, status_json, Fallback, FallbackLayer, HttpClassifier, Keyed,
     KeyedLayer, Recover,
@@ -111,6 +123,9 @@ pub struct Settings {
     pub stale_entries: usize,
     /// The largest body the stale cache keeps, in bytes.
     pub stale_max_body: usize,
+    /// Whether local trips go into [`Proxy::outbox`] for a sync task to
+    /// share with other proxies (`--redis`).
+    pub share_trips: bool,
 }
 
 impl Default for Settings {
@@ -124,6 +139,7 @@ impl Default for Settings {
             verbose: false,
             stale_entries: 1024,
             stale_max_body: 64 * 1024,
+            share_trips: false,
         }
     }
 }
@@ -140,6 +156,8 @@ pub struct Proxy {
     pub settings: Settings,
     /// The last good answer of each `GET`, for when its upstream is open.
     pub stale: Arc<StaleCache>,
+    /// Where the layer reports local trips, if they are shared.
+    pub outbox: Option<Arc<Outbox>>,
     service: Upstreams,
 }
 
@@ -150,6 +168,7 @@ pub fn proxy(
     settings: Settings,
 ) -> Result<Arc<Proxy>, failfast::ConfigError> {
     let registry = Arc::new(Registry::<Authority>::builder(template).build()?);
+    let outbox = settings.share_trips.then(|| Arc::new(Outbox::new(1024)));
     Ok(Arc::new_cyclic(|me: &std::sync::Weak<Proxy>| {
         let me = me.clone();
         let client = Client::builder(TokioExecutor::new())
@@ -163,6 +182,10 @@ pub fn proxy(
             .name_rejections()
             .on_transition(move |upstream: &str, t: &Transition| {
                 if let Some(proxy) = me.upgrade() {
+                    if let Some(outbox) = &proxy.outbox {
+                        // Only local trips are kept; one lock-free push.
+                        outbox.report(upstream, t);
+                    }
                     if proxy.settings.verbose {
                         eprintln!("{upstream}: {} -> {} ({})", t.from, t.to, t.reason);
                     }
@@ -187,6 +210,7 @@ pub fn proxy(
             transitions: Mutex::new(VecDeque::new()),
             settings,
             stale,
+            outbox,
             service,
         }
     }))
@@ -601,6 +625,10 @@ options:
   --idle-timeout MS       close pooled upstream connections idle this long
                           [default: 30000]
   --status-limit N        upstreams on the status page at most [default: 100]
+  --redis URL             share trips with other proxies through Redis 7+
+                          (redis://HOST:PORT/ or redis+unix:///PATH; needs
+                          the example built with --features tower,redis)
+  --replica NAME          this proxy's name among them [default: random]
   -h, --help              print this and exit
 
 Addresses must be loopback: this is an example.
@@ -615,12 +643,15 @@ pub struct Options {
     pub routes: BTreeMap<String, Authority>,
     pub demo: bool,
     pub settings: Settings,
+    /// `--redis`: where trips are shared, and this proxy's name there.
+    pub redis: Option<String>,
+    pub replica: Option<String>,
 }
 
 /// The outcome of parsing the command line.
 #[derive(Clone, Debug)]
 pub enum Cli {
-    Run(Options),
+    Run(Box<Options>),
     Help,
 }
 
@@ -636,6 +667,8 @@ pub fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Cli, String>
             verbose: true,
             ..Settings::default()
         },
+        redis: None,
+        replica: None,
     };
     while let Some(arg) = args.next() {
         let mut value = |what: &str| {
@@ -673,6 +706,8 @@ pub fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Cli, String>
                     .parse()
                     .map_err(|_| format!("--status-limit {n:?}: expected a number"))?;
             }
+            "--redis" => options.redis = Some(value("URL")?),
+            "--replica" => options.replica = Some(value("NAME")?),
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
@@ -688,8 +723,18 @@ pub fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Cli, String>
     if options.admin == Some(options.listen) && options.listen.port() != 0 {
         return Err("--admin must differ from --listen".to_owned());
     }
+    if options.replica.is_some() && options.redis.is_none() {
+        return Err("--replica needs --redis".to_owned());
+    }
+    if options.redis.is_some() && !cfg!(feature = "redis") {
+        return Err(
+            "--redis: this build has no Redis support; build with --features tower,redis"
+                .to_owned(),
+        );
+    }
     options.settings.admin_listener = options.admin.is_some();
-    Ok(Cli::Run(options))
+    options.settings.share_trips = options.redis.is_some();
+    Ok(Cli::Run(Box::new(options)))
 }
 
 const DEMO_ROUTES: [&str; 4] = ["healthy", "slow", "failing", "down"];
@@ -730,7 +775,7 @@ pub fn template() -> Builder {
 /// Runs the proxy as the command line asks; the process exit status.
 pub fn main_with(args: impl IntoIterator<Item = String>) -> i32 {
     let options = match parse_args(args) {
-        Ok(Cli::Run(options)) => options,
+        Ok(Cli::Run(options)) => *options,
         Ok(Cli::Help) => {
             print!("{USAGE}");
             return 0;
@@ -771,6 +816,10 @@ async fn run(options: Options) -> io::Result<()> {
     }
     let proxy = proxy(routes, template(), options.settings)
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+    #[cfg(feature = "redis")]
+    if let (Some(url), Some(outbox)) = (&options.redis, &proxy.outbox) {
+        share_trips(&proxy, outbox.clone(), url, options.replica.as_deref())?;
+    }
     let listener = TcpListener::bind(options.listen).await?;
     eprintln!("failfast proxy on http://{}", listener.local_addr()?);
     let admin = match options.admin {
@@ -794,6 +843,32 @@ async fn run(options: Options) -> io::Result<()> {
     }
     serve(listener, proxy).await;
     Ok(())
+}
+
+/// Starts the task that shares this proxy's trips through Redis at `url`
+/// (on the current tokio runtime); its counters.
+#[cfg(feature = "redis")]
+pub fn share_trips(
+    proxy: &Proxy,
+    outbox: Arc<Outbox>,
+    url: &str,
+    name: Option<&str>,
+) -> io::Result<Arc<failfast::share::SyncStats>> {
+    use failfast::redis::RedisSyncBuilder;
+    use failfast::share::Replica;
+
+    let invalid =
+        |e: failfast::ConfigError| io::Error::new(io::ErrorKind::InvalidInput, e.to_string());
+    let mut replica = Replica::builder(proxy.registry.clone(), outbox);
+    if let Some(name) = name {
+        replica = replica.origin(name);
+    }
+    let replica = replica.build().map_err(invalid)?;
+    eprintln!("sharing trips through {url} as {}", replica.origin());
+    let sync = RedisSyncBuilder::new(url).build(replica).map_err(invalid)?;
+    let stats = sync.stats();
+    tokio::spawn(sync.run());
+    Ok(stats)
 }
 
 fn authority(addr: SocketAddr) -> Authority {

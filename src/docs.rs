@@ -50,6 +50,8 @@
 //! | `fallback` | [`Answer`](crate::Answer) and the explicit fallbacks [`Breaker::call_or_else`](crate::Breaker::call_or_else) / `call_async_or_else` | call, breaker and below |
 //! | `export` | transition observers and scrape-time exporters for `tracing` and `metrics`; per call: `Ending` (how a call ended), the span fields and the `RejectionLog` (feature `tracing`), `CallMetrics` and the handles a layer registers (`meters`, feature `metrics`) | registry, breaker, observe, state, error, clock, sync |
 //! | `tower` | the layers (feature `tower`); `watch`: what a layer records of each call (the span found before admission, the permit `Held` with it to its end); `fallback`: `FallbackLayer`, `unavailable`, `mark_stale` | export, permit, registry, breaker and below |
+//! | `share` | trips shared across replicas, with no I/O: the [`Outbox`](crate::share::Outbox) the request path reports local trips into, [`News`](crate::share::News) and its wire form, the [`Replica`](crate::share::Replica) (publish, the filtered monotone merge, reconcile), the [`Store`](crate::share::Store) rules and the in-process [`MemoryStore`](crate::share::MemoryStore) | sync, clock, state, observe, remote, error, registry; tower (the outbox hook, with that feature) |
+//! | `redis` | the Redis transport (feature `redis`): `RedisSync`, one tokio task per registry (two Lua scripts, sharded pub/sub, reconciliation, back-off), and the blocking `RedisStore` | share, clock, error |
 //!
 //! # The state word
 //!
@@ -293,14 +295,73 @@
 //! so one compare-and-swap per period claims the INFO
 //! (`export::tracing::RejectionLog`, feature `tracing`, has the argument).
 //!
+//! # Trips shared across replicas
+//!
+//! N replicas of a service hold N registries. Sharing *trips* (not counts)
+//! keeps every request path as it is and still spares the fleet N × the trip
+//! threshold of calls to a dead upstream:
+//!
+//! ```text
+//!  replica A                                  Redis                        replica B
+//!  ─────────                                  ─────                        ─────────
+//!  request path: a verdict trips
+//!    └─ Transition ─▶ Outbox (one push)
+//!  sync task: drain ─▶ Lua script ─────────▶ reporters, epoch,
+//!                                             until = TIME + remaining,
+//!                                             index by end, PEXPIRE
+//!                                             SPUBLISH remaining ms ──────▶ sync task: filters
+//!                                                                           (epoch, min_reporters,
+//!                                                                           own trip) ─▶ apply_remote_at:
+//!                                                                           Closed → Open or a later end
+//!  every few s: reconcile ◀──────────────── open keys with what is left ──▶ every few s: reconcile
+//! ```
+//!
+//! * **Nothing on the request path**: admission and verdicts are the same
+//!   code with sharing on; only a verdict that trips pushes one record into
+//!   a bounded `ArrayQueue` (full: dropped and counted). The sync task is the
+//!   user's to start; the core spawns nothing.
+//! * **Time travels as "what is left"**, never an instant: the store ends a
+//!   period at its own `TIME` + remaining; a receiver at its own now +
+//!   remaining. Replicas' clocks never meet.
+//! * **A monotone merge** ([`Breaker::apply_remote_at`](crate::Breaker::apply_remote_at)):
+//!   one CAS through the same update loop as every transition; it opens a
+//!   Closed breaker or moves an Open period's end later, asks the trip gate
+//!   (`max_open`) as a local trip does, and never closes, half-opens,
+//!   shortens or touches a probe round. Recovery stays local, each replica
+//!   probing at its own jittered time. The loom model
+//!   `loom-tests/tests/remote_trip.rs` races it against admissions,
+//!   verdicts and local trips.
+//! * **Epochs from the store**: the script gives each key's news an epoch
+//!   above every earlier one (the record's + 1, or the server's microseconds,
+//!   so epochs grow across expiry and restarts); a replica applies only a
+//!   newer epoch per key. Duplicates, reordering and stale news are no-ops.
+//! * **Reconciliation** (on connect, after any failure, every few seconds)
+//!   reads the index of open keys: lost messages, cold starts and partitions
+//!   heal by it. Every key expires (period + slack; reporters with their
+//!   window), so `DBSIZE` returns to zero.
+//! * **Rails**: `min_reporters(k, window)` (counted by the store, checked by
+//!   each replica), the registry's `max_open`, an untracked key never opens
+//!   the shared overflow breaker, and an unreachable or slow store leaves
+//!   the replica local-only (`sync_errors`), its open trips kept to publish
+//!   again.
+//!
+//! Departures from the first design: the epoch is the store's, not the
+//! replica's (a replica's epoch would need its clock or a persisted counter);
+//! the integration is a feature of this crate rather than a separate crate
+//! (the core stays free of redis and tokio either way, and the scripts stay
+//! next to `MemoryStore`, whose rules a test holds them to); the optional fleet-wide probe lease is not built (each
+//! replica probes for itself, spread by its own jitter).
+//!
 //! # Dependencies
 //!
 //! The core depends on `quanta` (the default clock), `crossbeam-utils`
 //! (`CachePadded` for registry shards), `hashbrown` (the registry's
 //! per-shard `HashTable`, which takes a precomputed hash so a key is hashed
-//! once for shard, probe, insert and rehash; no default features) and
+//! once for shard, probe, insert and rehash; no default features),
 //! `triomphe` (the registry entries' `Arc` without a weak count: 8 bytes and
-//! one malloc size class less per key; no default features), nothing else. The registry's locks are std's `RwLock` (futex-based, no crate).
+//! one malloc size class less per key; no default features) and
+//! `crossbeam-queue` (the trip outbox's bounded lock-free `ArrayQueue`; std
+//! only), nothing else. The registry's locks are std's `RwLock` (futex-based, no crate).
 //!
 //! Optional, each behind its own feature, none used by the core:
 //!
@@ -318,6 +379,10 @@
 //!   per-call span fields and rejection events.
 //! * `metrics`: `metrics` 0.24 (the facade), written at scrape time; with
 //!   `tower`, per-call series through handles registered once per layer.
+//! * `redis`: `redis` 1.2 (redis-rs, no default features: `tokio-comp`,
+//!   `connection-manager`, `script`, `cluster-async`), `futures-util` (scripts
+//!   in flight at once) and `tokio` with `sync`, `time` and `macros` for the
+//!   sync task the user spawns.
 //!
 //! The minimum supported Rust version, 1.87, is the highest `rust-version`
 //! among these for any feature (quanta 0.13's); `.ci/msrv.sh` fails the build

@@ -100,6 +100,18 @@
 //! | `tower-http` | an adapter from any `tower_http::classify::ClassifyResponse` (implies `tower`) | `tower-http` 0.7, no default features |
 //! | `tracing` | `export::tracing`: an event per transition; with `tower`, what the breaker did to each call on its span (`trace_calls`) | `tracing` |
 //! | `metrics` | `export::metrics`: gauges and counters through the `metrics` facade, exported at scrape time; with `tower`, per-call rejections, fallbacks and an opt-in duration histogram (`call_metrics`) | `metrics` |
+//! | `redis` | `redis`: trips shared across replicas through Redis 7+ (single server or cluster), `RedisSync`, a tokio task you start | `redis` (redis-rs), `futures-util`, `tokio` (`sync`, `time`) |
+//!
+//! # Trips shared across replicas
+//!
+//! N replicas of a service can share *trips* with nothing on the request
+//! path: a verdict that trips a breaker returns its [`Transition`], which
+//! goes into a bounded lock-free [`share::Outbox`]; a [`share::Replica`],
+//! driven by a task you start (`redis::RedisSync` with the `redis` feature),
+//! publishes it and merges the others' news with
+//! [`Breaker::apply_remote_at`] — a monotone merge that opens or extends,
+//! never closes. Recovery stays local. See [`share`] and the [`docs`]
+//! module.
 //!
 //! The minimum supported Rust version is 1.87 (set by `quanta`, the default
 //! clock's dependency), for every feature.
@@ -133,8 +145,12 @@ mod observe;
 mod outcome;
 mod permit;
 mod policy;
+#[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+pub mod redis;
 pub mod registry;
 mod remote;
+pub mod share;
 mod state;
 mod storage;
 mod sync;

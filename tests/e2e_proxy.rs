@@ -646,6 +646,7 @@ fn arguments_parse_or_say_what_is_wrong() {
         (&["--demo", "--timeout", "0"], "at least 1"),
         (&["--demo", "--status-limit", "many"], "a number"),
         (&["--demo", "--verbose"], "unknown argument"),
+        (&["--demo", "--replica", "a"], "needs --redis"),
         (&[], "no routes"),
     ] {
         let err = parse(args).unwrap_err();

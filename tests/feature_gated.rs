@@ -74,6 +74,10 @@ needs!(
     "tower" + "metrics",
     "needs --features tower,metrics"
 );
+needs!(redis_sync, "redis", "needs --features redis");
+needs!(redis_cluster, "redis", "needs --features redis");
+needs!(redis_store_rules, "redis", "needs --features redis");
+needs!(redis_proxy, "redis", "needs --features redis");
 
 /// Every `[[test]]` of `Cargo.toml` with `required-features` has its
 /// `needs!` line above, naming the same features (joined by `+`).

@@ -183,3 +183,93 @@ fn transitions_carry_the_upstream_label_only_when_asked() {
     labelled.push(("upstream", "api.example:443"));
     assert_eq!(value(&all, TRANSITIONS_TOTAL, &labelled), 1);
 }
+
+/// A sharing replica's counters, exported: each series carries its own
+/// counter's value (distinct values, so a swapped pair shows).
+#[test]
+fn sync_counters_are_exported_under_their_names() {
+    use failfast::export::metrics::{
+        SYNC_APPLIED_TOTAL, SYNC_BELOW_MIN_REPORTERS_TOTAL, SYNC_DROPPED_TOTAL, SYNC_ERRORS_TOTAL,
+        SYNC_IGNORED_TOTAL, SYNC_PUBLISHED_TOTAL, SYNC_RECEIVED_TOTAL, SYNC_RECONCILED_TOTAL,
+        SYNC_STALE_TOTAL,
+    };
+    use failfast::share::{MemoryStore, News, Outbox, Replica};
+    use failfast::Reason;
+    use std::sync::Arc;
+
+    let clock = ManualClock::new();
+    let registry = Arc::new(
+        Registry::<String>::builder(Breaker::builder().consecutive_failures(1))
+            .build_with_clock(clock.clone())
+            .unwrap(),
+    );
+    let outbox = Arc::new(Outbox::new(1));
+    let mut replica = Replica::builder(registry.clone(), outbox.clone())
+        .origin("me")
+        .min_reporters(2, Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let mut store = MemoryStore::new(clock.clone());
+    // Two local trips into an outbox of one: one published, one dropped.
+    for key in ["a:1", "b:1"] {
+        let t = registry
+            .with(key, |b| b.try_acquire().unwrap().failure())
+            .unwrap();
+        outbox.report(key, &t);
+    }
+    assert_eq!(replica.publish_to(&mut store).len(), 1);
+    // News: 3 applied (two reporters), 2 stale, 4 below min_reporters, 5
+    // ignored (its own trip coming back, ending before its own period).
+    let news = |key: &str, epoch, reporters, origin: &str| {
+        News::new(
+            key,
+            epoch,
+            Duration::from_secs(1),
+            reporters,
+            Reason::FailureRate,
+            origin,
+        )
+    };
+    for i in 0..3 {
+        replica.receive(&news(&format!("h{i}:1"), 10, 2, "x"));
+    }
+    for _ in 0..2 {
+        replica.receive(&news("h0:1", 9, 2, "x"));
+    }
+    for i in 0..4 {
+        replica.receive(&news(&format!("h{i}:1"), 11, 1, "x"));
+    }
+    for epoch in 0..5 {
+        replica.receive(&news("a:1", 20 + epoch, 2, "me"));
+    }
+    // Errors: 6 reconciliations with the store away; reconciled: 7 with it
+    // back, each receiving the store's one open trip (a:1, one reporter:
+    // below min_reporters).
+    store.set_reachable(false);
+    for _ in 0..6 {
+        assert!(replica.reconcile_with(&mut store).is_err());
+    }
+    store.set_reachable(true);
+    for _ in 0..7 {
+        replica.reconcile_with(&mut store).unwrap();
+    }
+    let stats = replica.stats();
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    metrics::with_local_recorder(&recorder, || MetricsExporter::new().export_sync(&stats));
+    let all = counters(&snapshotter);
+    let expected = [
+        (SYNC_PUBLISHED_TOTAL, 1),
+        (SYNC_DROPPED_TOTAL, 1),
+        (SYNC_APPLIED_TOTAL, 3),
+        (SYNC_STALE_TOTAL, 2),
+        (SYNC_BELOW_MIN_REPORTERS_TOTAL, 4 + 7),
+        (SYNC_IGNORED_TOTAL, 5),
+        (SYNC_ERRORS_TOTAL, 6),
+        (SYNC_RECONCILED_TOTAL, 7),
+        (SYNC_RECEIVED_TOTAL, 3 + 2 + 4 + 5 + 7),
+    ];
+    for (name, n) in expected {
+        assert_eq!(value(&all, name, &[]), n, "{name}");
+    }
+}

@@ -2,7 +2,7 @@
 //! in simulated time.
 //!
 //! ```sh
-//! cargo run --release --example demo                 # S1, S3, S6 (simulated, a second or two)
+//! cargo run --release --example demo                 # S1, S3, S6, S13 (simulated, a second or two)
 //! cargo run --release --example demo -- --load 600   # S1 at another offered load (calls/s)
 //! cargo run --release --example demo -- --real       # real HTTP through examples/proxy.rs
 //! ```
@@ -11,8 +11,10 @@
 //! simulation (`sim.rs`): no sleep, no thread, deterministic output. Each
 //! scenario lives in its own module with its model described at the top.
 
+mod lock_around_call;
 mod real;
 mod s1;
+mod s13;
 mod s3;
 mod s6;
 mod sim;
@@ -83,10 +85,11 @@ fn main() -> ExitCode {
     if args.real {
         return real::run(args.seconds);
     }
-    println!("failfast demo: three incidents in simulated time (a ManualClock; nothing sleeps).");
+    println!("failfast demo: four incidents in simulated time (a ManualClock; nothing sleeps).");
     s1::show(&s1::Params::new(args.load, args.bulkhead));
     s3::show();
     s6::show(args.hosts);
+    s13::show();
     println!();
     ExitCode::SUCCESS
 }

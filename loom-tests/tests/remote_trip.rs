@@ -108,3 +108,63 @@ fn remote_news_races_a_local_trip(spawned_first: bool) {
 fn protocol_remote_news_races_a_local_trip() {
     both_orders(remote_news_races_a_local_trip);
 }
+
+/// A registry capped at one open breaker, two upstreams both seen
+/// succeeding: news opens one while a local failure trips the other. The
+/// news asks the trip gate as a local trip does, so exactly one opens and
+/// the other's trip is refused and counted, whichever reserves first.
+fn remote_and_local_trips_against_a_cap_of_one(spawned_first: bool) {
+    use failfast::{Breaker, Handle, ManualClock, MaxOpen, Nanos, Registry};
+
+    type Reg = Registry<u64, std::collections::hash_map::RandomState, ManualClock>;
+    let template = Breaker::builder().consecutive_failures(1);
+    let r: Reg = Registry::<u64>::builder(template)
+        .shards(1)
+        .max_open(MaxOpen::Count(1))
+        .build_with_clock(ManualClock::new())
+        .expect("valid registry");
+    let known = |key: u64| -> Handle<u64, ManualClock> {
+        let h = r.handle_at(&key, Nanos::ZERO);
+        let _ = h
+            .try_acquire_at(Nanos::ZERO)
+            .expect("closed")
+            .success_at(Nanos::ZERO);
+        h
+    };
+    let (remote, local) = (known(1), known(2));
+    let merger = {
+        let remote = remote.clone();
+        thread::spawn(move || {
+            go_second(spawned_first);
+            remote.apply_remote_at(&news(30), secs(1))
+        })
+    };
+    let tripped = local
+        .try_acquire_at(secs(1))
+        .expect("closed: admitted")
+        .failure_at(secs(1));
+    let merged = merger.join().unwrap();
+    assert_eq!(
+        usize::from(merged.is_some()) + usize::from(tripped.is_some()),
+        1,
+        "exactly one opens: remote {merged:?}, local {tripped:?}"
+    );
+    let states = (remote.state(), local.state());
+    match (merged, tripped) {
+        (Some(m), None) => {
+            assert_eq!((m.from, m.reason), (State::Closed, Reason::RemoteTrip));
+            assert_eq!(states, (State::Open, State::Closed));
+        }
+        (None, Some(t)) => {
+            assert_eq!(t.reason, Reason::ConsecutiveFailures);
+            assert_eq!(states, (State::Closed, State::Open));
+        }
+        _ => unreachable!(),
+    }
+    assert_eq!((r.open_count(), r.refused_trips()), (1, 1));
+}
+
+#[test]
+fn remote_and_local_trips_against_a_cap_of_one_open_one() {
+    both_orders(remote_and_local_trips_against_a_cap_of_one);
+}

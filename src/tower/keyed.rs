@@ -68,6 +68,39 @@ impl<K: Hash + Eq, H: BuildHasher, C: Clock> KeySink<K> for Lookup<'_, K, H, C> 
 }
 
 /// What the keyed layer does with a request that has no key.
+///
+/// ```
+/// use failfast::registry::HostKey;
+/// use failfast::tower::{error_response, Keyless, KeyedLayer, KeylessPolicy};
+/// use failfast::{Breaker, Registry};
+/// use std::sync::Arc;
+/// use tower::{Layer, ServiceExt};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), failfast::ConfigError> {
+/// let template = Breaker::builder().consecutive_failures(5);
+/// let registry = Arc::new(Registry::<HostKey>::builder(template).build()?);
+/// let inner = tower::service_fn(|_req: http::Request<()>| async {
+///     Ok::<_, std::io::Error>(http::Response::new(()))
+/// });
+/// // A relative URI without a `Host` header has no upstream key.
+/// let keyless = || http::Request::get("/status").body(()).unwrap();
+///
+/// // The default: refused at once, a 400 for a proxy.
+/// let reject = KeyedLayer::new(registry.clone()).layer(inner.clone());
+/// let err = reject.oneshot(keyless()).await.unwrap_err();
+/// assert!(err.is::<Keyless>());
+/// assert_eq!(error_response(&err, || ()).unwrap().status(), 400);
+///
+/// // Shared: guarded by the registry's one unkeyed breaker.
+/// let shared = KeyedLayer::new(registry.clone())
+///     .keyless(KeylessPolicy::Shared)
+///     .layer(inner);
+/// assert!(shared.oneshot(keyless()).await.is_ok());
+/// assert_eq!(registry.keyless(), 2); // both counted
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum KeylessPolicy {
@@ -383,6 +416,35 @@ impl<S, K, Kf: Clone, Cl: Clone, H, C: Clock, M> Layer<S> for KeyedLayer<K, Kf, 
 ///   future drops the permit. A request without a key follows the
 ///   [`KeylessPolicy`]: rejected with [`Keyless`](super::Keyless) (default) or guarded by the
 ///   registry's unkeyed breaker.
+///
+/// ```
+/// use failfast::registry::HostKey;
+/// use failfast::tower::{HttpClassifier, Keyed, KeyedLayer};
+/// use failfast::{Breaker, Registry, State};
+/// use std::sync::Arc;
+/// use tower::{Layer, Service, ServiceExt};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+/// let template = Breaker::builder().consecutive_failures(2);
+/// let registry = Arc::new(Registry::<HostKey>::builder(template).build()?);
+/// let inner = tower::service_fn(|req: http::Request<()>| async move {
+///     let down = req.uri().host() == Some("down.example");
+///     let status = if down { 503 } else { 200 };
+///     Ok::<_, std::io::Error>(http::Response::builder().status(status).body(()).unwrap())
+/// });
+/// let mut svc: Keyed<_, HostKey, _, _> = KeyedLayer::new(registry.clone())
+///     .classify(HttpClassifier::new())
+///     .layer(inner);
+/// for host in ["down.example", "down.example", "up.example"] {
+///     let req = http::Request::get(format!("http://{host}/")).body(())?;
+///     svc.ready().await?.call(req).await?;
+/// }
+/// assert_eq!(registry.handle_from("down.example:80").state(), State::Open);
+/// assert_eq!(registry.handle_from("up.example:80").state(), State::Closed);
+/// # Ok(())
+/// # }
+/// ```
 pub struct Keyed<
     S,
     K,

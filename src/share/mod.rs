@@ -1,0 +1,77 @@
+//! Trips shared across replicas, with nothing on the request path.
+//!
+//! A service that runs as N replicas has N sets of breakers. When an
+//! upstream dies, each replica finds out on its own — N × the trip
+//! threshold calls hit the dying host — and after the open period all N
+//! probe it at once. Sharing *trips* fixes both: the first replica that
+//! trips tells the others, which reject the host at once, each for what is
+//! left of that period and each probing at its own jittered time.
+//!
+//! # What runs where
+//!
+//! | where | what | cost |
+//! |---|---|---|
+//! | the request path | admission and verdicts, as without sharing; a verdict that *trips* a breaker returns its [`Transition`](crate::Transition), which goes into an [`Outbox`] ([`Outbox::report`], or [`Outbox::hook`] on a keyed layer) | one lock-free push per trip; nothing per call |
+//! | one task per registry | a [`Replica`] drains the outbox and publishes each trip; merges news from the store into the registry; reconciles every few seconds | the task's own; never waited on |
+//! | the store | records trips, orders them (epochs), counts reporters, expires them, announces them | [`MemoryStore`] in process; Redis with the `redis` feature |
+//!
+//! The core spawns nothing: the user starts the task (with the `redis`
+//! feature, `tokio::spawn(sync.run())`), or a simulation calls
+//! [`Replica::publish_to`], [`Replica::receive`] and
+//! [`Replica::reconcile_with`] itself.
+//!
+//! # The rules
+//!
+//! * **Only local trips travel.** The outbox keeps a transition to Open
+//!   whose reason is not [`Reason::RemoteTrip`](crate::Reason::RemoteTrip):
+//!   news is never echoed back.
+//! * **What travels is the time left, never an instant.** A replica sends
+//!   what is left of its open period; the store adds it to its own clock;
+//!   news carries what is left when it is sent; a receiver opens until *its
+//!   own* now plus that. Replicas' clocks never meet.
+//! * **A monotone merge.** News opens a Closed breaker or extends an Open
+//!   period to the later end; it never closes, half-opens, shortens a
+//!   period or touches a probe round
+//!   ([`Breaker::apply_remote_at`](crate::Breaker::apply_remote_at)).
+//!   Recovery stays local: each replica probes when its own period ends,
+//!   shortened by its own jitter, so the fleet does not probe in the same
+//!   instant.
+//! * **Epochs.** The store gives each key's news an epoch, greater than any
+//!   before it for that key; a replica applies only an epoch newer than the
+//!   last it applied for the key. Duplicates, reordered and stale messages
+//!   change nothing (a late duplicate would otherwise extend a period by its
+//!   delay), and reconciling the same record twice applies it once.
+//! * **Safety rails.** `min_reporters(k, window)`: news counts only once k
+//!   distinct replicas reported the key within the window, so one replica
+//!   cut off from an upstream by its own network cannot eject it
+//!   everywhere. The registry's `max_open` cap applies to remote trips as to
+//!   local ones. A key the registry cannot track (it is full) is not
+//!   opened: its overflow breaker is shared. An unreachable or slow store
+//!   leaves the replica local-only, counted in [`SyncStats::errors`]; its
+//!   trips are handed again when the store is back, while they last.
+//!
+//! # In-process example
+//!
+//! [`MemoryStore`] runs the store's rules in process (the demo's third scene
+//! uses it); see its example. The `redis` module runs them in Redis.
+
+#[cfg(feature = "tower")]
+mod hook;
+mod memory;
+mod news;
+mod outbox;
+mod replica;
+mod stats;
+mod store;
+
+#[cfg(feature = "tower")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
+pub use hook::OutboxHook;
+pub use memory::{MemoryStore, Unreachable};
+#[cfg(feature = "redis")]
+pub(crate) use news::ceil_millis;
+pub use news::{check_origin, LocalTrip, News, MAX_ORIGIN_BYTES};
+pub use outbox::{Outbox, MAX_KEY_BYTES};
+pub use replica::{Replica, ReplicaBuilder, DEFAULT_SLACK, DEFAULT_WINDOW, MAX_OWN_TRIPS};
+pub use stats::SyncStats;
+pub use store::Store;

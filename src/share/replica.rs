@@ -1,0 +1,472 @@
+//! [`Replica`]: one registry's side of trip sharing — its trips on their way
+//! out, and the merge of news coming in — with no I/O of its own.
+
+use core::fmt;
+use core::hash::{BuildHasher, Hash};
+use core::time::Duration;
+use std::collections::hash_map::RandomState;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::news::{check_origin, LocalTrip, News};
+use super::outbox::Outbox;
+use super::stats::{Count, SyncStats};
+use super::store::Store;
+use crate::clock::{Clock, Nanos, QuantaClock};
+use crate::error::ConfigError;
+use crate::observe::{Reason, Transition};
+use crate::registry::Registry;
+use crate::remote::RemoteTrip;
+
+/// The most local trips a replica keeps to publish (and to publish again
+/// after its store lost them); more are dropped and counted.
+pub const MAX_OWN_TRIPS: usize = 1 << 16;
+
+/// The last news applied for a key.
+#[derive(Copy, Clone, Debug)]
+struct Seen {
+    epoch: u64,
+    /// When the entry may be forgotten: the period's end plus the slack.
+    forget_at: Nanos,
+}
+
+/// One of this replica's own trips, still open.
+#[derive(Copy, Clone, Debug)]
+struct Own {
+    until: Nanos,
+    reason: Reason,
+    /// Whether the store has it.
+    published: bool,
+}
+
+/// One registry's side of trip sharing, driven by a sync task (or, with a
+/// [`Store`] called directly, by a simulation): no I/O, no thread, no clock
+/// of its own — it reads the registry's.
+///
+/// * **Out:** it drains the [`Outbox`] the request path fills and hands each
+///   local trip to the store with what is left of its open period, keeping
+///   it (until the period ends) to hand it again if the store was
+///   unreachable or lost it.
+/// * **In:** it merges the store's [`News`] into the registry with
+///   [`Registry::apply_remote_at`]-style monotone merges (a breaker is
+///   opened or its period extended, never closed or shortened), after three
+///   filters: an epoch not newer than the last one applied for the key
+///   (duplicates, reordering, stale news) changes nothing; news reported by
+///   fewer than `min_reporters` replicas changes nothing; news of a trip this
+///   replica made itself, still open, changes nothing unless another
+///   replica reported a later end.
+///
+/// See [`MemoryStore`](super::MemoryStore) for a runnable example.
+pub struct Replica<K, S = RandomState, C: Clock = QuantaClock> {
+    registry: Arc<Registry<K, S, C>>,
+    outbox: Arc<Outbox>,
+    origin: String,
+    min_reporters: u32,
+    window: Duration,
+    slack: Duration,
+    applied: HashMap<String, Seen>,
+    own: HashMap<String, Own>,
+    stats: Arc<SyncStats>,
+}
+
+/// Builds a [`Replica`]: see [`Replica::builder`].
+#[must_use]
+pub struct ReplicaBuilder<K, S = RandomState, C: Clock = QuantaClock> {
+    registry: Arc<Registry<K, S, C>>,
+    outbox: Arc<Outbox>,
+    origin: Option<String>,
+    min_reporters: u32,
+    window: Duration,
+    slack: Duration,
+}
+
+/// The default `min_reporters` window.
+pub const DEFAULT_WINDOW: Duration = Duration::from_secs(60);
+/// The default slack: how long the store keeps a record past its period.
+pub const DEFAULT_SLACK: Duration = Duration::from_secs(5);
+
+impl<K, S, C: Clock> Replica<K, S, C> {
+    /// A builder for the replica sharing `registry`'s trips, which the
+    /// request path reports into `outbox`.
+    ///
+    /// Defaults: a random origin name, `min_reporters(1, 60 s)` (any one
+    /// replica's trip is applied everywhere), a slack of 5 s.
+    pub fn builder(
+        registry: Arc<Registry<K, S, C>>,
+        outbox: Arc<Outbox>,
+    ) -> ReplicaBuilder<K, S, C> {
+        ReplicaBuilder {
+            registry,
+            outbox,
+            origin: None,
+            min_reporters: 1,
+            window: DEFAULT_WINDOW,
+            slack: DEFAULT_SLACK,
+        }
+    }
+}
+
+impl<K, S, C: Clock> ReplicaBuilder<K, S, C> {
+    /// Names this replica in the store (default: random, unique per
+    /// process). 1 to 64 printable ASCII bytes, no `|`. Give each running
+    /// replica its own name: news from its own name is taken for its own.
+    pub fn origin(mut self, name: impl Into<String>) -> Self {
+        self.origin = Some(name.into());
+        self
+    }
+
+    /// Applies a remote trip only once `k` distinct replicas reported the
+    /// key within `window` (default 1, 60 s): with `k = 2` one replica cut
+    /// off from an upstream by its own network cannot eject the upstream
+    /// everywhere. `k` in 1..=1000, `window` in 1 ms..=1 day.
+    pub fn min_reporters(mut self, k: u32, window: Duration) -> Self {
+        self.min_reporters = k;
+        self.window = window;
+        self
+    }
+
+    /// How long the store keeps a key's record past its period (default
+    /// 5 s, at most 1 hour): it carries the key's epochs across a trip that
+    /// follows soon after, and bounds how long this replica remembers the
+    /// last epoch it applied.
+    pub fn slack(mut self, slack: Duration) -> Self {
+        self.slack = slack;
+        self
+    }
+
+    /// The replica.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] naming the field out of range.
+    pub fn build(self) -> Result<Replica<K, S, C>, ConfigError> {
+        let origin = self.origin.unwrap_or_else(random_origin);
+        if !check_origin(&origin) {
+            return Err(ConfigError::new(
+                "origin",
+                "1 to 64 printable ASCII bytes, no '|'",
+                origin,
+            ));
+        }
+        if !(1..=1000).contains(&self.min_reporters) {
+            return Err(ConfigError::new(
+                "min_reporters",
+                "1..=1000",
+                self.min_reporters,
+            ));
+        }
+        if !(Duration::from_millis(1)..=Duration::from_secs(86_400)).contains(&self.window) {
+            return Err(ConfigError::new(
+                "min_reporters window",
+                "1 ms ..= 1 day",
+                self.window,
+            ));
+        }
+        if self.slack > Duration::from_secs(3_600) {
+            return Err(ConfigError::new("slack", "0 ..= 1 hour", self.slack));
+        }
+        let stats = Arc::new(SyncStats::new(self.outbox.clone()));
+        Ok(Replica {
+            registry: self.registry,
+            outbox: self.outbox,
+            origin,
+            min_reporters: self.min_reporters,
+            window: self.window,
+            slack: self.slack,
+            applied: HashMap::new(),
+            own: HashMap::new(),
+            stats,
+        })
+    }
+}
+
+/// A name unique to this process: `replica-` and 16 hex digits from the
+/// process id, the time and std's random hasher keys.
+fn random_origin() -> String {
+    use core::hash::Hasher;
+    let mut h = RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    if let Ok(t) = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
+        h.write_u128(t.as_nanos());
+    }
+    format!("replica-{:016x}", h.finish())
+}
+
+impl<K, S, C: Clock> Replica<K, S, C> {
+    /// This replica's name in the store.
+    pub fn origin(&self) -> &str {
+        &self.origin
+    }
+
+    /// Its counters, readable while its task runs.
+    pub fn stats(&self) -> Arc<SyncStats> {
+        self.stats.clone()
+    }
+
+    /// The registry it shares.
+    pub fn registry(&self) -> &Arc<Registry<K, S, C>> {
+        &self.registry
+    }
+
+    /// `min_reporters`: `(k, window)`.
+    pub fn min_reporters(&self) -> (u32, Duration) {
+        (self.min_reporters, self.window)
+    }
+
+    /// The slack the store keeps a record past its period.
+    pub fn slack(&self) -> Duration {
+        self.slack
+    }
+
+    /// Own trips still open that the store may not have: all of them, after
+    /// the store restarted, failed over or was unreachable.
+    pub fn store_lost(&mut self) {
+        for own in self.own.values_mut() {
+            own.published = false;
+        }
+    }
+
+    /// Moves the outbox's reports into the table of own trips, and forgets
+    /// the own trips that ended by `now`.
+    pub(crate) fn drain_outbox_at(&mut self, now: Nanos) {
+        while let Some(report) = self.outbox.pop() {
+            let until = report.until();
+            let fresh = Own {
+                until,
+                reason: report.reason,
+                published: false,
+            };
+            let full = self.own.len() >= MAX_OWN_TRIPS;
+            match self.own.get_mut(report.key()) {
+                Some(own) if until > own.until => *own = fresh,
+                Some(_) => {}
+                None if full => self.outbox.count_dropped(),
+                None => {
+                    self.own.insert(report.key().to_owned(), fresh);
+                }
+            }
+        }
+        self.own.retain(|_, own| own.until > now);
+    }
+
+    /// The own trips open at `now` that the store does not have yet (the
+    /// outbox drained first), with what is left of them.
+    pub(crate) fn due_at(&mut self, now: Nanos) -> Vec<LocalTrip> {
+        self.drain_outbox_at(now);
+        self.own
+            .iter()
+            .filter(|(_, own)| !own.published)
+            .map(|(key, own)| LocalTrip {
+                key: key.clone(),
+                remaining: own.until.saturating_duration_since(now),
+                reason: own.reason,
+                origin: self.origin.clone(),
+                window: self.window,
+                slack: self.slack,
+            })
+            .collect()
+    }
+
+    /// The store has `trip` (sent at `now`): not to be sent again unless the
+    /// store loses it.
+    pub(crate) fn confirm(&mut self, trip: &LocalTrip, now: Nanos) {
+        if let Some(own) = self.own.get_mut(&trip.key) {
+            if own.until <= now.saturating_add(trip.remaining) {
+                own.published = true;
+            }
+        }
+        self.stats.add(Count::Published, 1);
+    }
+
+    /// Counts news set aside (malformed on the wire).
+    #[cfg(feature = "redis")]
+    pub(crate) fn count_ignored(&self) {
+        self.stats.add(Count::Ignored, 1);
+    }
+
+    /// Counts a failed store operation.
+    pub(crate) fn count_error(&self) {
+        self.stats.add(Count::Errors, 1);
+    }
+
+    /// Forgets applied epochs whose period and slack are over.
+    fn forget_at(&mut self, now: Nanos) {
+        self.applied.retain(|_, seen| seen.forget_at > now);
+    }
+}
+
+impl<K, S, C> Replica<K, S, C>
+where
+    K: Hash + Eq + for<'a> TryFrom<&'a str>,
+    S: BuildHasher,
+    C: Clock,
+{
+    /// Applies `news` now: see [`receive_at`](Self::receive_at).
+    pub fn receive(&mut self, news: &News) -> Option<Transition> {
+        let now = self.registry.now();
+        self.receive_at(news, now)
+    }
+
+    /// Applies `news` at `now`, if it passes the filters (a newer epoch than
+    /// the last applied for the key, at least `min_reporters` reporters, not
+    /// this replica's own open trip coming back with nothing beyond it — it
+    /// is the only reporter, or the news ends no later): the key's breaker — created if the
+    /// registry does not track the key yet — opens until `now` plus what is
+    /// left, or its open period is extended to that end (minus its own
+    /// jitter). Returns the transition, whose reason is
+    /// [`Reason::RemoteTrip`]; it is never a close or a half-open.
+    pub fn receive_at(&mut self, news: &News, now: Nanos) -> Option<Transition> {
+        self.stats.add(Count::Received, 1);
+        if news.reporters < self.min_reporters {
+            self.stats.add(Count::BelowMinReporters, 1);
+            return None;
+        }
+        if self
+            .applied
+            .get(&news.key)
+            .is_some_and(|s| s.epoch >= news.epoch)
+        {
+            self.stats.add(Count::Stale, 1);
+            return None;
+        }
+        let end = now.saturating_add(news.remaining);
+        let seen = Seen {
+            epoch: news.epoch,
+            forget_at: end.saturating_add(self.slack),
+        };
+        let own = self.own.get(&news.key).filter(|o| o.until > now);
+        if news.origin == self.origin
+            && own.is_some_and(|o| {
+                news.reporters <= 1 || o.until.saturating_add(Duration::from_millis(1)) >= end
+            })
+        {
+            // Its own trip coming back (it is the only reporter, or the news
+            // ends no later than its own trip; the wire rounds up to whole
+            // milliseconds): nothing to learn, and applying it would only
+            // stretch the period by the round trip. Taken as applied, so a
+            // late duplicate cannot do that either.
+            self.applied.insert(news.key.clone(), seen);
+            self.stats.add(Count::Ignored, 1);
+            return None;
+        }
+        if news.remaining.is_zero() {
+            return None;
+        }
+        let Ok(key) = K::try_from(news.key.as_str()) else {
+            self.stats.add(Count::Ignored, 1);
+            return None;
+        };
+        let handle = self.registry.get_or_insert_at(key, now);
+        if !handle.is_tracked() {
+            // The registry is full: its overflow breaker is shared by every
+            // untracked key, and one upstream's news must not open it.
+            self.stats.add(Count::Ignored, 1);
+            return None;
+        }
+        self.applied.insert(news.key.clone(), seen);
+        let remote = RemoteTrip::new(news.epoch, news.remaining, news.reason);
+        let t = handle.apply_remote_at(&remote, now);
+        if t.is_some() {
+            self.stats.add(Count::Applied, 1);
+        }
+        t
+    }
+
+    /// Applies the store's list of open trips (reconciliation) at `now`, and
+    /// forgets applied epochs that are over. Returns how many changed a
+    /// breaker.
+    pub(crate) fn reconciled_at(&mut self, open: &[News], now: Nanos) -> usize {
+        let applied = open
+            .iter()
+            .filter(|news| self.receive_at(news, now).is_some())
+            .count();
+        self.forget_at(now);
+        self.stats.add(Count::Reconciled, 1);
+        applied
+    }
+
+    /// Hands the local trips the store does not have yet to `store`, now:
+    /// see [`publish_to_at`](Self::publish_to_at).
+    pub fn publish_to<St: Store>(&mut self, store: &mut St) -> Vec<News> {
+        let now = self.registry.now();
+        self.publish_to_at(store, now)
+    }
+
+    /// Hands the local trips the store does not have yet to `store` at
+    /// `now`, and returns the news the store made of them, to deliver to
+    /// every replica (a simulation's job; Redis publishes them itself). An
+    /// unreachable store is counted in [`SyncStats::errors`] and the trips
+    /// are handed again next time, while they last.
+    pub fn publish_to_at<St: Store>(&mut self, store: &mut St, now: Nanos) -> Vec<News> {
+        let mut out = Vec::new();
+        for trip in self.due_at(now) {
+            match store.trip(&trip) {
+                Ok(news) => {
+                    self.confirm(&trip, now);
+                    out.extend(news);
+                }
+                Err(_) => {
+                    self.count_error();
+                    break;
+                }
+            }
+        }
+        out
+    }
+
+    /// Reconciles with `store` now: see [`reconcile_with_at`](Self::reconcile_with_at).
+    ///
+    /// # Errors
+    ///
+    /// The store's, counted in [`SyncStats::errors`].
+    pub fn reconcile_with<St: Store>(&mut self, store: &mut St) -> Result<usize, St::Error> {
+        let now = self.registry.now();
+        self.reconcile_with_at(store, now)
+    }
+
+    /// Reads every open trip from `store` and applies it at `now` (what
+    /// heals lost messages, a cold start and a partition). Returns how many
+    /// changed a breaker.
+    ///
+    /// # Errors
+    ///
+    /// The store's, counted in [`SyncStats::errors`].
+    pub fn reconcile_with_at<St: Store>(
+        &mut self,
+        store: &mut St,
+        now: Nanos,
+    ) -> Result<usize, St::Error> {
+        match store.open_trips() {
+            Ok(open) => Ok(self.reconciled_at(&open, now)),
+            Err(e) => {
+                self.count_error();
+                Err(e)
+            }
+        }
+    }
+}
+
+impl<K, S, C: Clock> fmt::Debug for ReplicaBuilder<K, S, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReplicaBuilder")
+            .field("origin", &self.origin)
+            .field("min_reporters", &self.min_reporters)
+            .field("window", &self.window)
+            .field("slack", &self.slack)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K, S, C: Clock> fmt::Debug for Replica<K, S, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Replica")
+            .field("origin", &self.origin)
+            .field("min_reporters", &self.min_reporters)
+            .field("window", &self.window)
+            .field("slack", &self.slack)
+            .field("own_trips", &self.own.len())
+            .field("applied", &self.applied.len())
+            .field("stats", &self.stats)
+            .finish()
+    }
+}
