@@ -17,6 +17,18 @@ use core::fmt;
 /// | `dropped` | its future was dropped early (the client went away) | nothing |
 /// | `abandoned` | its future was dropped after the slow-call threshold or `abandoned_after` | a slow call or a failure |
 /// | `panicked` | a panic unwound through it | a failure |
+///
+/// ```
+/// use failfast::export::Ending;
+///
+/// // The `outcome` labels of the call duration histogram: every ending but `rejected`.
+/// let labels = Ending::TIMED.map(Ending::as_str);
+/// assert_eq!(labels, ["success", "slow", "failure", "ignored", "dropped", "abandoned", "panicked"]);
+/// // A span's OpenTelemetry status: a rejection is an error, a business error is not.
+/// assert!(Ending::Rejected.is_error());
+/// assert!(!Ending::Ignored.is_error());
+/// assert_eq!(Ending::Abandoned.to_string(), "abandoned");
+/// ```
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Ending {

@@ -18,7 +18,24 @@ pub const DEFAULT_MAX_KEY_LEN: usize = 255;
 /// Inputs longer than this are refused before they are read.
 const MAX_INPUT: usize = 1024;
 
-/// A stack buffer holding one normal form.
+/// A stack buffer holding one normal form (see [`AuthorityKey`]): what
+/// [`AuthorityKey::normalise`] returns, and where [`normalise_authority`]
+/// writes, so deriving a key allocates nothing.
+///
+/// ```
+/// use failfast::tower::{normalise_authority, AuthorityKey, KeyBuf};
+///
+/// let req = http::Request::get("https://Shop.example/cart").body(()).unwrap();
+/// let key: KeyBuf = AuthorityKey::<String>::new().normalise(&req).unwrap();
+/// assert_eq!(key.as_str(), "shop.example:443");
+///
+/// // One buffer serves many authorities: each is written over the last.
+/// let mut buf = KeyBuf::new();
+/// for authority in ["API.example", "api.example.:080", "user@api.example:80"] {
+///     let key = normalise_authority(authority.as_bytes(), Some(80), 255, &mut buf).unwrap();
+///     assert_eq!(key, "api.example:80");
+/// }
+/// ```
 #[derive(Clone)]
 pub struct KeyBuf {
     bytes: [u8; MAX_AUTHORITY_LEN],
@@ -267,6 +284,56 @@ pub fn normalise_authority<'b>(
 /// A key type [`AuthorityKey`] can produce from a normal form: looked up by
 /// the borrowed text where the type allows it (no allocation for a key
 /// already tracked), else converted per request.
+///
+/// A key type of your own can shape the key: below, one breaker per host
+/// name, whatever the port, looked up by the borrowed name.
+///
+/// ```
+/// use failfast::tower::{FromAuthority, KeySink, KeyedLayer, Keyless};
+/// use failfast::{Breaker, Registry};
+/// use std::borrow::Borrow;
+/// use std::sync::Arc;
+/// use tower::{Layer, ServiceExt};
+///
+/// /// A host name without its port.
+/// #[derive(PartialEq, Eq, Hash)] // hashed as its one field: as its text
+/// struct Host(Box<str>);
+///
+/// impl Borrow<str> for Host {
+///     fn borrow(&self) -> &str {
+///         &self.0
+///     }
+/// }
+///
+/// impl From<&str> for Host {
+///     fn from(name: &str) -> Host {
+///         Host(name.into())
+///     }
+/// }
+///
+/// impl FromAuthority for Host {
+///     fn deliver<S: KeySink<Host>>(normalised: &str, sink: S) -> Result<S::Output, Keyless> {
+///         // A normal form always ends in `:port`.
+///         let name = normalised.rsplit_once(':').map_or(normalised, |(name, _port)| name);
+///         Ok(sink.converted(name)) // a new `Host` only for a new name
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), tower::BoxError> {
+/// let registry = Arc::new(Registry::<Host>::builder(Breaker::builder().consecutive_failures(5)).build()?);
+/// let upstream = tower::service_fn(|_req: http::Request<()>| async {
+///     Ok::<_, std::io::Error>(http::Response::new(()))
+/// });
+/// let svc = KeyedLayer::new(registry.clone()).layer(upstream); // keyed by `AuthorityKey<Host>`
+/// for uri in ["http://API.example/", "https://api.example/", "http://api.example:8080/"] {
+///     svc.clone().oneshot(http::Request::get(uri).body(()).unwrap()).await?;
+/// }
+/// assert_eq!(registry.len(), 1);
+/// registry.for_each_snapshot(|host, _| assert_eq!(&*host.0, "api.example"));
+/// # Ok(())
+/// # }
+/// ```
 pub trait FromAuthority: Sized {
     /// Sends the key for `normalised` (a normal form) to `sink`.
     ///

@@ -187,6 +187,32 @@ impl<S, Cl: Clone, C: Clock> Layer<S> for EjectLayer<Cl, C> {
 ///
 /// Put a failfast or queue timeout in front of the balancer: when every
 /// endpoint is open, the balancer is `Pending` until the first probe time.
+///
+/// ```
+/// use failfast::tower::Eject;
+/// use failfast::Breaker;
+/// use std::sync::Arc;
+/// use std::task::Poll;
+/// use tower::{Service, ServiceExt};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), tower::BoxError> {
+/// let breaker = Arc::new(Breaker::builder().consecutive_failures(5).build()?);
+/// let endpoint = tower::service_fn(|req: u32| async move { Ok::<_, std::io::Error>(req * 2) });
+/// let mut endpoint = Eject::new(endpoint, breaker.clone()); // or EjectLayer::new(breaker).layer(endpoint)
+///
+/// // Closed: ready, holding the permit its next call uses.
+/// endpoint.ready().await?;
+/// assert!(endpoint.holds_permit());
+/// assert_eq!(endpoint.call(21).await?, 42);
+///
+/// // Open: not ready, and not an error either, so a balancer keeps it and picks another.
+/// breaker.force_open();
+/// let ready = std::future::poll_fn(|cx| Poll::Ready(endpoint.poll_ready(cx))).await;
+/// assert!(ready.is_pending());
+/// # Ok(())
+/// # }
+/// ```
 pub struct Eject<S, Cl = DefaultClassifier, C: Clock = QuantaClock> {
     inner: S,
     breaker: Arc<Breaker<C>>,

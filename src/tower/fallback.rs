@@ -73,7 +73,52 @@ impl Count {
 /// miss, say).
 ///
 /// Closures make recovers: see [`FallbackLayer::new`] and
-/// [`FallbackLayer::with_request`].
+/// [`FallbackLayer::with_request`]. A type of your own, given to
+/// [`FallbackLayer::from_recover`], can be named (in a struct field, a
+/// service's type):
+///
+/// ```
+/// use failfast::tower::{unavailable, FailFastLayer, FallbackLayer, Recover};
+/// use failfast::{Breaker, Rejected};
+/// use std::sync::Arc;
+/// use tower::{ServiceBuilder, ServiceExt};
+///
+/// /// A 503 that carries the request's `x-request-id` back.
+/// struct Unavailable;
+///
+/// impl<B> Recover<http::Request<B>, http::Response<String>> for Unavailable {
+///     type Memo = Option<http::HeaderValue>;
+///
+///     fn remember(&self, req: &http::Request<B>) -> Self::Memo {
+///         req.headers().get("x-request-id").cloned()
+///     }
+///
+///     fn answer(&self, id: Self::Memo, rejected: &Rejected) -> Option<http::Response<String>> {
+///         let mut response = unavailable::<String>(rejected);
+///         if let Some(id) = id {
+///             response.headers_mut().insert("x-request-id", id);
+///         }
+///         Some(response)
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), tower::BoxError> {
+/// let breaker = Arc::new(Breaker::builder().consecutive_failures(1).build()?);
+/// let svc = ServiceBuilder::new()
+///     .layer(FallbackLayer::from_recover(Unavailable))
+///     .layer(FailFastLayer::new(breaker.clone()))
+///     .service_fn(|_req: http::Request<()>| async {
+///         Ok::<_, std::io::Error>(http::Response::new("fresh".to_owned()))
+///     });
+/// breaker.force_open();
+/// let req = http::Request::get("/").header("x-request-id", "7f3a").body(()).unwrap();
+/// let answer = svc.oneshot(req).await?;
+/// assert_eq!(answer.status(), 503);
+/// assert_eq!(answer.headers()["x-request-id"], "7f3a");
+/// # Ok(())
+/// # }
+/// ```
 pub trait Recover<Req, Res> {
     /// What is kept of each request.
     type Memo;
@@ -86,7 +131,41 @@ pub trait Recover<Req, Res> {
     fn answer(&self, memo: Self::Memo, rejected: &Rejected) -> Option<Res>;
 }
 
-/// A recover from the rejection alone (see [`FallbackLayer::new`]).
+/// A recover from the rejection alone (see [`FallbackLayer::new`]): the
+/// answer function, wrapped. With a function pointer the layer's type can be
+/// written out.
+///
+/// ```
+/// use failfast::tower::{unavailable, FailFastLayer, FallbackLayer, OnRejected};
+/// use failfast::{Breaker, Rejected};
+/// use std::sync::Arc;
+/// use tower::{ServiceBuilder, ServiceExt};
+///
+/// type Answer = fn(&Rejected) -> Option<http::Response<String>>;
+///
+/// fn busy(rejected: &Rejected) -> Option<http::Response<String>> {
+///     let mut response = unavailable::<String>(rejected);
+///     *response.body_mut() = format!("busy: {rejected}");
+///     Some(response)
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), tower::BoxError> {
+/// let fallback: FallbackLayer<OnRejected<Answer>> = FallbackLayer::new(busy);
+/// let breaker = Arc::new(Breaker::builder().consecutive_failures(1).build()?);
+/// let svc = ServiceBuilder::new()
+///     .layer(fallback)
+///     .layer(FailFastLayer::new(breaker.clone()))
+///     .service_fn(|_req: http::Request<()>| async {
+///         Ok::<_, std::io::Error>(http::Response::new("fresh".to_owned()))
+///     });
+/// breaker.force_open();
+/// let answer = svc.oneshot(http::Request::new(())).await?;
+/// assert_eq!(answer.status(), 503);
+/// assert_eq!(answer.body(), "busy: circuit forced open");
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone, Copy)]
 pub struct OnRejected<F>(F);
 
@@ -110,7 +189,42 @@ impl<F> fmt::Debug for OnRejected<F> {
 }
 
 /// A recover from what was kept of the request and the rejection (see
-/// [`FallbackLayer::with_request`]).
+/// [`FallbackLayer::with_request`]): the two functions, wrapped.
+///
+/// ```
+/// use failfast::tower::{is_stale, mark_stale, FailFastLayer, FallbackLayer, WithRequest};
+/// use failfast::{Breaker, Rejected};
+/// use std::sync::Arc;
+/// use tower::{ServiceBuilder, ServiceExt};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), tower::BoxError> {
+/// // Kept of each request: its path. Answered: a stale copy of `/rates`, nothing else.
+/// let fallback: FallbackLayer<WithRequest<_, _>> = FallbackLayer::with_request(
+///     |req: &http::Request<()>| req.uri().path().to_owned(),
+///     |path: String, rejected: &Rejected| {
+///         (path == "/rates").then(|| {
+///             let mut copy = http::Response::new("1.09".to_owned());
+///             mark_stale(&mut copy, rejected, None);
+///             copy
+///         })
+///     },
+/// );
+/// let breaker = Arc::new(Breaker::builder().consecutive_failures(1).build()?);
+/// let svc = ServiceBuilder::new()
+///     .layer(fallback)
+///     .layer(FailFastLayer::new(breaker.clone()))
+///     .service_fn(|_req: http::Request<()>| async {
+///         Ok::<_, std::io::Error>(http::Response::new("fresh".to_owned()))
+///     });
+/// breaker.force_open();
+/// let answer = svc.clone().oneshot(http::Request::get("/rates").body(())?).await?;
+/// assert!(is_stale(&answer));
+/// let err = svc.oneshot(http::Request::get("/orders").body(())?).await.unwrap_err();
+/// assert!(err.is::<Rejected>()); // no copy: the rejection goes through
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone, Copy)]
 pub struct WithRequest<R, A> {
     remember: R,
@@ -277,7 +391,34 @@ impl<S, F> Layer<S> for FallbackLayer<F> {
 }
 
 /// A service whose breaker rejections are answered by a [`Recover`]; see
-/// [`FallbackLayer`].
+/// [`FallbackLayer`]. Only rejections: the errors of calls that ran pass
+/// through unchanged.
+///
+/// ```
+/// use failfast::tower::{unavailable, FailFast, Fallback, FallbackLayer};
+/// use failfast::{Breaker, State};
+/// use std::sync::Arc;
+/// use tower::{Layer, Service, ServiceExt};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), tower::BoxError> {
+/// let breaker = Arc::new(Breaker::builder().consecutive_failures(1).build()?);
+/// let upstream = tower::service_fn(|_req: http::Request<()>| async {
+///     Err::<http::Response<()>, _>(std::io::Error::other("connection reset"))
+/// });
+/// let fallback = FallbackLayer::new(|rejected| Some(unavailable::<()>(rejected)));
+/// let mut svc: Fallback<_, _> = fallback.layer(FailFast::new(upstream, breaker));
+///
+/// // The call ran and failed: its error, and the breaker trips.
+/// let err = svc.ready().await?.call(http::Request::new(())).await.unwrap_err();
+/// assert_eq!(err.to_string(), "connection reset");
+/// assert_eq!(svc.get_ref().breaker().state(), State::Open);
+/// // Rejected: answered.
+/// let answer = svc.ready().await?.call(http::Request::new(())).await?;
+/// assert_eq!(answer.status(), 503);
+/// # Ok(())
+/// # }
+/// ```
 pub struct Fallback<S, F> {
     inner: S,
     recover: Arc<F>,
@@ -336,7 +477,30 @@ where
 }
 
 pin_project! {
-    /// The response future of a [`Fallback`].
+    /// The response future of a [`Fallback`]: the inner call's future, and
+    /// what [`Recover::remember`] kept of the request (taken when `call`
+    /// was made) for the answer if that future fails with a rejection.
+    ///
+    /// ```
+    /// use failfast::tower::{unavailable, FailFast, FallbackFuture, FallbackLayer};
+    /// use failfast::Breaker;
+    /// use std::sync::Arc;
+    /// use tower::{Layer, Service, ServiceExt};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), tower::BoxError> {
+    /// let breaker = Arc::new(Breaker::builder().consecutive_failures(1).build()?);
+    /// let upstream = tower::service_fn(|_req: http::Request<()>| async {
+    ///     Ok::<_, std::io::Error>(http::Response::new(()))
+    /// });
+    /// let fallback = FallbackLayer::new(|rejected| Some(unavailable::<()>(rejected)));
+    /// let mut svc = fallback.layer(FailFast::new(upstream, breaker.clone()));
+    /// breaker.force_open();
+    /// let future: FallbackFuture<_, _, _, _> = svc.ready().await?.call(http::Request::new(()));
+    /// assert_eq!(future.await?.status(), 503);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub struct FallbackFuture<Fut, F, M, Req> {
         #[pin]
         inner: Fut,

@@ -6,6 +6,18 @@ use core::fmt;
 use core::hash::Hash;
 
 /// Why a request has no key.
+///
+/// ```
+/// use failfast::tower::{AuthorityKey, KeylessReason};
+///
+/// let keys = AuthorityKey::<String>::new();
+/// let reason = |req: http::Request<()>| keys.normalise(&req).unwrap_err().reason();
+/// assert_eq!(reason(http::Request::get("/v1").body(()).unwrap()), KeylessReason::Missing);
+/// assert_eq!(reason(http::Request::get("http://api.example:0/").body(()).unwrap()), KeylessReason::BadPort);
+/// assert_eq!(reason(http::Request::get("ftp://files.example/").body(()).unwrap()), KeylessReason::UnknownScheme);
+/// let two_hosts = http::Request::get("/v1").header("host", "a.example").header("host", "b.example");
+/// assert_eq!(reason(two_hosts.body(()).unwrap()), KeylessReason::Malformed);
+/// ```
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum KeylessReason {
@@ -126,6 +138,51 @@ pub trait KeyFn<Req> {
 
 /// Where a [`KeyFn`] sends the key it derived (the keyed layer's registry
 /// lookup): the three ways a key can arrive.
+///
+/// A sink of your own puts a key function to other uses: below,
+/// [`AuthorityKey`](super::AuthorityKey)'s normal form looks up a table of
+/// per-upstream settings, without allocating.
+///
+/// ```
+/// use failfast::tower::{AuthorityKey, KeyFn, KeySink};
+/// use std::borrow::Borrow;
+/// use std::collections::HashMap;
+/// use std::hash::Hash;
+///
+/// /// Finds a key's entry in a map.
+/// struct Find<'m, V>(&'m HashMap<String, V>);
+///
+/// impl<'m, V> KeySink<String> for Find<'m, V> {
+///     type Output = Option<&'m V>;
+///
+///     fn owned(self, key: String) -> Option<&'m V> {
+///         self.0.get(&key)
+///     }
+///
+///     fn borrowed<Q>(self, key: &Q) -> Option<&'m V>
+///     where
+///         String: Borrow<Q>,
+///         Q: Hash + Eq + ToOwned<Owned = String> + ?Sized,
+///     {
+///         self.0.get(key)
+///     }
+///
+///     fn converted<Q>(self, key: &Q) -> Option<&'m V>
+///     where
+///         String: Borrow<Q> + for<'q> From<&'q Q>,
+///         Q: Hash + Eq + ?Sized,
+///     {
+///         self.0.get(key)
+///     }
+/// }
+///
+/// let max_in_flight = HashMap::from([("api.example:443".to_owned(), 100)]);
+/// let keys = AuthorityKey::<String>::new();
+/// let req = http::Request::get("https://API.example/v1").body(()).unwrap();
+/// assert_eq!(keys.key_into(&req, Find(&max_in_flight)), Ok(Some(&100)));
+/// let req = http::Request::get("https://other.example/").body(()).unwrap();
+/// assert_eq!(keys.key_into(&req, Find(&max_in_flight)), Ok(None));
+/// ```
 pub trait KeySink<K> {
     /// What the lookup produces.
     type Output;
