@@ -256,7 +256,7 @@ fn sync_counters_are_exported_under_their_names() {
     let stats = replica.stats();
     let recorder = DebuggingRecorder::new();
     let snapshotter = recorder.snapshotter();
-    metrics::with_local_recorder(&recorder, || MetricsExporter::new().export_sync(&stats));
+    metrics::with_local_recorder(&recorder, || stats.export_metrics());
     let all = counters(&snapshotter);
     let expected = [
         (SYNC_PUBLISHED_TOTAL, 1),

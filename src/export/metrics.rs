@@ -28,7 +28,7 @@
 //! | `circuit_breaker_open` | gauge | — | registry counters |
 //! | `circuit_breaker_half_open` | gauge | — | registry counters |
 //! | `circuit_breaker_tracked` | gauge | — | registry counters |
-//! | `circuit_breaker_sync_published_total`, `…_sync_errors_total`, `…_sync_dropped_total`, `…_sync_received_total`, `…_sync_applied_total`, `…_sync_stale_total`, `…_sync_below_min_reporters_total`, `…_sync_ignored_total`, `…_sync_reconciled_total` | counter (absolute) | — | a replica's [`SyncStats`] (trips shared across replicas): [`MetricsExporter::export_sync`] |
+//! | `circuit_breaker_sync_published_total`, `…_sync_errors_total`, `…_sync_dropped_total`, `…_sync_received_total`, `…_sync_applied_total`, `…_sync_stale_total`, `…_sync_below_min_reporters_total`, `…_sync_ignored_total`, `…_sync_reconciled_total` | counter (absolute) | — | a replica's [`SyncStats`](crate::share::SyncStats) (trips shared across replicas): [`SyncStats::export_metrics`](crate::share::SyncStats::export_metrics) |
 //!
 //! A registry may hold millions of hosts: its per-host series (the first
 //! five rows) are **opt-in** ([`MetricsExporter::per_host`]); its aggregates
@@ -81,7 +81,6 @@ use crate::clock::Clock;
 use crate::error::Rejected;
 use crate::observe::{BreakerSnapshot, CallCounts, Observer, Transition};
 use crate::registry::Registry;
-use crate::share::SyncStats;
 use crate::state::State;
 
 /// `circuit_breaker_state`
@@ -146,52 +145,44 @@ pub const SYNC_IGNORED_TOTAL: &str = "circuit_breaker_sync_ignored_total";
 /// `circuit_breaker_sync_reconciled_total`: reconciliations done.
 pub const SYNC_RECONCILED_TOTAL: &str = "circuit_breaker_sync_reconciled_total";
 
-/// The sync counters: name, description, and where each comes from.
-const SYNC: [(&str, &str, fn(&SyncStats) -> u64); 9] = [
+/// The sync counters of a sharing replica and their descriptions, in the
+/// order [`SyncStats::export_metrics`](crate::share::SyncStats::export_metrics) publishes them.
+pub(crate) const SYNC: [(&str, &str); 9] = [
     (
         SYNC_PUBLISHED_TOTAL,
         "Local trips the shared store accepted",
-        SyncStats::published,
     ),
     (
         SYNC_ERRORS_TOTAL,
         "Shared-store operations that failed or timed out (local-only meanwhile)",
-        SyncStats::errors,
     ),
     (
         SYNC_DROPPED_TOTAL,
         "Local trips never shared (outbox or table full, key too long)",
-        SyncStats::dropped,
     ),
     (
         SYNC_RECEIVED_TOTAL,
         "News of other replicas' trips received",
-        SyncStats::received,
     ),
     (
         SYNC_APPLIED_TOTAL,
         "News that opened a breaker or extended its open period",
-        SyncStats::applied,
     ),
     (
         SYNC_STALE_TOTAL,
         "News not newer than the last applied for its key",
-        SyncStats::stale,
     ),
     (
         SYNC_BELOW_MIN_REPORTERS_TOTAL,
         "News reported by fewer replicas than min_reporters",
-        SyncStats::below_min_reporters,
     ),
     (
         SYNC_IGNORED_TOTAL,
         "News set aside (malformed, untrackable key, own trip)",
-        SyncStats::ignored,
     ),
     (
         SYNC_RECONCILED_TOTAL,
         "Reconciliations with the shared store",
-        SyncStats::reconciled,
     ),
 ];
 
@@ -278,7 +269,7 @@ pub fn describe() {
     describe_gauge!(OPEN, Unit::Count, "Breakers open now");
     describe_gauge!(HALF_OPEN, Unit::Count, "Breakers half-open now");
     describe_gauge!(TRACKED, Unit::Count, "Breakers held by the registry");
-    for (name, description, _) in SYNC {
+    for (name, description) in SYNC {
         describe_counter!(name, Unit::Count, description);
     }
 }
@@ -388,30 +379,6 @@ impl MetricsExporter {
     /// [`Breaker::snapshot`].
     pub fn export_breaker<C: Clock>(&self, upstream: &str, breaker: &Breaker<C>) {
         export_snapshot(upstream, &breaker.snapshot());
-    }
-
-    /// Publishes a sharing replica's counters ([`SyncStats`], from
-    /// `Replica::stats` or `RedisSync::stats`) as the
-    /// `circuit_breaker_sync_*_total` counters; no labels (export one
-    /// replica per process, or add a label in your recorder).
-    ///
-    /// ```
-    /// use failfast::export::metrics::MetricsExporter;
-    /// use failfast::share::{Outbox, Replica};
-    /// use failfast::{Breaker, Registry};
-    /// use std::sync::Arc;
-    ///
-    /// let registry = Arc::new(Registry::<String>::builder(Breaker::builder().consecutive_failures(3)).build()?);
-    /// let replica = Replica::builder(registry, Arc::new(Outbox::new(64))).build()?;
-    /// let stats = replica.stats(); // keep it; the replica goes to its task
-    /// // In the scrape handler, before rendering:
-    /// MetricsExporter::new().export_sync(&stats);
-    /// # Ok::<(), failfast::ConfigError>(())
-    /// ```
-    pub fn export_sync(&self, stats: &SyncStats) {
-        for (name, _, read) in SYNC {
-            metrics::counter!(name).absolute(read(stats));
-        }
     }
 
     /// Publishes a registry's aggregates — `circuit_breaker_open`,

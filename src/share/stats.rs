@@ -132,6 +132,43 @@ impl SyncStats {
     pub fn reconciled(&self) -> u64 {
         self.get(Count::Reconciled)
     }
+
+    /// Publishes these counters through the `metrics` facade (feature
+    /// `metrics`) as the absolute counters `circuit_breaker_sync_*_total`
+    /// (named in [`export::metrics`](crate::export::metrics)); no labels
+    /// (one replica per process is the usual case). Call it at scrape time,
+    /// beside [`MetricsExporter`](crate::export::metrics::MetricsExporter).
+    ///
+    /// ```
+    /// use failfast::share::{Outbox, Replica};
+    /// use failfast::{Breaker, Registry};
+    /// use std::sync::Arc;
+    ///
+    /// let registry = Arc::new(Registry::<String>::builder(Breaker::builder().consecutive_failures(3)).build()?);
+    /// let replica = Replica::builder(registry, Arc::new(Outbox::new(64))).build()?;
+    /// let stats = replica.stats(); // keep it; the replica goes to its task
+    /// // In the scrape handler, before rendering:
+    /// stats.export_metrics();
+    /// # Ok::<(), failfast::ConfigError>(())
+    /// ```
+    #[cfg(feature = "metrics")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+    pub fn export_metrics(&self) {
+        let values = [
+            self.published(),
+            self.errors(),
+            self.dropped(),
+            self.received(),
+            self.applied(),
+            self.stale(),
+            self.below_min_reporters(),
+            self.ignored(),
+            self.reconciled(),
+        ];
+        for ((name, _), value) in crate::export::metrics::SYNC.into_iter().zip(values) {
+            metrics::counter!(name).absolute(value);
+        }
+    }
 }
 
 impl fmt::Debug for SyncStats {
