@@ -368,6 +368,25 @@ fn bulkhead_allocates_nothing() {
 }
 
 #[test]
+fn a_trip_reported_to_the_outbox_allocates_nothing() {
+    // Trip sharing's one step on the request path: the verdict that trips
+    // hands its transition to the outbox (full or not, the key inline).
+    let outbox = failfast::share::Outbox::new(REPS / 2);
+    let (b, clock) = manual(1);
+    let key = "pricing.internal.example.com:443";
+    assert_no_alloc("trip, report into the outbox (queued, then full)", || {
+        for _ in 0..REPS {
+            let t = b.try_acquire().unwrap().failure().expect("a trip");
+            black_box(outbox.report(black_box(key), &t));
+            b.reset();
+            clock.advance(Duration::from_millis(1));
+        }
+    });
+    assert_eq!(outbox.len(), REPS / 2);
+    assert_eq!(outbox.dropped(), (REPS - REPS / 2) as u64);
+}
+
+#[test]
 fn the_counter_counts() {
     // The harness itself: a Vec allocation is seen.
     assert_eq!(allocations(|| drop(black_box(vec![1u8; 16]))), 1);
