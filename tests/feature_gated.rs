@@ -77,7 +77,11 @@ needs!(
 needs!(redis_sync, "redis", "needs --features redis");
 needs!(redis_cluster, "redis", "needs --features redis");
 needs!(redis_store_rules, "redis", "needs --features redis");
-needs!(redis_proxy, "redis", "needs --features redis");
+needs!(
+    redis_proxy,
+    "tower" + "redis",
+    "needs --features tower,redis"
+);
 
 /// Every `[[test]]` of `Cargo.toml` with `required-features` has its
 /// `needs!` line above, naming the same features (joined by `+`).

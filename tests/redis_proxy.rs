@@ -2,25 +2,15 @@
 //! (`examples/proxy.rs`) in front of one failing upstream share trips
 //! through a real `redis-server` (started by the test, see `redis_server/`):
 //! once the first trips, the second rejects without calling the upstream.
-//! Needs the `tower` feature too (the proxy is built on its layers); skipped,
-//! with a notice, where `redis-server` is missing.
+//! Needs `--features tower,redis` (the proxy is built on the layers);
+//! skipped, with a notice, where `redis-server` is missing.
 
-#[cfg(feature = "tower")]
 mod redis_server;
 
-#[cfg(feature = "tower")]
 #[path = "../examples/proxy.rs"]
 #[allow(unreachable_pub, missing_docs)]
 mod proxy;
 
-#[cfg(not(feature = "tower"))]
-#[test]
-#[ignore = "needs --features tower,redis"]
-fn two_proxies_share_a_trip() {
-    panic!("run `cargo test --features tower,redis --test redis_proxy`");
-}
-
-#[cfg(feature = "tower")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_proxies_share_a_trip() {
     use std::collections::HashMap;
