@@ -370,6 +370,9 @@ mod tests {
         assert_eq!(at(secs(10)), secs(10) + Duration::from_millis(300));
         // Past that, the lease is what is left.
         assert_eq!(at(secs(11)), secs(15));
+        // At the instant the probes fall due, they are late already: the
+        // lease, not a wait of zero.
+        assert_eq!(at(secs(10) + Duration::from_millis(300)), secs(15));
     }
 
     #[test]
@@ -566,6 +569,42 @@ mod tests {
             panic!()
         };
         assert!(open_nanos(cut, &c, 0) < open_nanos(longer, &c, 0));
+    }
+
+    #[test]
+    fn a_remote_trip_holds_a_gate_slot_only_when_one_was_reserved() {
+        let c = config(1);
+        let news = |s, counted| match remote_trip(s, secs(0), secs(1), 1, counted, &c, 0) {
+            Next::Enter(open, true) => open.is_counted(),
+            other => panic!("{other:?}"),
+        };
+        assert!(news(Snapshot::INITIAL, true));
+        assert!(
+            !news(Snapshot::INITIAL, false),
+            "no slot reserved: none held"
+        );
+        let detached = Snapshot::INITIAL.with_detached();
+        assert!(!news(detached, true), "a removed breaker holds none");
+        assert!(!news(detached, false));
+    }
+
+    #[test]
+    fn news_ending_with_the_open_period_changes_nothing() {
+        let c = config(1);
+        let local = open(1); // 10 s from 100 s: ends at 110 s
+        let end = secs(100).saturating_add_nanos(open_nanos(local, &c, 0));
+        // Heard 100 span units before that end, with exactly 100 units left.
+        let heard = Nanos::from_nanos(end.as_nanos() - 100 * SPAN_UNIT_NANOS);
+        assert_eq!(
+            remote_trip(local, secs(100), heard, 100, true, &c, 0),
+            Next::Keep(false),
+            "a duplicate of the period already running is no transition"
+        );
+        // One unit more is a later end.
+        assert!(matches!(
+            remote_trip(local, secs(100), heard, 101, true, &c, 0),
+            Next::Enter(_, true)
+        ));
     }
 
     #[test]
