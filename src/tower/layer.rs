@@ -280,6 +280,26 @@ impl<S, Cl, C: Clock, M> FailFast<S, Cl, C, M> {
     pub fn into_inner(self) -> S {
         self.inner
     }
+
+    /// What `call` does in either mode: one clock reading, the admission,
+    /// then a ready rejection or the inner call with its permit.
+    fn guard<Req>(&mut self, req: Req) -> ResponseFuture<S::Future, Cl, C, (), M>
+    where
+        S: Service<Req>,
+        Cl: Clone,
+    {
+        let owner = Owner::Shared(self.breaker.clone());
+        let now = self.breaker.now();
+        let watching = self.watch.begin(&owner);
+        let admission = admit(owner, now, self.reporter.as_deref(), &self.naming);
+        ResponseFuture::admitted(
+            watching.admitted(&self.watch, admission, now),
+            || self.inner.call(req),
+            self.classify.clone(),
+            self.timeout,
+            self.reporter.clone(),
+        )
+    }
 }
 
 impl<S, Req, Cl, C> Service<Req> for FailFast<S, Cl, C>
@@ -298,17 +318,7 @@ where
     }
 
     fn call(&mut self, req: Req) -> Self::Future {
-        let owner = Owner::Shared(self.breaker.clone());
-        let now = self.breaker.now();
-        let watching = self.watch.begin(&owner);
-        let admission = admit(owner, now, self.reporter.as_deref(), &self.naming);
-        ResponseFuture::admitted(
-            watching.admitted(&self.watch, admission, now),
-            || self.inner.call(req),
-            self.classify.clone(),
-            self.timeout,
-            self.reporter.clone(),
-        )
+        self.guard(req)
     }
 }
 
@@ -329,16 +339,6 @@ where
     }
 
     fn call(&mut self, req: Req) -> Self::Future {
-        let owner = Owner::Shared(self.breaker.clone());
-        let now = self.breaker.now();
-        let watching = self.watch.begin(&owner);
-        let admission = admit(owner, now, self.reporter.as_deref(), &self.naming);
-        ResponseFuture::admitted(
-            watching.admitted(&self.watch, admission, now),
-            || self.inner.call(req),
-            self.classify.clone(),
-            self.timeout,
-            self.reporter.clone(),
-        )
+        self.guard(req)
     }
 }
