@@ -1,78 +1,28 @@
 //! No allocation per call and no thread, proved by counting.
 //!
-//! A counting global allocator counts the allocations made *on the current
-//! thread* while a check runs (tests run in parallel; each counts only its
-//! own), over many repetitions of every breaker path: CLOSED success, failure
-//! and ignore per policy, the `call` wrapper, owned permits, permit drop, OPEN
-//! and half-open rejections, every transition (trip, probe, close, reopen,
-//! lease expiry), permits dropped early, late and while panicking, and the
-//! manual modes. Observers are excluded (none is set:
-//! transitions are returned by value). Building a breaker allocates (its
-//! window and shared config), and is done outside the counted section.
+//! A counting global allocator (`counting_alloc`) counts the allocations made
+//! *on the current thread* while a check runs (tests run in parallel; each
+//! counts only its own), over many repetitions of every breaker path: CLOSED
+//! success, failure and ignore per policy, the `call` wrapper, owned permits,
+//! permit drop, OPEN and half-open rejections, every transition (trip, probe,
+//! close, reopen, lease expiry), permits dropped early, late and while
+//! panicking, and the manual modes. Observers are excluded (none is set:
+//! transitions are returned by value). Building a breaker allocates (its window
+//! and shared config), and is done outside the counted section.
 //!
 //! The thread check runs in a child process (this test binary re-executed on
 //! that one test), so no other test's thread can come or go while it counts.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::hint::black_box;
 use std::sync::Arc;
 use std::time::Duration;
 
 use failfast::{Breaker, Builder, Bulkhead, CallError, ManualClock, Nanos, Outcome, State};
 
-struct Counting;
-
-thread_local! {
-    static COUNTING: Cell<bool> = const { Cell::new(false) };
-    static COUNT: Cell<usize> = const { Cell::new(0) };
-}
-
-fn note() {
-    // `try_with`: the allocator may run while thread-locals are torn down.
-    if COUNTING.try_with(Cell::get).unwrap_or(false) {
-        let _ = COUNT.try_with(|c| c.set(c.get() + 1));
-    }
-}
-
-// SAFETY: every method forwards to `System` with the caller's arguments
-// unchanged; counting touches only const-initialised thread-locals without
-// destructors, which do not allocate.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        note();
-        // SAFETY: forwarded as is; the caller upholds `alloc`'s contract.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        note();
-        // SAFETY: as above.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        note();
-        // SAFETY: as above.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: as above.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
+mod counting_alloc;
+use counting_alloc::allocations;
 
 const REPS: usize = 1_000;
-
-/// Allocations made on this thread by `f`.
-fn allocations(f: impl FnOnce()) -> usize {
-    COUNT.with(|c| c.set(0));
-    COUNTING.with(|c| c.set(true));
-    f();
-    COUNTING.with(|c| c.set(false));
-    COUNT.with(Cell::get)
-}
 
 #[track_caller]
 fn assert_no_alloc(what: &str, f: impl FnOnce()) {

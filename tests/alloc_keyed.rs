@@ -5,12 +5,11 @@
 //! (the registry's idle stamp and the admission share the reading; the
 //! verdict of a success on a policy without timing reads none).
 //!
-//! A separate test binary: its counting global allocator counts only the
-//! current thread's allocations while a check runs, like `tests/alloc.rs`.
-//! The inner service is a no-op; requests are built before counting.
+//! A separate test binary: its counting global allocator (`counting_alloc`)
+//! counts only the current thread's allocations while a check runs, like
+//! `tests/alloc.rs`. The inner service is a no-op; requests are built before
+//! counting.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::pin;
@@ -23,58 +22,10 @@ use failfast::tower::{KeyedLayer, KeylessPolicy};
 use failfast::{Breaker, Clock, ManualClock, Nanos, Registry, Transition};
 use tower::{Layer, Service};
 
-struct Counting;
-
-thread_local! {
-    static COUNTING: Cell<bool> = const { Cell::new(false) };
-    static COUNT: Cell<usize> = const { Cell::new(0) };
-}
-
-fn note() {
-    // `try_with`: the allocator may run while thread-locals are torn down.
-    if COUNTING.try_with(Cell::get).unwrap_or(false) {
-        let _ = COUNT.try_with(|c| c.set(c.get() + 1));
-    }
-}
-
-// SAFETY: every method forwards to `System` with the caller's arguments
-// unchanged; counting touches only const-initialised thread-locals without
-// destructors, which do not allocate.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        note();
-        // SAFETY: forwarded as is; the caller upholds `alloc`'s contract.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        note();
-        // SAFETY: as above.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        note();
-        // SAFETY: as above.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: as above.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
+mod counting_alloc;
+use counting_alloc::allocations;
 
 const REPS: usize = 1_000;
-
-/// Allocations made on this thread by `f`.
-fn allocations(f: impl FnOnce()) -> usize {
-    COUNT.with(|c| c.set(0));
-    COUNTING.with(|c| c.set(true));
-    f();
-    COUNTING.with(|c| c.set(false));
-    COUNT.with(Cell::get)
-}
 
 /// A manual clock that counts its readings.
 #[derive(Clone, Default)]
