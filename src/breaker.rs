@@ -76,15 +76,6 @@ impl<C> Shared<C> {
     }
 }
 
-impl<C> fmt::Debug for Shared<C> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Shared")
-            .field("config", &self.config)
-            .field("observer", &self.observer.is_some())
-            .finish_non_exhaustive()
-    }
-}
-
 /// A circuit breaker: a few atomics, no lock, no timer, no allocation per call.
 ///
 /// ```
