@@ -560,6 +560,24 @@ mod tests {
     }
 
     #[test]
+    fn the_open_span_saturates_at_23_bits_without_touching_the_trips() {
+        let open = Snapshot::INITIAL.with_state(State::Open).with_trips(5);
+        // The field's width, written out: (1 << 23) - 1 units, about 39 h.
+        for (units, kept) in [
+            (1, 1),
+            ((1 << 23) - 1, (1 << 23) - 1),
+            (1 << 23, (1 << 23) - 1),
+        ] {
+            let s = open.with_open_span(units);
+            assert_eq!(s.open_span(), kept, "{units} units");
+            assert_eq!((s.state(), s.trips()), (State::Open, 5), "{units} units");
+        }
+        let s = open.with_open_span(u32::MAX);
+        assert_eq!((s.open_span(), s.trips()), ((1 << 23) - 1, 5));
+        assert_eq!(s.with_open_span(0).open_span(), 0);
+    }
+
+    #[test]
     fn generation_wraps_without_touching_other_fields() {
         let top = Snapshot::INITIAL
             .with_generation(GEN_MAX)

@@ -226,10 +226,12 @@ fn closed_a_reported_verdict_and_an_ignore_are_counted_as_reported() {
     for policy in POLICIES {
         let f = Fixture::new(policy);
         let _ = f.breaker.try_acquire().unwrap().ignore();
+        let now = f.breaker.now();
+        let _ = f.breaker.try_acquire_at(now).unwrap().ignore_at(now);
         let _ = f.breaker.try_acquire().unwrap().success();
         assert_eq!(f.breaker.state(), State::Closed, "{policy:?}");
         let c = f.calls();
-        assert_eq!((c.ignored, c.successes), (1, 1), "{policy:?}");
+        assert_eq!((c.ignored, c.successes, c.dropped), (2, 1, 0), "{policy:?}");
     }
 }
 
