@@ -114,6 +114,35 @@ fn the_hash_picks_the_shard_and_a_sweep_step_covers_one() {
     assert!(r.is_empty());
 }
 
+/// The shard comes from bits 25..57 of the table hash (the 32-bit breaker id
+/// above a mix of it: `registry/hash.rs`), so the id bits hashbrown keeps as
+/// its 7-bit tag (the id's top 7) never pick it. With two shards the pick is
+/// bit 56: the id's bit 24. Under this identity hasher a key below 2³² is
+/// its own id.
+#[test]
+fn the_shard_comes_from_the_middle_bits_of_the_hash() {
+    let one_shard = |keys: &[u64]| {
+        let r = registry(0, 2);
+        for k in keys {
+            drop(r.handle_at(k, Nanos::ZERO));
+        }
+        let first = r.sweep_at(1, Nanos::from_secs(120));
+        assert_eq!(first + r.sweep_at(1, Nanos::from_secs(120)), keys.len());
+        first == 0 || first == keys.len()
+    };
+    let tag: Vec<u64> = (25..32).map(|bit| 1 << bit).collect();
+    let low: Vec<u64> = (0..24).map(|bit| 1 << bit).collect();
+    assert!(one_shard(&tag), "the tag's bits do not pick the shard");
+    assert!(
+        one_shard(&low),
+        "with two shards, the id's low 24 bits do not either"
+    );
+    assert!(
+        !one_shard(&[0, 1 << 24]),
+        "the id's bit 24 picks one of two shards"
+    );
+}
+
 /// A lookup that finds its key takes the read lock only: it never runs the
 /// insert path, whose piggybacked sweep step would evict the idle key here.
 #[test]
