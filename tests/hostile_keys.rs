@@ -166,3 +166,31 @@ fn with_capacity_entries_and_key_bytes_stay_bounded_and_the_real_upstream_is_rej
     assert!(fresh.is_tracked());
     assert!(registry.len() <= 1000);
 }
+
+/// The key-byte budget measures an `http::uri::Authority` key by its text,
+/// as it does a `HostKey`: 16 bytes held, 15 more do not fit in 30.
+#[test]
+fn authority_keys_are_measured_by_their_text() {
+    let clock = ManualClock::new();
+    let registry =
+        Registry::<http::uri::Authority>::builder(Breaker::builder().consecutive_failures(3))
+            .max_key_bytes(30)
+            .shards(1)
+            .build_with_clock(clock.clone())
+            .unwrap();
+    let key = |s: &str| s.parse::<http::uri::Authority>().unwrap();
+    let held = registry.handle(&key("api.example:8080")); // not evictable while held
+    assert!(held.is_tracked());
+    assert_eq!(registry.key_bytes(), 16);
+    assert!(!registry.handle(&key("db.example:5432")).is_tracked());
+    assert_eq!((registry.key_bytes(), registry.len()), (16, 1));
+    drop(held);
+    // A shard that found no victim is not scanned again within the same
+    // idle tick (a flood of new keys costs one scan per tick): a second on.
+    clock.advance(Duration::from_secs(1));
+    assert!(
+        registry.handle(&key("db.example:5432")).is_tracked(),
+        "the pristine entry made room"
+    );
+    assert_eq!(registry.key_bytes(), 15);
+}
