@@ -140,9 +140,17 @@ pub struct QuantaClock {
 }
 
 impl QuantaClock {
-    /// A clock whose origin is now. Calibrates `quanta` once per process.
+    /// A clock whose origin is now.
+    ///
+    /// The `quanta` clock under it is made once per process and copied:
+    /// `quanta::Clock::new` calibrates once, but asks the CPU whether its TSC
+    /// is invariant (`cpuid`) on every call, and in a virtual machine each
+    /// `cpuid` traps to the hypervisor — about 60 µs on the benchmark machine,
+    /// which made a standalone breaker cost 62 µs to build (`benches/README.md`,
+    /// "Building breakers").
     pub fn new() -> QuantaClock {
-        let clock = quanta::Clock::new();
+        static PROCESS: std::sync::OnceLock<quanta::Clock> = std::sync::OnceLock::new();
+        let clock = PROCESS.get_or_init(quanta::Clock::new).clone();
         let origin = clock.raw();
         QuantaClock { clock, origin }
     }
