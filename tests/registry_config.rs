@@ -59,6 +59,12 @@ fn the_registry_reports_its_configuration() {
     assert_eq!(r.idle_ttl(), Duration::from_secs(90));
     assert_eq!(r.shard_count(), 4);
     assert_eq!(r.capacity(), Some(100));
+    assert_eq!(r.max_key_bytes(), None, "no key-byte budget unless asked");
+    let strings = Registry::<String>::builder(template())
+        .max_key_bytes(4096)
+        .build()
+        .unwrap();
+    assert_eq!(strings.max_key_bytes(), Some(4096));
 }
 
 /// A key overridden twice gets the last override, for every lookup.
