@@ -100,7 +100,10 @@ fn debug_output_names_the_key_facts() {
     let h = r.handle_at(&42, Nanos::ZERO);
     let text = format!("{r:?}");
     assert!(
-        text.starts_with("Registry") && text.contains("len: 1") && text.contains("shards: 2"),
+        text.starts_with("Registry")
+            && text.contains("len: 1")
+            && text.contains("shards: 2")
+            && text.contains("capacity: Some(100)"),
         "{text}"
     );
     let text = format!("{h:?}");

@@ -105,7 +105,10 @@ fn retain_keeps_what_discovery_still_lists() {
     for host in ["a:80", "b:80", "c:80", "d:80"] {
         drop(registry.handle(host));
     }
-    trip(&registry.handle("b:80"));
+    // b is held while it goes: it leaves the fleet's counts when retain
+    // settles it, after the shard's lock is released.
+    let open = registry.handle("b:80");
+    trip(&open);
     let held = registry.handle("d:80");
     let listed = ["a:80", "c:80"];
     let mut seen = Vec::new();
@@ -120,7 +123,9 @@ fn retain_keeps_what_discovery_still_lists() {
     left.sort();
     assert_eq!(left, ["a:80", "c:80"]);
     assert_eq!((registry.len(), registry.open_count()), (2, 0));
+    assert_eq!(registry.count_in(State::Closed), 2, "d left the counts too");
     assert!(held.try_acquire().is_ok());
+    assert!(open.try_acquire().is_err(), "still open for its holder");
 }
 
 #[test]
@@ -289,6 +294,32 @@ fn the_key_byte_budget_bounds_key_text() {
     let c = registry.handle("k");
     assert!(c.is_tracked(), "the pristine, unheld one made room");
     assert_eq!(registry.key_bytes(), 11);
+}
+
+/// A key inserted through discovery takes its entry slot and its key bytes
+/// even past the bounds (the operator asked for it), and they count against
+/// what request-chosen keys may still take.
+#[test]
+fn insert_with_takes_its_slot_and_its_bytes_even_past_the_bounds() {
+    let registry: Reg<String> = Registry::builder(consecutive(1))
+        .capacity(2)
+        .max_key_bytes(100)
+        .shards(1)
+        .build_with_clock(ManualClock::new())
+        .unwrap();
+    let pinned = registry
+        .insert_with("pay:443".to_string(), consecutive(3))
+        .unwrap();
+    assert_eq!((registry.len(), registry.key_bytes()), (1, 7));
+    let first = registry.handle("a:80");
+    assert!(first.is_tracked());
+    let second = registry.handle("b:80");
+    assert!(
+        !second.is_tracked(),
+        "the pinned key holds one of the two slots"
+    );
+    assert_eq!((registry.len(), registry.key_bytes()), (2, 11));
+    drop((first, second, pinned));
 }
 
 #[test]
