@@ -6,7 +6,6 @@ use core::fmt;
 use core::hash::{BuildHasher, Hash};
 
 use super::handle::{Entry, EntryArc, Kind};
-use super::shard::Departed;
 use super::{builder, Handle, Registry};
 use crate::breaker::Breaker;
 use crate::builder::Builder;
@@ -60,18 +59,8 @@ impl<K: Hash + Eq, S: BuildHasher, C: Clock> Registry<K, S, C> {
         Q: Hash + Eq + ?Sized,
     {
         let hash = super::hash::key_hash(&self.hasher, key);
-        match self
-            .shard(hash)
+        self.shard(hash)
             .remove(hash, |k| k.borrow() == key, now, &self.fleet, &self.budget)
-        {
-            None => false,
-            Some(departed) => {
-                if let Some(d) = departed {
-                    self.settle(d, now);
-                }
-                true
-            }
-        }
     }
 
     /// Puts `key` in with its own configuration, replacing its current entry
@@ -139,19 +128,15 @@ impl<K: Hash + Eq, S: BuildHasher, C: Clock> Registry<K, S, C> {
         let breaker = Breaker::from_shared(shared, super::hash::id_of(hash));
         breaker.mark_proven();
         let entry = EntryArc::new(Entry::new(breaker, Some(key), now, Kind::Pinned));
-        let replaced = match &entry.key {
-            Some(k) => self.shard(hash).insert_pinned(
+        if let Some(k) = &entry.key {
+            self.shard(hash).insert_pinned(
                 hash,
                 |other| other == k,
                 entry.clone(),
                 now,
                 &self.fleet,
                 &self.budget,
-            ),
-            None => None,
-        };
-        if let Some(d) = replaced {
-            self.settle(d, now);
+            );
         }
         Ok(Handle::new(entry))
     }
@@ -191,34 +176,13 @@ impl<K: Hash + Eq, S: BuildHasher, C: Clock> Registry<K, S, C> {
         now: Nanos,
         mut keep: impl FnMut(&K, &BreakerSnapshot) -> bool,
     ) -> usize {
-        let mut departed = Vec::new();
         let mut removed = 0;
         for shard in self.shards.iter() {
-            removed += shard.retain(
-                now,
-                &self.fleet,
-                &self.budget,
-                |e| match &e.key {
-                    Some(k) => keep(k, &e.breaker.snapshot_at(now)),
-                    None => true,
-                },
-                &mut departed,
-            );
-        }
-        for d in departed {
-            self.settle(d, now);
+            removed += shard.retain(now, &self.fleet, &self.budget, |e| match &e.key {
+                Some(k) => keep(k, &e.breaker.snapshot_at(now)),
+                None => true,
+            });
         }
         removed
-    }
-}
-
-impl<K, S, C: Clock> Registry<K, S, C> {
-    /// Settles a breaker that left the map while handles to it were alive:
-    /// it leaves the fleet in one step (a no-op if it already left), and
-    /// keeps its whole behaviour for its holders.
-    fn settle(&self, departed: Departed<K, C>, _now: Nanos) {
-        if let Some((state, held_slot)) = departed.0.breaker.leave_gate() {
-            self.fleet.on_remove(state, held_slot);
-        }
     }
 }

@@ -90,10 +90,6 @@ impl Evict {
     }
 }
 
-/// An entry that left the map while handles to it were still alive: the
-/// caller settles its fleet accounting after releasing the lock.
-pub(crate) struct Departed<K, C: Clock>(pub(crate) EntryArc<Entry<K, C>>);
-
 /// A shard's table, plus what it keeps about entries that left it.
 pub(crate) struct Table<K, C: Clock> {
     map: HashTable<EntryArc<Entry<K, C>>>,
@@ -233,20 +229,18 @@ impl<K, C: Clock> Shard<K, C> {
         now: Nanos,
         fleet: &Fleet,
         budget: &Budget<K>,
-    ) -> Option<Departed<K, C>> {
+    ) {
         let mut table = self.write();
-        let replaced = table.remove_found(hash, is_key, now, fleet, budget);
+        table.remove_found(hash, is_key, now, fleet, budget);
         budget.force_slot();
         if let Some(k) = &entry.key {
             budget.force_bytes(k);
         }
         table.map.insert_unique(hash, entry, rehash);
         fleet.on_insert();
-        replaced.flatten()
     }
 
-    /// Removes `key`'s entry. `None`: no such key; `Some(None)`: removed and
-    /// settled; `Some(Some(d))`: removed while handles were alive — settle `d`.
+    /// Removes `key`'s entry; false if there was none.
     pub(crate) fn remove(
         &self,
         hash: u64,
@@ -254,20 +248,18 @@ impl<K, C: Clock> Shard<K, C> {
         now: Nanos,
         fleet: &Fleet,
         budget: &Budget<K>,
-    ) -> Option<Option<Departed<K, C>>> {
+    ) -> bool {
         self.write().remove_found(hash, is_key, now, fleet, budget)
     }
 
     /// Removes every tracked entry for which `keep` returns false. `keep`
-    /// runs under the read lock; the removals under one write lock. Entries
-    /// removed while handles were alive are pushed to `departed`.
+    /// runs under the read lock; the removals under one write lock.
     pub(crate) fn retain(
         &self,
         now: Nanos,
         fleet: &Fleet,
         budget: &Budget<K>,
         mut keep: impl FnMut(&Entry<K, C>) -> bool,
-        departed: &mut Vec<Departed<K, C>>,
     ) -> usize {
         let doomed: Vec<(u64, *const Entry<K, C>)> = {
             let table = self.read();
@@ -292,9 +284,7 @@ impl<K, C: Clock> Shard<K, C> {
                 let entry = found.remove().0;
                 removed += 1;
                 table.removed += 1;
-                if !table.depart(&entry, now, fleet, budget, true) {
-                    departed.push(Departed(entry));
-                }
+                table.depart(&entry, now, fleet, budget, true);
             }
         }
         removed
@@ -381,10 +371,9 @@ fn matches<K, C: Clock>(key: &impl KeyArg<K>, e: &Entry<K, C>) -> bool {
 }
 
 impl<K, C: Clock> Table<K, C> {
-    /// Settles an entry that just left the map: its counters folded into
-    /// `departed`, its bytes (and slot, if `release_slot`) released, and its
-    /// fleet accounting settled — at once if nobody else holds it (returns
-    /// true), else by the caller after the lock (returns false).
+    /// Settles an entry that just left the map, whoever else still holds
+    /// it: its counters folded into `departed`, its bytes (and slot, if
+    /// `release_slot`) released, and its fleet accounting settled.
     fn depart(
         &mut self,
         entry: &EntryArc<Entry<K, C>>,
@@ -392,7 +381,7 @@ impl<K, C: Clock> Table<K, C> {
         fleet: &Fleet,
         budget: &Budget<K>,
         release_slot: bool,
-    ) -> bool {
+    ) {
         if let Some(calls) = entry.breaker.snapshot_at(now).calls {
             add_calls(&mut self.departed, &calls);
         }
@@ -409,7 +398,6 @@ impl<K, C: Clock> Table<K, C> {
         if let Some((state, held_slot)) = entry.breaker.leave_gate() {
             fleet.on_remove(state, held_slot);
         }
-        true
     }
 
     /// Removes `key`'s entry, if any (see [`Shard::remove`]).
@@ -420,17 +408,16 @@ impl<K, C: Clock> Table<K, C> {
         now: Nanos,
         fleet: &Fleet,
         budget: &Budget<K>,
-    ) -> Option<Option<Departed<K, C>>> {
-        let found = self
-            .map
-            .find_entry(hash, |e| {
-                table_hash(e.breaker.id()) == hash && e.key.as_ref().is_some_and(&is_key)
-            })
-            .ok()?;
+    ) -> bool {
+        let Ok(found) = self.map.find_entry(hash, |e| {
+            table_hash(e.breaker.id()) == hash && e.key.as_ref().is_some_and(&is_key)
+        }) else {
+            return false;
+        };
         let entry = found.remove().0;
         self.removed += 1;
-        let settled = self.depart(&entry, now, fleet, budget, true);
-        Some((!settled).then_some(Departed(entry)))
+        self.depart(&entry, now, fleet, budget, true);
+        true
     }
 
     /// Removes the least recently used entry that `rule` (under pressure)
