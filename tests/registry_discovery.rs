@@ -337,3 +337,46 @@ fn a_host_inserted_through_discovery_counts_against_the_open_cap_at_once() {
     assert_eq!((a.state(), b.state()), (State::Open, State::Closed));
     assert_eq!(registry.refused_trips(), 1);
 }
+
+/// The registry's lifetime totals hold every kind of count — dropped,
+/// abandoned and panicked calls included — and keep them when the breaker
+/// that made them leaves.
+#[test]
+fn lifetime_totals_keep_every_kind_of_count_through_a_removal() {
+    let clock = ManualClock::new();
+    let registry: Reg<u64> = Registry::builder(
+        consecutive(100)
+            .count_calls(true)
+            .slow_call_threshold(Duration::from_secs(1)),
+    )
+    .build_with_clock(clock.clone())
+    .unwrap();
+    let h = registry.handle(&1);
+    h.try_acquire().unwrap().success();
+    h.try_acquire().unwrap().failure();
+    let _ = h.try_acquire().unwrap().ignore();
+    drop(h.try_acquire().unwrap()); // dropped at once: neutral
+    let hung = h.try_acquire().unwrap();
+    clock.advance(Duration::from_secs(2));
+    drop(hung); // dropped after the slow-call threshold: abandoned
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let _permit = h.try_acquire().unwrap();
+        panic!("deliberate");
+    }));
+    let before = registry.lifetime_calls().unwrap();
+    assert_eq!(
+        (
+            before.successes,
+            before.failures,
+            before.ignored,
+            before.dropped,
+            before.abandoned,
+            before.panicked
+        ),
+        (1, 1, 1, 1, 1, 1)
+    );
+    assert!(before.slow >= 1, "the abandoned call was slow");
+    drop(h);
+    assert!(registry.remove(&1));
+    assert_eq!(registry.lifetime_calls().unwrap(), before);
+}

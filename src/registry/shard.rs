@@ -119,13 +119,29 @@ fn rehash<K, C: Clock>(e: &EntryArc<Entry<K, C>>) -> u64 {
     table_hash(e.breaker.id())
 }
 
+/// Adds `c` to `to`, field by field. The pattern names every field, so a
+/// new kind of count cannot be left out of the registry's totals unseen.
 pub(crate) fn add_calls(to: &mut CallCounts, c: &CallCounts) {
-    to.admitted += c.admitted;
-    to.rejected += c.rejected;
-    to.successes += c.successes;
-    to.failures += c.failures;
-    to.ignored += c.ignored;
-    to.slow += c.slow;
+    let CallCounts {
+        admitted,
+        rejected,
+        successes,
+        failures,
+        ignored,
+        dropped,
+        abandoned,
+        panicked,
+        slow,
+    } = *c;
+    to.admitted += admitted;
+    to.rejected += rejected;
+    to.successes += successes;
+    to.failures += failures;
+    to.ignored += ignored;
+    to.dropped += dropped;
+    to.abandoned += abandoned;
+    to.panicked += panicked;
+    to.slow += slow;
 }
 
 impl<K, C: Clock> Shard<K, C> {
