@@ -111,3 +111,49 @@ fn releasing_a_handle_restarts_the_idle_clock() {
     );
     assert_eq!(r.sweep_at(1, Nanos::from_secs(161)), 1);
 }
+
+/// The two other idle rules, at their edges: an entry whose window holds a
+/// failure goes once it is idle *longer* than `forget_after`, and an OPEN one
+/// once it is idle longer than the TTL plus its longest open period.
+#[test]
+fn information_is_forgotten_only_past_its_edges() {
+    let clock = ManualClock::new();
+    let r = Registry::<u64>::builder(
+        Breaker::builder()
+            .consecutive_failures(2)
+            .open_duration(Duration::from_nanos(4 * TICK))
+            .backoff_off(), // the longest open period is the base one
+    )
+    .idle_ttl(Duration::from_nanos(3 * TICK))
+    .forget_after(Duration::from_nanos(5 * TICK))
+    .shards(1)
+    .build_with_clock(clock.clone())
+    .unwrap();
+    let at = Nanos::from_nanos;
+    // Key 1: one failure, CLOSED (a run of 1 of 2). Key 2: OPEN.
+    let failed = r.handle_at(&1, at(0));
+    failed.try_acquire_at(at(0)).unwrap().failure_at(at(0));
+    let open = r.handle_at(&2, at(0));
+    for _ in 0..2 {
+        open.try_acquire_at(at(0)).unwrap().failure_at(at(0));
+    }
+    assert_eq!((failed.state(), open.state()), (State::Closed, State::Open));
+    drop((failed, open));
+    assert_eq!(
+        r.sweep_at(1, at(5 * TICK)),
+        0,
+        "idle for exactly forget_after: kept"
+    );
+    assert_eq!(
+        r.sweep_at(1, at(6 * TICK)),
+        1,
+        "one tick longer: the failure is forgotten"
+    );
+    assert_eq!(
+        r.sweep_at(1, at(7 * TICK)),
+        0,
+        "OPEN, idle for exactly TTL + open: kept"
+    );
+    assert_eq!(r.sweep_at(1, at(8 * TICK)), 1, "one tick longer: gone");
+    assert!(r.is_empty());
+}
