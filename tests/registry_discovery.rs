@@ -376,6 +376,11 @@ fn lifetime_totals_keep_every_kind_of_count_through_a_removal() {
         (1, 1, 1, 1, 1, 1)
     );
     assert!(before.slow >= 1, "the abandoned call was slow");
+    assert_eq!(
+        before,
+        h.snapshot().calls.unwrap(),
+        "one breaker: its own counts"
+    );
     drop(h);
     assert!(registry.remove(&1));
     assert_eq!(registry.lifetime_calls().unwrap(), before);
