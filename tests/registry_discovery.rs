@@ -116,7 +116,7 @@ fn retain_keeps_what_discovery_still_lists() {
         seen.push((key.clone(), snapshot.state));
         listed.contains(&key.as_str())
     });
-    assert_eq!(removed, 2);
+    assert_eq!((removed, registry.removed()), (2, 2));
     seen.sort_by(|a, b| a.0.cmp(&b.0));
     assert_eq!(seen[1], ("b:80".to_string(), State::Open));
     let mut left: Vec<String> = registry.snapshots().map(|(k, _)| k).collect();

@@ -82,6 +82,26 @@ fn colliding_keys_get_a_breaker_each() {
     assert_eq!(r.with_at(&17, Nanos::ZERO, |b| b.state()), State::Closed);
     assert_eq!(r.handle_at(&16, Nanos::ZERO).state(), State::Open);
     assert!(Handle::ptr_eq(&b, &r.handle_at(&17, Nanos::ZERO)));
+    // Removal compares keys as well: with 16..=19 all hashing alike, taking
+    // out each one, in either order, leaves exactly the others.
+    for order in [[16u64, 17, 18, 19], [19, 18, 17, 16]] {
+        let r = registry(4, 1);
+        let held: Vec<_> = (16..=19u64).map(|k| r.handle_at(&k, Nanos::ZERO)).collect();
+        for (i, k) in order.iter().enumerate() {
+            assert!(r.remove(k), "{k} was there");
+            for (h, other) in held.iter().zip(16..=19u64) {
+                let gone = order[..=i].contains(&other);
+                assert_eq!(
+                    r.snapshots().any(|(key, _)| key == other),
+                    !gone,
+                    "after removing {:?}: {other}",
+                    &order[..=i]
+                );
+                assert_eq!(h.key(), Some(&other));
+            }
+        }
+        assert!(r.is_empty());
+    }
 }
 
 #[test]
