@@ -7,12 +7,12 @@
 mod redis_server;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use failfast::redis::RedisSyncBuilder;
 use failfast::share::{Outbox, Replica, SyncStats};
 use failfast::{Breaker, Registry, State};
-use redis_server::Cluster;
+use redis_server::{within, Cluster};
 use tokio::task::JoinHandle;
 
 struct Node {
@@ -75,22 +75,9 @@ impl Node {
 
     async fn ready(&self) {
         let stats = self.stats.clone();
-        until(Duration::from_secs(15), move || stats.reconciled() >= 1)
+        within(Duration::from_secs(15), move || stats.reconciled() >= 1)
             .await
             .expect("connected to the cluster and reconciled");
-    }
-}
-
-async fn until(limit: Duration, mut done: impl FnMut() -> bool) -> Option<Duration> {
-    let start = Instant::now();
-    loop {
-        if done() {
-            return Some(start.elapsed());
-        }
-        if start.elapsed() > limit {
-            return None;
-        }
-        tokio::time::sleep(Duration::from_millis(1)).await;
     }
 }
 
@@ -106,7 +93,7 @@ async fn trips_travel_through_a_three_node_cluster() {
 
     // One trip: pub/sub on the shard's node.
     a.trip("first:443");
-    let took = until(Duration::from_secs(2), || {
+    let took = within(Duration::from_secs(2), || {
         b.open(&["first:443".into()]) == 1
     })
     .await
@@ -118,7 +105,7 @@ async fn trips_travel_through_a_three_node_cluster() {
     for h in &hosts {
         a.trip(h);
     }
-    until(Duration::from_secs(5), || b.open(&hosts) == hosts.len())
+    within(Duration::from_secs(5), || b.open(&hosts) == hosts.len())
         .await
         .expect("B opens all of them");
     let per_node: Vec<u64> = cluster.nodes.iter().map(|n| n.dbsize()).collect();

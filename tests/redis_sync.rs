@@ -7,12 +7,12 @@
 mod redis_server;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use failfast::redis::RedisSyncBuilder;
 use failfast::share::{Outbox, Replica, ReplicaBuilder, SyncStats};
 use failfast::{Breaker, Builder, MaxOpen, Registry, State};
-use redis_server::Server;
+use redis_server::{within, Server};
 use tokio::task::JoinHandle;
 
 /// One replica: its registry, its outbox, its running sync task.
@@ -103,21 +103,6 @@ impl Node {
         within(Duration::from_secs(10), move || stats.reconciled() >= 1)
             .await
             .expect("the sync task connects and reconciles");
-    }
-}
-
-/// Polls `done` every millisecond until it holds (`Some(elapsed)`) or
-/// `limit` passed (`None`).
-async fn within(limit: Duration, mut done: impl FnMut() -> bool) -> Option<Duration> {
-    let start = Instant::now();
-    loop {
-        if done() {
-            return Some(start.elapsed());
-        }
-        if start.elapsed() > limit {
-            return None;
-        }
-        tokio::time::sleep(Duration::from_millis(1)).await;
     }
 }
 

@@ -282,3 +282,18 @@ impl Cluster {
         self.nodes.iter().map(Server::url).collect()
     }
 }
+
+/// Polls `done` every millisecond until it holds (`Some(elapsed)`) or
+/// `limit` passed (`None`).
+pub async fn within(limit: Duration, mut done: impl FnMut() -> bool) -> Option<Duration> {
+    let start = Instant::now();
+    loop {
+        if done() {
+            return Some(start.elapsed());
+        }
+        if start.elapsed() > limit {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
