@@ -145,9 +145,9 @@ impl QuantaClock {
     /// The `quanta` clock under it is made once per process and copied:
     /// `quanta::Clock::new` calibrates once, but asks the CPU whether its TSC
     /// is invariant (`cpuid`) on every call, and in a virtual machine each
-    /// `cpuid` traps to the hypervisor — about 60 µs on the benchmark machine,
-    /// which made a standalone breaker cost 62 µs to build (`benches/README.md`,
-    /// "Building breakers").
+    /// `cpuid` traps to the hypervisor — 28–40 µs per standalone breaker built
+    /// on the benchmark machine, against 0.25–0.34 µs now (`benches/README.md`,
+    /// "Building breakers"; `examples/build_cost.rs`).
     pub fn new() -> QuantaClock {
         static PROCESS: std::sync::OnceLock<quanta::Clock> = std::sync::OnceLock::new();
         let clock = PROCESS.get_or_init(quanta::Clock::new).clone();
