@@ -225,7 +225,10 @@ impl<C: Clock> Breaker<C> {
             };
             return Ok(self.admitted(Ticket::new(s.generation(), false, start)));
         }
-        self.admit_other(s, self.now())
+        // One read of the shared pointer for the clock and the config: the
+        // clock call would otherwise make the compiler read it again.
+        let shared = &*self.shared;
+        self.admit_other(s, shared.clock.now(), &shared.config)
     }
 
     /// Admission at `now`.
@@ -235,7 +238,7 @@ impl<C: Clock> Breaker<C> {
         if s.is_closed() {
             return Ok(self.admitted(Ticket::new(s.generation(), false, now)));
         }
-        self.admit_other(s, now)
+        self.admit_other(s, now, &self.shared.config)
     }
 
     #[inline(always)]
@@ -246,21 +249,27 @@ impl<C: Clock> Breaker<C> {
         ticket
     }
 
-    /// Admission outside CLOSED. The commonest case, an OPEN breaker still
-    /// in its open period, is decided here in line: the same decision as
-    /// [`machine::admit`] makes for OPEN ([`machine::open_until`]), with the
-    /// same re-load of the word before rejecting (see
-    /// [`admit_slow`](Self::admit_slow)). Everything else goes out of line.
+    /// Admission outside CLOSED. The commonest case, a breaker OPEN by its
+    /// own trip without jitter and still in its open period, is decided here
+    /// in line: the same decision as [`machine::admit`] makes for OPEN
+    /// ([`machine::open_until`]), with the same re-load of the word before
+    /// rejecting (see [`admit_slow`](Self::admit_slow)). Everything else — a
+    /// remote trip's span, a jittered period (whose inline period is 0), the
+    /// end of the period, the other modes — goes out of line.
     #[inline(always)]
-    fn admit_other(&self, s: Snapshot, now: Nanos) -> Result<Ticket, Rejected> {
-        if s.is_open() {
-            let until =
-                machine::open_until(s, self.cell.since(s), &self.shared.config, self.seed());
-            if now < until && self.cell.load() == s {
+    fn admit_other(&self, s: Snapshot, now: Nanos, config: &Config) -> Result<Ticket, Rejected> {
+        if s.is_open_locally() {
+            let open = config.backoff.inline_open_nanos(s.trips());
+            // Wrapping: a `now` before the stamp (a caller's older time)
+            // wraps to a huge elapsed time and goes out of line, where
+            // `machine::admit` rejects it too; otherwise this is exactly
+            // `since <= now < since + open`, with no overflow to saturate.
+            let elapsed = now.as_nanos().wrapping_sub(self.cell.since(s).as_nanos());
+            if elapsed < open && self.cell.load() == s {
                 if let Some(c) = self.counters() {
                     c.rejected();
                 }
-                return Err(Rejected::open_for(until.as_nanos() - now.as_nanos()));
+                return Err(Rejected::open_for(open - elapsed));
             }
         }
         self.admit_slow(s, now)

@@ -3,8 +3,9 @@
 //! Every time-taking method of the crate has an `_at(now)` twin, so a proxy can
 //! read its clock once per event-loop tick and a test can drive time by hand
 //! with [`ManualClock`]. No clock here starts a thread: [`QuantaClock`] reads the
-//! TSC with `quanta::Clock::raw` and scales the difference to its origin, and
-//! never uses `quanta`'s `recent()`, which needs an upkeep thread.
+//! TSC with `quanta::Clock::raw` and scales the difference to its origin with
+//! one multiply and a fixed shift, and never uses `quanta`'s `recent()`, which
+//! needs an upkeep thread.
 
 use core::fmt;
 use core::time::Duration;
@@ -127,6 +128,13 @@ pub trait Clock: Send + Sync + 'static {
 
 /// The default clock: `quanta::Clock::raw` (one TSC read) scaled against an origin.
 ///
+/// The scaling is `quanta`'s calibration, read once as a fixed-point factor
+/// ([`SCALE_SHIFT`] fractional bits): a read is the raw read, a saturating
+/// subtraction, one 64×64→128-bit multiply and a constant shift, where
+/// `quanta::Clock::delta_as_nanos` tests its clock kind, the order of its
+/// arguments and a variable shift on every call (`benches/README.md`, "The
+/// clock read").
+///
 /// ```
 /// use failfast::{Clock, QuantaClock};
 /// let clock = QuantaClock::new();
@@ -137,7 +145,16 @@ pub trait Clock: Send + Sync + 'static {
 pub struct QuantaClock {
     clock: quanta::Clock,
     origin: u64,
+    /// Nanoseconds per 2^[`SCALE_SHIFT`] raw ticks (2^[`SCALE_SHIFT`] itself
+    /// when `quanta` falls back to a clock that counts nanoseconds).
+    scale: u64,
 }
+
+/// Fractional bits of [`QuantaClock`]'s scale: 40 keeps `quanta`'s own
+/// calibration to about one part in 10¹¹ for a TSC of 1–5 GHz, and the product
+/// of a 64-bit tick count with a scale below 2⁴³ (a TSC above 128 MHz) fits in
+/// 128 bits.
+const SCALE_SHIFT: u32 = 40;
 
 impl QuantaClock {
     /// A clock whose origin is now.
@@ -151,8 +168,22 @@ impl QuantaClock {
     pub fn new() -> QuantaClock {
         static PROCESS: std::sync::OnceLock<quanta::Clock> = std::sync::OnceLock::new();
         let clock = PROCESS.get_or_init(quanta::Clock::new).clone();
+        // `quanta`'s own conversion of 2^SCALE_SHIFT ticks: its calibration
+        // as a fixed-point factor.
+        let scale = clock.delta_as_nanos(0, 1 << SCALE_SHIFT);
         let origin = clock.raw();
-        QuantaClock { clock, origin }
+        QuantaClock {
+            clock,
+            origin,
+            scale,
+        }
+    }
+
+    /// `ticks` raw ticks since the origin, in nanoseconds.
+    #[inline(always)]
+    fn scaled(&self, ticks: u64) -> u64 {
+        // Truncation to 64 bits only after 2⁶⁴ ns (584 years) of uptime.
+        ((u128::from(ticks) * u128::from(self.scale)) >> SCALE_SHIFT) as u64
     }
 }
 
@@ -173,7 +204,9 @@ impl fmt::Debug for QuantaClock {
 impl Clock for QuantaClock {
     #[inline(always)]
     fn now(&self) -> Nanos {
-        Nanos(self.clock.delta_as_nanos(self.origin, self.clock.raw()))
+        // Saturating: a read on a core whose TSC lags the origin's core by a
+        // few ticks is the origin, never a wrapped-around future.
+        Nanos(self.scaled(self.clock.raw().saturating_sub(self.origin)))
     }
 }
 
@@ -287,5 +320,50 @@ impl<C: Clock> Clock for std::sync::Arc<C> {
     #[inline]
     fn now(&self) -> Nanos {
         (**self).now()
+    }
+}
+
+#[cfg(all(test, not(failfast_loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_fixed_point_scale_agrees_with_quantas_own_conversion() {
+        let clock = QuantaClock::new();
+        for ticks in [
+            1u64,
+            999,
+            1 << 20,
+            3_000_000_007,
+            1 << 40,
+            86_400 * 5_000_000_000,
+        ] {
+            let ours = clock.scaled(ticks);
+            let theirs = clock.clock.delta_as_nanos(0, ticks);
+            // Within 1 ns plus one part in 10⁹ (a day of ticks: ≤ 87 µs).
+            let tolerance = 1 + theirs / 1_000_000_000;
+            assert!(
+                ours.abs_diff(theirs) <= tolerance,
+                "{ticks} ticks: {ours} ns against quanta's {theirs} ns"
+            );
+        }
+    }
+
+    #[test]
+    fn a_read_behind_the_origin_is_the_origin() {
+        let mut clock = QuantaClock::new();
+        clock.origin = u64::MAX;
+        assert_eq!(clock.now(), Nanos::ZERO);
+    }
+
+    #[test]
+    fn reads_never_go_backwards() {
+        let clock = QuantaClock::new();
+        let mut last = clock.now();
+        for _ in 0..100_000 {
+            let now = clock.now();
+            assert!(now >= last, "{now:?} after {last:?}");
+            last = now;
+        }
     }
 }

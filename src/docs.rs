@@ -98,13 +98,16 @@
 //!
 //! * **CLOSED admission** is the word's load; a breaker that times calls
 //!   reads the clock, one that counts calls bumps a counter.
-//! * **OPEN rejection** is decided in line: the word, its stamp, the backoff
-//!   table (and the jitter hash, if jitter is on), and the word re-loaded
-//!   before rejecting; everything else goes out of line to the update loop.
+//! * **OPEN rejection** after a local trip without jitter is decided in
+//!   line: the word, its stamp, the backoff table, and the word re-loaded
+//!   before rejecting; a remote trip's span, a jittered period and
+//!   everything else go out of line to the update loop. The default clock's
+//!   read is `quanta`'s raw TSC read and one fixed-point multiply.
 //! * **A success in a settled CLOSED breaker** (no run of failures to end) is
 //!   one load and a compare, plus the window's write when there is a window;
 //!   the plainest breaker reads no clock for it.
-//! * A permit is two words plus its owner; a rejection is two words.
+//! * A permit is two words plus its owner; a rejection is three (the wait
+//!   with its reason, and an optional shared upstream name).
 //!
 //! # The eight invariants
 //!
@@ -235,8 +238,7 @@
 //!   that entry held a failure or slow call.
 //!
 //! * **The end of an open period is computed, not stored.** An OPEN
-//!   rejection recomputes `stamp + backoff step − jitter` (a table lookup,
-//!   and a hash only with jitter on) rather than reading a stored deadline.
+//!   rejection reads `stamp + backoff step` rather than a stored deadline.
 //!   Stamps are merged with `fetch_max`, which is sound because every racer
 //!   stamps the instant it *entered* a state, and instants only grow. A
 //!   deadline does not: a stale racer that lost its CAS could leave a far
@@ -245,8 +247,13 @@
 //!   than the one already there — either way a later state would inherit a
 //!   wrong instant (a lease that never ends is a wedge). Storing deadlines
 //!   safely needs a tagged stamp and a CAS loop in place of `fetch_max`, a
-//!   new protocol to prove; the rejection path costs about a dozen
-//!   instructions more without it (`benches/README.md`).
+//!   new protocol to prove. The computed end is kept cheap instead: the
+//!   inline rejection handles only a local trip without jitter — one masked
+//!   compare of the word (mode Open, span 0), one table load, a wrapping
+//!   subtraction and a compare — and sends a remote trip's span, a jittered
+//!   period (its inline table is all zeros) and a time before the stamp to
+//!   the exact decision out of line (`tests/open_rejection.rs`,
+//!   `benches/README.md`).
 //! * **The generation has 29 bits** (it had 32): the word needed three
 //!   flags (`proven`, `counted`, `detached`). A permit would have to be held
 //!   across 2²⁹ transitions of its breaker to mistake a stale verdict for a

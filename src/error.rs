@@ -57,8 +57,8 @@ impl RejectReason {
 pub struct Rejected {
     /// The reason (top two bits) and the nanoseconds until a call may be
     /// admitted (the rest; all ones when unknown): one word, so a rejection
-    /// is two and an admission's result stays small enough to be kept in
-    /// registers on the rejection path.
+    /// is three with the name below, and an admission's result stays small
+    /// enough to be kept in registers on the rejection path.
     wait: u64,
     /// The upstream's name, when the code that asked the breaker knows it:
     /// anything `Display` behind an `Arc`, formatted only when shown. A

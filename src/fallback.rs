@@ -86,7 +86,7 @@ impl<T> Answer<T> {
     }
 
     /// A reference to the value, fresh or not, keeping the label (the
-    /// rejection is cloned: two words, and a reference count when it names
+    /// rejection is cloned: three words, and a reference count when it names
     /// its upstream).
     pub fn as_ref(&self) -> Answer<&T> {
         match self {

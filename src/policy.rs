@@ -111,6 +111,11 @@ pub(crate) struct Backoff {
     /// 1 (an OPEN word always has a trip; a clamp would cost the rejection
     /// path): the request path does a lookup, never floating point.
     table: [u64; 64],
+    /// What the inline rejection may assume of an OPEN period after `trips`
+    /// trips: `table` without jitter, and 0 with it — a jittered period is
+    /// never decided in line (its start is never `< since + 0`), so the
+    /// inline path has no jitter test and no hash.
+    inline: [u64; 64],
 }
 
 impl Backoff {
@@ -124,13 +129,15 @@ impl Backoff {
             d *= multiplier;
         }
         table[0] = table[1];
+        let jitter_scaled = (jitter * 4_294_967_296.0) as u64;
         Backoff {
             base,
             multiplier,
             cap,
             jitter,
-            jitter_scaled: (jitter * 4_294_967_296.0) as u64,
+            jitter_scaled,
             table,
+            inline: if jitter_scaled == 0 { table } else { [0; 64] },
         }
     }
 
@@ -143,6 +150,14 @@ impl Backoff {
     #[inline(always)]
     fn step_nanos(&self, trips: u32) -> u64 {
         self.table[trips.min(63) as usize]
+    }
+
+    /// The open period the inline rejection decides on after `trips` trips
+    /// (the word's 6-bit field, so never above 63): exact without jitter, 0
+    /// with it, which sends every jittered admission to the exact path.
+    #[inline(always)]
+    pub(crate) fn inline_open_nanos(&self, trips: u32) -> u64 {
+        self.inline[trips as usize & 63]
     }
 
     /// The open duration after `trips` trips in a row for the breaker `seed` in

@@ -202,6 +202,13 @@ impl Snapshot {
         self.0 & MODE_MASK == State::Open.code() << MODE_SHIFT
     }
 
+    /// OPEN by a local trip: the mode is Open and the span field is 0 (the
+    /// backoff schedule's period), tested with one mask.
+    #[inline(always)]
+    pub(crate) const fn is_open_locally(self) -> bool {
+        self.0 & (MODE_MASK | SPAN_MASK) == State::Open.code() << MODE_SHIFT
+    }
+
     pub(crate) const fn is_half_open(self) -> bool {
         self.0 & MODE_MASK == State::HalfOpen.code() << MODE_SHIFT
     }
