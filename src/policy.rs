@@ -462,6 +462,17 @@ mod tests {
     }
 
     #[test]
+    fn the_inline_period_is_the_schedule_without_jitter_and_zero_with_it() {
+        let plain = Backoff::new(Duration::from_secs(1), 2.0, Duration::from_secs(10), 0.0);
+        let jittered = Backoff::new(Duration::from_secs(1), 2.0, Duration::from_secs(10), 0.1);
+        for trips in 0..=63 {
+            let step = plain.step(trips).as_nanos() as u64;
+            assert_eq!(plain.inline_open_nanos(trips), step, "{trips} trips");
+            assert_eq!(jittered.inline_open_nanos(trips), 0, "{trips} trips");
+        }
+    }
+
+    #[test]
     fn backoff_grows_by_the_multiplier_and_stops_at_the_cap() {
         let b = Backoff::new(Duration::from_secs(1), 2.0, Duration::from_secs(10), 0.0);
         let steps: Vec<u64> = (1..=6).map(|t| b.step(t).as_secs()).collect();

@@ -518,6 +518,25 @@ mod tests {
     use super::*;
 
     #[test]
+    fn only_a_local_open_word_is_decided_in_line() {
+        let open = Snapshot::INITIAL
+            .with_state(State::Open)
+            .with_generation(GEN_MAX)
+            .with_trips(TRIPS_MAX)
+            .with_counted(true)
+            .with_proven();
+        assert!(
+            open.is_open_locally(),
+            "flags, trips and generation do not matter"
+        );
+        assert!(!open.with_open_span(1).is_open_locally(), "a remote span");
+        assert!(!open.with_open_span(SPAN_MAX).is_open_locally());
+        for state in State::all().into_iter().filter(|s| *s != State::Open) {
+            assert!(!open.with_state(state).is_open_locally(), "{state:?}");
+        }
+    }
+
+    #[test]
     fn fields_round_trip_at_their_limits() {
         for state in State::all() {
             for gen in [0, 1, GEN_MAX - 1, GEN_MAX] {
