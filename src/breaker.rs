@@ -49,6 +49,8 @@ pub(crate) trait TripGate: Send + Sync + 'static {
 /// clock, the observer and (in a registry) the trip gate.
 pub(crate) struct Shared<C> {
     pub(crate) config: Config,
+    /// `config.flags()`, computed once: each breaker built copies it.
+    flags: Flags,
     pub(crate) clock: C,
     observer: Option<std::sync::Arc<dyn Observer>>,
     gate: Option<std::sync::Arc<dyn TripGate>>,
@@ -61,6 +63,7 @@ impl<C> Shared<C> {
         observer: Option<std::sync::Arc<dyn Observer>>,
     ) -> Shared<C> {
         Shared {
+            flags: config.flags(),
             config,
             clock,
             observer,
@@ -123,7 +126,7 @@ const _: () = assert!(core::mem::size_of::<Breaker<QuantaClock>>() == 48);
 
 impl<C: Clock> Breaker<C> {
     pub(crate) fn from_shared(shared: Arc<Shared<C>>, id: u32) -> Breaker<C> {
-        let flags = shared.config.flags();
+        let flags = shared.flags;
         Breaker {
             cell: StateCell::new(),
             storage: Storage::new(flags.counts_calls(), shared.config.shape),
