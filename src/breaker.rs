@@ -18,13 +18,13 @@ use crate::error::{RejectReason, Rejected};
 use crate::machine::{self, Admission};
 use crate::observe::{BreakerSnapshot, Observer, Reason, Transition};
 use crate::outcome::{Outcome, Verdict};
-use crate::policy::{Config, Flags};
+use crate::policy::{Config, Flags, SuccessPath};
 use crate::remote::RemoteTrip;
 use crate::state::{Next, Snapshot, State, StateCell, Updated};
 use crate::storage::Storage;
 use crate::sync::Arc;
 use crate::ticket::{RoundStart, Ticket, UNTIMED};
-use crate::window::{Window, WindowCounts};
+use crate::window::{Shape, Window, WindowCounts};
 
 /// A budget of ejections shared by several breakers (a registry's cap on
 /// open breakers), consulted only on transitions.
@@ -49,6 +49,8 @@ pub(crate) trait TripGate: Send + Sync + 'static {
 /// clock, the observer and (in a registry) the trip gate.
 pub(crate) struct Shared<C> {
     pub(crate) config: Config,
+    /// `config.flags()`, computed once: each breaker built copies it.
+    flags: Flags,
     pub(crate) clock: C,
     observer: Option<std::sync::Arc<dyn Observer>>,
     gate: Option<std::sync::Arc<dyn TripGate>>,
@@ -61,6 +63,7 @@ impl<C> Shared<C> {
         observer: Option<std::sync::Arc<dyn Observer>>,
     ) -> Shared<C> {
         Shared {
+            flags: config.flags(),
             config,
             clock,
             observer,
@@ -109,8 +112,9 @@ pub struct Breaker<C: Clock = QuantaClock> {
     storage: Storage,
     /// The jitter seed (a registry's key hash, or a builder's id).
     id: u32,
-    /// The configuration's hot-path bits, copied here: one field of the
-    /// breaker instead of a read through `shared`.
+    /// The configuration's hot-path bits and its success path (with a count
+    /// window's size), copied here: one field of the breaker instead of a
+    /// read through `shared`.
     flags: Flags,
     shared: Arc<Shared<C>>,
 }
@@ -122,7 +126,7 @@ const _: () = assert!(core::mem::size_of::<Breaker<QuantaClock>>() == 48);
 
 impl<C: Clock> Breaker<C> {
     pub(crate) fn from_shared(shared: Arc<Shared<C>>, id: u32) -> Breaker<C> {
-        let flags = shared.config.flags();
+        let flags = shared.flags;
         Breaker {
             cell: StateCell::new(),
             storage: Storage::new(flags.counts_calls(), shared.config.shape),
@@ -147,12 +151,6 @@ impl<C: Clock> Breaker<C> {
     /// The validated configuration.
     pub fn config(&self) -> &Config {
         &self.shared.config
-    }
-
-    /// The configuration's hot-path bits.
-    #[inline(always)]
-    pub(crate) fn flags(&self) -> Flags {
-        self.flags
     }
 
     /// The breaker's id: its jitter seed (for a registry's breaker, its
@@ -386,14 +384,72 @@ impl<C: Clock> Breaker<C> {
         outcome: Outcome,
         now: Nanos,
     ) -> Option<Transition> {
-        if self.flags.plain() && outcome == Outcome::Success {
-            return self.on_plain_success(ticket, Some(now));
+        if outcome == Outcome::Success {
+            return self.on_success(ticket, Some(now));
         }
         self.on_any_verdict(ticket, outcome, now)
     }
 
-    /// [`on_verdict`](Self::on_verdict) past the plain success (which the
-    /// caller has ruled out).
+    /// A success, at `now` or (`None`) at the time
+    /// [`verdict_time`](Self::verdict_time) gives it, by the path the
+    /// configuration chose at build ([`SuccessPath`]). Invariant 8: in a
+    /// settled CLOSED breaker, each path but the general one is one load of
+    /// the word and a compare, plus the window's write.
+    #[inline(always)]
+    pub(crate) fn on_success(&self, ticket: Ticket, mut now: Option<Nanos>) -> Option<Transition> {
+        match self.flags.success_path() {
+            SuccessPath::Plain => return self.on_plain_success(ticket, now),
+            SuccessPath::Count(size) => {
+                if self.cell.load().is_settled_closed_in(ticket.generation()) {
+                    // The ring needs no time: `now` is not read.
+                    self.storage
+                        .window(Shape::Count { size })
+                        .record(Nanos::ZERO, false, false);
+                    return None;
+                }
+            }
+            SuccessPath::Time => {
+                let at = match now {
+                    Some(now) => now,
+                    None => self.now(),
+                };
+                now = Some(at);
+                if self.cell.load().is_settled_closed_in(ticket.generation()) {
+                    // The path is taken only with a time window.
+                    if let Shape::Time { width, buckets } = self.shared.config.shape {
+                        self.storage
+                            .window(Shape::Time { width, buckets })
+                            .record(at, false, false);
+                    }
+                    return None;
+                }
+            }
+            SuccessPath::General => {}
+        }
+        // The general path, and a window-only success that is news (it
+        // re-reads the word, as a verdict a moment later would).
+        let now = match now {
+            Some(now) => now,
+            None => self.verdict_time(ticket, Outcome::Success),
+        };
+        self.on_any_verdict(ticket, Outcome::Success, now)
+    }
+
+    /// The time a verdict without one is recorded at: now when it needs the
+    /// time (the call is timed or lands in a time window, or the verdict can
+    /// cause a transition: a failure, or any probe verdict, whose stamp must
+    /// be the real time), else the admission's (no clock read).
+    #[inline(always)]
+    pub(crate) fn verdict_time(&self, ticket: Ticket, outcome: Outcome) -> Nanos {
+        if outcome == Outcome::Failure || ticket.is_probe() || self.flags.records_need_time() {
+            self.now()
+        } else {
+            ticket.start
+        }
+    }
+
+    /// [`on_verdict`](Self::on_verdict) past the success paths: any outcome
+    /// (the general path's success included).
     #[inline(always)]
     pub(crate) fn on_any_verdict(
         &self,

@@ -224,8 +224,15 @@
 //!   stopping: at 2²⁰ calls in one bucket its rates stay those of its calls,
 //!   weighted toward the recent ones; a bucket that stopped counting went
 //!   blind to the failures that followed a million successes.
-//! * **A plain breaker** (no window, no slow-call threshold, no counters) has
-//!   a shorter success path: one load and one branch in the verdict.
+//! * **A success takes one of four paths**, chosen once at build (the
+//!   breaker's flags hold the choice): a plain breaker (no window, no
+//!   slow-call threshold, no counters) has the shortest, one load and one
+//!   branch in the verdict; a breaker whose only bookkeeping is a count or a
+//!   time window has its own, the word's load and one compare (CLOSED,
+//!   settled, the permit's generation) then the window's write, the count
+//!   window's size kept in the flags so the verdict does not read the shared
+//!   config for it; everything else (slow-call timing, call counters) takes
+//!   the general path.
 //! * **Only a failure or a slow call can trip the breaker.** The trip
 //!   conditions are evaluated when such a call is recorded, never after a fast
 //!   success: a fast success is evidence of health, and evaluating after it

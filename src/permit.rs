@@ -206,27 +206,13 @@ impl<C: Clock, B: Deref<Target = Breaker<C>>> OwnedPermit<C, B> {
     /// be the real time.
     #[inline(always)]
     pub fn record(mut self, outcome: Outcome) -> Option<Transition> {
-        if outcome == Outcome::Success && self.breaker.flags().plain() {
+        if outcome == Outcome::Success {
             self.done = true;
-            return self.breaker.on_plain_success(self.ticket, None);
+            return self.breaker.on_success(self.ticket, None);
         }
-        let now = self.verdict_time(outcome);
+        let now = self.breaker.verdict_time(self.ticket, outcome);
         self.done = true;
         self.breaker.on_any_verdict(self.ticket, outcome, now)
-    }
-
-    /// The time a verdict is recorded at: now when it needs the time, else
-    /// the admission's (no clock read).
-    #[inline(always)]
-    fn verdict_time(&self, outcome: Outcome) -> Nanos {
-        if outcome == Outcome::Failure
-            || self.ticket.is_probe()
-            || self.breaker.flags().records_need_time()
-        {
-            self.breaker.now()
-        } else {
-            self.ticket.start
-        }
     }
 
     /// Reports `outcome` for a call that ended at `now`.
@@ -285,7 +271,7 @@ impl<C: Clock, B: Deref<Target = Breaker<C>>> OwnedPermit<C, B> {
     ) {
         let now = match at {
             Some(at) => at,
-            None => self.verdict_time(outcome),
+            None => self.breaker.verdict_time(self.ticket, outcome),
         };
         self.done = true;
         if let Some(t) = self.breaker.on_verdict(self.ticket, outcome, now) {

@@ -5,6 +5,7 @@
 //! values, so property tests drive them with no threads (governor's `gcra.rs`
 //! split). [`Config`] is built by [`Builder`](crate::Builder).
 
+use core::num::{NonZeroU16, NonZeroU32};
 use core::time::Duration;
 
 use crate::clock::Nanos;
@@ -12,61 +13,102 @@ use crate::observe::Reason;
 use crate::outcome::Verdict;
 use crate::window::{Shape, WindowCounts, WindowKind};
 
-/// What a breaker's hot paths need of its configuration, as bits of one
-/// field of the breaker itself (see [`Config::flags`]).
+/// What a breaker's hot paths need of its configuration, copied into one
+/// 4-byte field of the breaker itself (see [`Config::flags`]): bits, and a
+/// count window's size.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Flags(u32);
+pub(crate) struct Flags {
+    bits: u16,
+    /// The count window's size when the success path is
+    /// [`SuccessPath::Count`] (≤ [`MAX_COUNT_WINDOW`](crate::MAX_COUNT_WINDOW));
+    /// 1, unused, otherwise.
+    size: NonZeroU16,
+}
 
-impl Flags {
+/// Where a success goes, decided once at build: the verdict dispatches on
+/// this one value instead of testing each flag.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum SuccessPath {
     /// No window, no timing, no counters: a success has nothing to record
     /// but the end of a failure run.
-    const PLAIN: u32 = 1;
-    /// A slow-call threshold is set: every call is timed.
-    const TIMES_CALLS: u32 = 1 << 1;
-    /// Recording needs the time: a threshold or a time window.
-    const RECORDS_NEED_TIME: u32 = 1 << 2;
-    /// Lifetime call counters are kept.
-    const COUNTS_CALLS: u32 = 1 << 3;
-    /// A window records calls.
-    const HAS_WINDOW: u32 = 1 << 4;
-    /// Runs of consecutive failures trip the breaker.
-    const COUNTS_RUNS: u32 = 1 << 5;
+    Plain,
+    /// A count window of this size and nothing else to do (no timing, no
+    /// counters): a settled success is the word's load and the ring's write.
+    Count(NonZeroU32),
+    /// A time window and nothing else to do: as `Count`, at the verdict's time.
+    Time,
+    /// Everything else: slow-call timing, call counters ([`Breaker`]'s
+    /// general verdict path).
+    ///
+    /// [`Breaker`]: crate::Breaker
+    General,
+}
 
+// The count window's size fits the flags' 16 bits.
+const _: () = assert!(crate::builder::MAX_COUNT_WINDOW <= u16::MAX as u32);
+
+impl Flags {
+    /// The success path ([`SuccessPath`]): at most one of these three bits,
+    /// none for the general path. Separate bits, so each path is one test
+    /// (a two-bit code compiles to a jump table).
+    const PATH_PLAIN: u16 = 1;
+    const PATH_COUNT: u16 = 1 << 1;
+    const PATH_TIME: u16 = 1 << 2;
+    /// A slow-call threshold is set: every call is timed.
+    const TIMES_CALLS: u16 = 1 << 3;
+    /// Recording needs the time: a threshold or a time window.
+    const RECORDS_NEED_TIME: u16 = 1 << 4;
+    /// Lifetime call counters are kept.
+    const COUNTS_CALLS: u16 = 1 << 5;
+    /// A window records calls.
+    const HAS_WINDOW: u16 = 1 << 6;
+    /// Runs of consecutive failures trip the breaker.
+    const COUNTS_RUNS: u16 = 1 << 7;
+
+    /// Where a success goes.
     #[inline(always)]
-    pub(crate) const fn plain(self) -> bool {
-        self.0 & Self::PLAIN != 0
+    pub(crate) fn success_path(self) -> SuccessPath {
+        if self.bits & Self::PATH_PLAIN != 0 {
+            SuccessPath::Plain
+        } else if self.bits & Self::PATH_COUNT != 0 {
+            SuccessPath::Count(NonZeroU32::from(self.size))
+        } else if self.bits & Self::PATH_TIME != 0 {
+            SuccessPath::Time
+        } else {
+            SuccessPath::General
+        }
     }
 
     /// CLOSED admission is the word's load alone: no clock read for a
     /// timed call, no counter to bump.
     #[inline(always)]
     pub(crate) const fn admits_bare(self) -> bool {
-        self.0 & (Self::TIMES_CALLS | Self::COUNTS_CALLS) == 0
+        self.bits & (Self::TIMES_CALLS | Self::COUNTS_CALLS) == 0
     }
 
     #[inline(always)]
     pub(crate) const fn times_calls(self) -> bool {
-        self.0 & Self::TIMES_CALLS != 0
+        self.bits & Self::TIMES_CALLS != 0
     }
 
     #[inline(always)]
     pub(crate) const fn records_need_time(self) -> bool {
-        self.0 & Self::RECORDS_NEED_TIME != 0
+        self.bits & Self::RECORDS_NEED_TIME != 0
     }
 
     #[inline(always)]
     pub(crate) const fn counts_calls(self) -> bool {
-        self.0 & Self::COUNTS_CALLS != 0
+        self.bits & Self::COUNTS_CALLS != 0
     }
 
     #[inline(always)]
     pub(crate) const fn has_window(self) -> bool {
-        self.0 & Self::HAS_WINDOW != 0
+        self.bits & Self::HAS_WINDOW != 0
     }
 
     #[inline(always)]
     pub(crate) const fn counts_runs(self) -> bool {
-        self.0 & Self::COUNTS_RUNS != 0
+        self.bits & Self::COUNTS_RUNS != 0
     }
 }
 
@@ -348,26 +390,39 @@ impl Config {
     /// test one field of its own instead of reading through the shared
     /// pointer.
     pub(crate) fn flags(&self) -> Flags {
-        let mut f = 0;
-        if self.plain {
-            f |= Flags::PLAIN;
-        }
+        let mut bits = 0;
+        let mut size = NonZeroU16::MIN;
         if self.measures_time() {
-            f |= Flags::TIMES_CALLS;
+            bits |= Flags::TIMES_CALLS;
         }
         if self.records_need_time() {
-            f |= Flags::RECORDS_NEED_TIME;
+            bits |= Flags::RECORDS_NEED_TIME;
         }
         if self.count_calls {
-            f |= Flags::COUNTS_CALLS;
+            bits |= Flags::COUNTS_CALLS;
         }
         if self.window != WindowKind::None {
-            f |= Flags::HAS_WINDOW;
+            bits |= Flags::HAS_WINDOW;
         }
         if self.consecutive_failures.is_some() {
-            f |= Flags::COUNTS_RUNS;
+            bits |= Flags::COUNTS_RUNS;
         }
-        Flags(f)
+        // A success takes a path of its own only when the general one has
+        // nothing more to do for it: no slow-call timing, no call counters.
+        let window_only = !self.measures_time() && !self.count_calls;
+        bits |= match self.shape {
+            _ if self.plain => Flags::PATH_PLAIN,
+            Shape::Count { size: n } if window_only => match u16::try_from(n.get()) {
+                Ok(n) => {
+                    size = NonZeroU16::new(n).unwrap_or(NonZeroU16::MIN);
+                    Flags::PATH_COUNT
+                }
+                Err(_) => 0, // over MAX_COUNT_WINDOW: refused at build
+            },
+            Shape::Time { .. } if window_only => Flags::PATH_TIME,
+            _ => 0, // the general path
+        };
+        Flags { bits, size }
     }
 
     /// Pure: is a call from `start` to `end` slow?
@@ -449,6 +504,62 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Which success path each configuration takes: a window-only path only
+    /// when the general one would have nothing more to do (no slow-call
+    /// timing, no call counters).
+    #[cfg(not(failfast_loom))]
+    #[test]
+    fn each_configuration_takes_its_success_path() {
+        use crate::Builder;
+        let slow = Duration::from_millis(100);
+        let second = Duration::from_secs(1);
+        let count = || Builder::new().failure_rate(0.5).count_window(20);
+        let time = || Builder::new().failure_rate(0.5).time_window(second, 4);
+        let path = |b: Builder| b.build_config().unwrap().flags().success_path();
+        let twenty = NonZeroU32::new(20).unwrap();
+
+        assert_eq!(
+            path(Builder::new().consecutive_failures(3)),
+            SuccessPath::Plain
+        );
+        assert_eq!(path(count()), SuccessPath::Count(twenty));
+        assert_eq!(
+            path(count().consecutive_failures(3)),
+            SuccessPath::Count(twenty),
+            "a run of failures lives in the word: the window path still applies"
+        );
+        assert_eq!(
+            path(count().count_window(crate::MAX_COUNT_WINDOW)),
+            SuccessPath::Count(NonZeroU32::new(crate::MAX_COUNT_WINDOW).unwrap())
+        );
+        assert_eq!(path(time()), SuccessPath::Time);
+        for (name, b) in [
+            (
+                "consecutive, counters",
+                Builder::new().consecutive_failures(3).count_calls(true),
+            ),
+            (
+                "consecutive, slow calls",
+                Builder::new()
+                    .consecutive_failures(3)
+                    .slow_call_threshold(slow),
+            ),
+            (
+                "count window, slow calls",
+                count().slow_call_threshold(slow),
+            ),
+            (
+                "count window, slow-call rate",
+                count().slow_call_rate(0.5).slow_call_threshold(slow),
+            ),
+            ("count window, counters", count().count_calls(true)),
+            ("time window, slow calls", time().slow_call_threshold(slow)),
+            ("time window, counters", time().count_calls(true)),
+        ] {
+            assert_eq!(path(b), SuccessPath::General, "{name}");
+        }
+    }
 
     #[test]
     fn rates_compare_exactly_in_integers() {

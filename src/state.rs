@@ -220,6 +220,18 @@ impl Snapshot {
         self.0 & (MODE_MASK | PROVEN | COUNT_MASK) == PROVEN
     }
 
+    /// [`is_settled_closed`](Self::is_settled_closed) in generation
+    /// `generation`: a fast success admitted in that generation has nothing
+    /// to write to the word. One mask and one compare: the low 32 bits are
+    /// the mode (Closed is 0) and the generation.
+    #[inline]
+    pub(crate) const fn is_settled_closed_in(self, generation: u32) -> bool {
+        // A ticket's generation was read from a word, so it fits the 29
+        // bits the shift keeps.
+        self.0 & (MODE_MASK | GEN_MASK | PROVEN | COUNT_MASK)
+            == PROVEN | (generation << GEN_SHIFT) as u64
+    }
+
     pub(crate) const fn generation(self) -> u32 {
         ((self.0 & GEN_MASK) >> GEN_SHIFT) as u32
     }

@@ -24,7 +24,7 @@ pub(crate) mod time;
 
 use crate::clock::Nanos;
 use crate::sync::AtomicU64;
-use core::num::NonZeroU32;
+use core::num::{NonZeroU32, NonZeroU64};
 use core::time::Duration;
 
 /// Where window-based rates are measured.
@@ -105,9 +105,11 @@ pub(crate) enum Shape {
     Count {
         size: NonZeroU32,
     },
+    /// Both nonzero (the width is at least 1 ns, the buckets validated at
+    /// build), so neither division needs a check.
     Time {
-        width: u64,
-        buckets: u32,
+        width: NonZeroU64,
+        buckets: NonZeroU32,
     },
 }
 
@@ -119,9 +121,10 @@ impl Shape {
             WindowKind::Count { size } => Shape::Count {
                 size: NonZeroU32::new(size).unwrap_or(NonZeroU32::MIN),
             },
+            // `width` is at least 1; a zero `buckets` is refused at build.
             WindowKind::Time { length, buckets } => Shape::Time {
-                width: time::width(length, buckets),
-                buckets,
+                width: NonZeroU64::new(time::width(length, buckets)).unwrap_or(NonZeroU64::MIN),
+                buckets: NonZeroU32::new(buckets).unwrap_or(NonZeroU32::MIN),
             },
         }
     }
@@ -131,7 +134,7 @@ impl Shape {
         match self {
             Shape::None => 0,
             Shape::Count { size } => count::slots_for(size.get()),
-            Shape::Time { buckets, .. } => time::slots_for(buckets),
+            Shape::Time { buckets, .. } => time::slots_for(buckets.get()),
         }
     }
 }
@@ -160,7 +163,7 @@ impl<'a> Window<'a> {
             Shape::None => {}
             Shape::Count { size } => count::record(self.slots, size, failure, slow),
             Shape::Time { width, buckets } => {
-                time::record(self.slots, width, buckets, now, failure, slow)
+                time::record(self.slots, width.get(), buckets.get(), now, failure, slow)
             }
         }
     }
@@ -170,7 +173,9 @@ impl<'a> Window<'a> {
         match self.shape {
             Shape::None => WindowCounts::default(),
             Shape::Count { size } => count::counts(self.slots, size.get()),
-            Shape::Time { width, buckets } => time::counts(self.slots, width, buckets, now),
+            Shape::Time { width, buckets } => {
+                time::counts(self.slots, width.get(), buckets.get(), now)
+            }
         }
     }
 
@@ -179,7 +184,9 @@ impl<'a> Window<'a> {
         match self.shape {
             Shape::None => {}
             Shape::Count { size } => count::reset(self.slots, size.get()),
-            Shape::Time { width, buckets } => time::reset(self.slots, width, buckets, now),
+            Shape::Time { width, buckets } => {
+                time::reset(self.slots, width.get(), buckets.get(), now)
+            }
         }
     }
 }
