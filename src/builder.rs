@@ -11,12 +11,8 @@ use crate::observe::Observer;
 use crate::policy::{Backoff, Config, Rate};
 use crate::state::{COUNT_MAX, SUCCESS_MAX};
 use crate::sync::Arc;
-use crate::window::{Shape, WindowKind};
+use crate::window::{Shape, WindowKind, MAX_COUNT_WINDOW, MAX_TIME_BUCKETS};
 
-/// Largest count window.
-pub const MAX_COUNT_WINDOW: u32 = 4096;
-/// Most buckets in a time window.
-pub const MAX_TIME_BUCKETS: u32 = 1024;
 /// Longest open duration, backoff cap, probe lease, slow-call threshold or
 /// `abandoned_after`: one day. A longer value is almost always a unit mistake,
 /// and a probe lease of years would let a lost probe wedge a breaker.

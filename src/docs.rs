@@ -33,7 +33,7 @@
 //! | `clock` | [`Nanos`](crate::Nanos), [`Clock`](crate::Clock), the three clocks | sync |
 //! | `state` | the packed word (`Snapshot`), [`State`](crate::State), `StateCell` and its one update loop | sync, clock |
 //! | `ticket` | what an admission hands its permit: two words | clock |
-//! | `window` | count- and time-based windows over a slice of atomics; [`WindowKind`](crate::WindowKind), [`WindowCounts`](crate::WindowCounts) | sync, clock |
+//! | `window` | count- and time-based windows over a slice of atomics; [`WindowKind`](crate::WindowKind), [`WindowCounts`](crate::WindowCounts), their limits ([`MAX_COUNT_WINDOW`](crate::MAX_COUNT_WINDOW), [`MAX_TIME_BUCKETS`](crate::MAX_TIME_BUCKETS)) | sync, clock |
 //! | `error` | [`Rejected`](crate::Rejected), [`ConfigError`](crate::ConfigError) | clock |
 //! | `observe` | [`Transition`](crate::Transition), [`Reason`](crate::Reason), [`Observer`](crate::Observer), snapshots, call counts | clock, state, window |
 //! | `bulkhead` | calls in flight, one counter | sync, error |

@@ -161,7 +161,7 @@ pub mod tower;
 mod window;
 
 pub use breaker::Breaker;
-pub use builder::{Builder, MAX_COUNT_WINDOW, MAX_DURATION, MAX_TIME_BUCKETS};
+pub use builder::{Builder, MAX_DURATION};
 pub use bulkhead::{Bulkhead, BulkheadPermit};
 pub use call::CallError;
 pub use clock::{Clock, ManualClock, Nanos, QuantaClock, StdClock};
@@ -176,6 +176,7 @@ pub use registry::{Handle, Registry, RegistryBuilder, Snapshots};
 pub use remote::RemoteTrip;
 pub use state::State;
 pub use window::{WindowCounts, WindowKind};
+pub use window::{MAX_COUNT_WINDOW, MAX_TIME_BUCKETS};
 
 /// The README's examples, compiled and run as doctests.
 #[cfg(doctest)]

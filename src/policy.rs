@@ -45,7 +45,7 @@ pub(crate) enum SuccessPath {
 }
 
 // The count window's size fits the flags' 16 bits.
-const _: () = assert!(crate::builder::MAX_COUNT_WINDOW <= u16::MAX as u32);
+const _: () = assert!(crate::window::MAX_COUNT_WINDOW <= u16::MAX as u32);
 
 impl Flags {
     /// The success path ([`SuccessPath`]): at most one of these three bits,
@@ -530,8 +530,8 @@ mod tests {
             "a run of failures lives in the word: the window path still applies"
         );
         assert_eq!(
-            path(count().count_window(crate::MAX_COUNT_WINDOW)),
-            SuccessPath::Count(NonZeroU32::new(crate::MAX_COUNT_WINDOW).unwrap())
+            path(count().count_window(crate::window::MAX_COUNT_WINDOW)),
+            SuccessPath::Count(NonZeroU32::new(crate::window::MAX_COUNT_WINDOW).unwrap())
         );
         assert_eq!(path(time()), SuccessPath::Time);
         for (name, b) in [

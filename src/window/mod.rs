@@ -27,6 +27,11 @@ use crate::sync::AtomicU64;
 use core::num::{NonZeroU32, NonZeroU64};
 use core::time::Duration;
 
+/// Largest count window.
+pub const MAX_COUNT_WINDOW: u32 = 4096;
+/// Most buckets in a time window.
+pub const MAX_TIME_BUCKETS: u32 = 1024;
+
 /// Where window-based rates are measured.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
