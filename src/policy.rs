@@ -561,6 +561,56 @@ mod tests {
         }
     }
 
+    /// The admission and verdict bits each configuration sets: a bare
+    /// admission only with nothing to time or count, a window only with one.
+    #[cfg(not(failfast_loom))]
+    #[test]
+    fn each_configuration_sets_its_hot_path_bits() {
+        use crate::Builder;
+        let slow = Duration::from_millis(100);
+        let flags = |b: Builder| b.build_config().unwrap().flags();
+        let consecutive = || Builder::new().consecutive_failures(3);
+        let count = || Builder::new().failure_rate(0.5).count_window(20);
+        let time = || {
+            Builder::new()
+                .failure_rate(0.5)
+                .time_window(Duration::from_secs(1), 4)
+        };
+        // (name, flags, admits bare, has a window)
+        for (name, f, bare, window) in [
+            ("consecutive", flags(consecutive()), true, false),
+            ("count window", flags(count()), true, true),
+            ("time window", flags(time()), true, true),
+            (
+                "consecutive, counters",
+                flags(consecutive().count_calls(true)),
+                false,
+                false,
+            ),
+            (
+                "consecutive, slow calls",
+                flags(consecutive().slow_call_threshold(slow)),
+                false,
+                false,
+            ),
+            (
+                "count window, counters",
+                flags(count().count_calls(true)),
+                false,
+                true,
+            ),
+            (
+                "time window, slow calls",
+                flags(time().slow_call_threshold(slow)),
+                false,
+                true,
+            ),
+        ] {
+            assert_eq!(f.admits_bare(), bare, "{name}: admits bare");
+            assert_eq!(f.has_window(), window, "{name}: has a window");
+        }
+    }
+
     #[test]
     fn rates_compare_exactly_in_integers() {
         let r = Rate::new(0.1);

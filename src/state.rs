@@ -530,6 +530,34 @@ mod tests {
     use super::*;
 
     #[test]
+    fn settled_closed_in_a_generation_is_one_exact_word_shape() {
+        let settled = Snapshot::INITIAL.with_generation(GEN_MAX).with_proven();
+        assert!(settled.is_settled_closed_in(GEN_MAX));
+        assert!(
+            settled.with_detached().is_settled_closed_in(GEN_MAX),
+            "detached does not matter"
+        );
+        assert!(
+            !settled.is_settled_closed_in(GEN_MAX - 1),
+            "another generation"
+        );
+        assert!(!settled.with_generation(1).is_settled_closed_in(0));
+        assert!(
+            !settled.with_count(1).is_settled_closed_in(GEN_MAX),
+            "a run"
+        );
+        assert!(!settled.with_count(COUNT_MAX).is_settled_closed_in(GEN_MAX));
+        let unproven = Snapshot::INITIAL.with_generation(GEN_MAX);
+        assert!(!unproven.is_settled_closed_in(GEN_MAX), "never proven");
+        for state in State::all().into_iter().filter(|s| *s != State::Closed) {
+            assert!(
+                !settled.with_state(state).is_settled_closed_in(GEN_MAX),
+                "{state:?}"
+            );
+        }
+    }
+
+    #[test]
     fn only_a_local_open_word_is_decided_in_line() {
         let open = Snapshot::INITIAL
             .with_state(State::Open)
