@@ -129,7 +129,7 @@ pub trait Clock: Send + Sync + 'static {
 /// The default clock: `quanta::Clock::raw` (one TSC read) scaled against an origin.
 ///
 /// The scaling is `quanta`'s calibration, read once as a fixed-point factor
-/// ([`SCALE_SHIFT`] fractional bits): a read is the raw read, a saturating
+/// (40 fractional bits): a read is the raw read, a saturating
 /// subtraction, one 64×64→128-bit multiply and a constant shift, where
 /// `quanta::Clock::delta_as_nanos` tests its clock kind, the order of its
 /// arguments and a variable shift on every call (`benches/README.md`, "The
@@ -145,7 +145,7 @@ pub trait Clock: Send + Sync + 'static {
 pub struct QuantaClock {
     clock: quanta::Clock,
     origin: u64,
-    /// Nanoseconds per 2^[`SCALE_SHIFT`] raw ticks (2^[`SCALE_SHIFT`] itself
+    /// Nanoseconds per 2^`SCALE_SHIFT` raw ticks (2^`SCALE_SHIFT` itself
     /// when `quanta` falls back to a clock that counts nanoseconds).
     scale: u64,
 }
