@@ -196,10 +196,3 @@ impl<'a> Window<'a> {
     }
 }
 
-impl core::fmt::Debug for Window<'_> {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("Window")
-            .field("slots", &self.slots.len())
-            .finish()
-    }
-}
