@@ -415,7 +415,9 @@ impl<C: Clock> Breaker<C> {
                 };
                 now = Some(at);
                 if self.cell.load().is_settled_closed_in(ticket.generation()) {
-                    // The path is taken only with a time window.
+                    // The path is taken only with a time window. Not
+                    // `self.window()`: its match over every shape costs this
+                    // path 3 instructions (callgrind `ff_time`, 104 -> 107).
                     if let Shape::Time { width, buckets } = self.shared.config.shape {
                         self.storage
                             .window(Shape::Time { width, buckets })

@@ -505,6 +505,29 @@ impl Config {
 mod tests {
     use super::*;
 
+    /// The configurations the flag tests walk through.
+    #[cfg(not(failfast_loom))]
+    mod configs {
+        use crate::Builder;
+        use core::time::Duration;
+
+        pub(super) const SLOW: Duration = Duration::from_millis(100);
+
+        pub(super) fn consecutive() -> Builder {
+            Builder::new().consecutive_failures(3)
+        }
+
+        pub(super) fn count() -> Builder {
+            Builder::new().failure_rate(0.5).count_window(20)
+        }
+
+        pub(super) fn time() -> Builder {
+            Builder::new()
+                .failure_rate(0.5)
+                .time_window(Duration::from_secs(1), 4)
+        }
+    }
+
     /// Which success path each configuration takes: a window-only path only
     /// when the general one would have nothing more to do (no slow-call
     /// timing, no call counters).
@@ -512,17 +535,11 @@ mod tests {
     #[test]
     fn each_configuration_takes_its_success_path() {
         use crate::Builder;
-        let slow = Duration::from_millis(100);
-        let second = Duration::from_secs(1);
-        let count = || Builder::new().failure_rate(0.5).count_window(20);
-        let time = || Builder::new().failure_rate(0.5).time_window(second, 4);
+        use configs::{consecutive, count, time, SLOW as slow};
         let path = |b: Builder| b.build_config().unwrap().flags().success_path();
         let twenty = NonZeroU32::new(20).unwrap();
 
-        assert_eq!(
-            path(Builder::new().consecutive_failures(3)),
-            SuccessPath::Plain
-        );
+        assert_eq!(path(consecutive()), SuccessPath::Plain);
         assert_eq!(path(count()), SuccessPath::Count(twenty));
         assert_eq!(
             path(count().consecutive_failures(3)),
@@ -535,15 +552,10 @@ mod tests {
         );
         assert_eq!(path(time()), SuccessPath::Time);
         for (name, b) in [
-            (
-                "consecutive, counters",
-                Builder::new().consecutive_failures(3).count_calls(true),
-            ),
+            ("consecutive, counters", consecutive().count_calls(true)),
             (
                 "consecutive, slow calls",
-                Builder::new()
-                    .consecutive_failures(3)
-                    .slow_call_threshold(slow),
+                consecutive().slow_call_threshold(slow),
             ),
             (
                 "count window, slow calls",
@@ -567,15 +579,8 @@ mod tests {
     #[test]
     fn each_configuration_sets_its_hot_path_bits() {
         use crate::Builder;
-        let slow = Duration::from_millis(100);
+        use configs::{consecutive, count, time, SLOW as slow};
         let flags = |b: Builder| b.build_config().unwrap().flags();
-        let consecutive = || Builder::new().consecutive_failures(3);
-        let count = || Builder::new().failure_rate(0.5).count_window(20);
-        let time = || {
-            Builder::new()
-                .failure_rate(0.5)
-                .time_window(Duration::from_secs(1), 4)
-        };
         // (name, flags, admits bare, has a window)
         for (name, f, bare, window) in [
             ("consecutive", flags(consecutive()), true, false),

@@ -19,6 +19,19 @@ fn tripped_at(t0: Nanos) -> Breaker<ManualClock> {
     b
 }
 
+/// A breaker whose local schedule opens for `local`, opened at `t0` by a
+/// remote trip with `remote` of its period left.
+fn opened_remotely_at(t0: Nanos, local: Duration, remote: Duration) -> Breaker<ManualClock> {
+    let b = Breaker::builder()
+        .consecutive_failures(1)
+        .open_duration(local)
+        .build_with_clock(ManualClock::new())
+        .unwrap();
+    let news = RemoteTrip::new(1, remote, Reason::ConsecutiveFailures);
+    b.apply_remote_at(&news, t0).expect("a remote trip opens");
+    b
+}
+
 #[test]
 fn rejects_from_the_trip_to_one_nanosecond_before_the_end_then_probes() {
     let t0 = Nanos::from_secs(1_000);
@@ -56,14 +69,8 @@ fn a_time_before_the_trip_is_rejected_for_the_whole_period_after_it() {
 fn a_remote_trips_span_is_decided_on_the_span_not_the_local_schedule() {
     // Shared trips carry their own open period in the word's span field; the
     // inline path must not read the local backoff table for them.
-    let b = Breaker::builder()
-        .consecutive_failures(1)
-        .open_duration(Duration::from_secs(1))
-        .build_with_clock(ManualClock::new())
-        .unwrap();
     let t0 = Nanos::from_secs(1_000);
-    let news = RemoteTrip::new(1, Duration::from_secs(60), Reason::ConsecutiveFailures);
-    b.apply_remote_at(&news, t0).expect("a remote trip opens");
+    let b = opened_remotely_at(t0, Duration::from_secs(1), Duration::from_secs(60));
     // Long past the local 1 s schedule, inside the remote 60 s.
     let later = t0 + Duration::from_secs(30);
     let rejected = b.try_acquire_at(later).unwrap_err();
@@ -83,14 +90,8 @@ fn a_remote_trips_span_is_decided_on_the_span_not_the_local_schedule() {
 fn a_remote_trip_shorter_than_the_local_schedule_ends_on_time() {
     // The local schedule would say 60 s; the news says 1 s (rounded up to
     // the span's 16.8 ms unit): the probe comes after the news's period.
-    let b = Breaker::builder()
-        .consecutive_failures(1)
-        .open_duration(Duration::from_secs(60))
-        .build_with_clock(ManualClock::new())
-        .unwrap();
     let t0 = Nanos::from_secs(1_000);
-    let news = RemoteTrip::new(1, Duration::from_secs(1), Reason::ConsecutiveFailures);
-    b.apply_remote_at(&news, t0).expect("a remote trip opens");
+    let b = opened_remotely_at(t0, Duration::from_secs(60), Duration::from_secs(1));
     assert!(b.try_acquire_at(t0 + Duration::from_millis(500)).is_err());
     let probe = b.try_acquire_at(t0 + Duration::from_secs(2));
     assert!(probe.expect("probe after the remote period").is_probe());
