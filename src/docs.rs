@@ -240,9 +240,19 @@
 //!   `min_calls` on a fast success while already over a rate trips at the next
 //!   failure or slow call, not at that success (Resilience4j would trip at the
 //!   success).
-//! * **The count window's healthy path** is one `fetch_add` on its cursor and
-//!   one load of the ring entry it overwrites; a second RMW happens only when
-//!   that entry held a failure or slow call.
+//! * **The count window's healthy path writes nothing once the ring is
+//!   clean.** When the ring is full and every entry healthy, the writer of a
+//!   lap's last entry marks it clean (bit 63 of the cursor word); a healthy
+//!   call that finds the mark is one load, no `fetch_add` on the shared
+//!   cursor. Skipping it loses nothing: in an all-healthy ring it would
+//!   overwrite a healthy entry with a healthy one. Any write that leaves an
+//!   entry unhealthy clears the mark; the setter re-reads the ring with
+//!   read-modify-writes after setting it, so the two meet on the entry's word
+//!   and a failure is never hidden under the mark (`window/count.rs`, loom
+//!   `count_window_clean`, three bugs in the catalogue). Without the mark, a
+//!   healthy call is one `fetch_add` on the cursor and one load of the entry
+//!   it overwrites, out of line; a second RMW happens only when that entry
+//!   held a failure or a slow call.
 //!
 //! * **The end of an open period is computed, not stored.** An OPEN
 //!   rejection reads `stamp + backoff step` rather than a stored deadline.

@@ -1,13 +1,48 @@
 //! The count-based window: the last N calls.
 //!
-//! Layout: `slots[0]` is the cursor (calls recorded since the last reset);
-//! `slots[1..]` is a ring of N 2-bit entries, 32 per word: bit 0 = failure,
-//! bit 1 = slow. Call number `i` lives at ring position `i % N`.
+//! Layout: `slots[0]` is the cursor (calls recorded since the last reset)
+//! in its low 63 bits and the [`CLEAN`] mark in bit 63; `slots[1..]` is a
+//! ring of N 2-bit entries, 32 per word: bit 0 = failure, bit 1 = slow. Call
+//! number `i` lives at ring position `i % N`.
 //!
 //! Recording is one `fetch_add` on the cursor, then a load of the entry's
 //! word; only if the entry being overwritten differs from the new one (the
 //! window is not all-healthy) is there a second read-modify-write, an XOR of
 //! the two bits. Counting is a popcount over at most N/32 words.
+//!
+//! # The clean mark
+//!
+//! In a full ring of healthy entries, a healthy call changes nothing the
+//! window reports: it would overwrite a healthy entry with a healthy one, and
+//! the ring holds N calls either way. So a healthy call that finds the ring
+//! marked [`CLEAN`] writes nothing: one load, no `fetch_add` on the shared
+//! cursor. Skipped calls do not move the cursor; in an all-healthy ring which
+//! entry the next call overwrites does not matter, so the ring still holds
+//! the counts of the last N calls.
+//!
+//! The mark is set by the writer of each lap's last entry (position N − 1)
+//! when it finds the ring full and every entry healthy, and cleared by every
+//! writer whose XOR leaves its entry unhealthy. It must never stay set over
+//! an unhealthy entry: the skipped calls would then keep that failure in the
+//! window for good. The two sides meet on the entry's word:
+//!
+//! * the setter checks the ring, sets the mark with a CAS on the cursor word
+//!   it checked against (a reset in between makes the CAS fail), then reads
+//!   every ring word again with an `AcqRel` read-modify-write and clears the
+//!   mark if any entry is unhealthy;
+//! * a writer of an unhealthy entry XORs it in with `AcqRel`, then loads the
+//!   cursor word and clears the mark if it is set.
+//!
+//! Two read-modify-writes of one word are ordered. If the setter's re-read
+//! comes after the XOR, it reads the unhealthy entry and clears the mark. If
+//! it comes first, the XOR acquires it, so the mark (set before the re-read)
+//! happens before the writer's load, which sees it and clears it. Either way
+//! the mark does not outlive the unhealthy entry (loom model
+//! `count_window_clean_mark_never_hides_a_failure`; bugs `clean-ring-no-reread`
+//! and `clean-ring-reread-load`).
+//!
+//! Clearing may also remove a mark a later setter set over a healthy ring;
+//! that costs only speed, until the next lap's last writer sets it again.
 
 use core::num::NonZeroU32;
 
@@ -17,6 +52,9 @@ use crate::sync::{AtomicU64, Ordering};
 const ENTRIES_PER_WORD: u32 = 32;
 const FAILURE_BITS: u64 = 0x5555_5555_5555_5555;
 const SLOW_BITS: u64 = 0xAAAA_AAAA_AAAA_AAAA;
+/// In the cursor word: the ring is full and every entry is healthy (see the
+/// module docs). The cursor below it cannot reach it (2⁶³ calls).
+const CLEAN: u64 = 1 << 63;
 
 pub(crate) fn slots_for(size: u32) -> usize {
     1 + size.div_ceil(ENTRIES_PER_WORD) as usize
@@ -24,25 +62,88 @@ pub(crate) fn slots_for(size: u32) -> usize {
 
 #[inline(always)]
 pub(crate) fn record(slots: &[AtomicU64], size: NonZeroU32, failure: bool, slow: bool) {
+    let new = u64::from(failure) | (u64::from(slow) << 1);
+    // Relaxed: a stale mark only skips a healthy call into a ring that was
+    // clean a moment ago, or records one the mark would have skipped.
+    if new == 0 && slots[0].load(Ordering::Relaxed) & CLEAN != 0 {
+        return;
+    }
+    write(slots, size, new);
+}
+
+/// Writes call `new` into the ring: the path of a ring that is not marked
+/// clean. Out of line, so the verdict paths that inline [`record`] carry only
+/// its mark test.
+#[inline(never)]
+fn write(slots: &[AtomicU64], size: NonZeroU32, new: u64) {
     // Relaxed: the window is a statistic; the trip decision re-reads it and
     // the trip itself is ordered by the state word's CAS.
-    let call = slots[0].fetch_add(1, Ordering::Relaxed);
+    let call = slots[0].fetch_add(1, Ordering::Relaxed) & !CLEAN;
     let pos = (call % u64::from(size.get())) as u32;
     let word = &slots[1 + (pos / ENTRIES_PER_WORD) as usize];
     let shift = (pos % ENTRIES_PER_WORD) * 2;
-    let new = u64::from(failure) | (u64::from(slow) << 1);
     // Relaxed: as above.
     let old = (word.load(Ordering::Relaxed) >> shift) & 0b11;
     if old != new {
-        // Relaxed: as above. XOR flips exactly the bits that differ; a writer
-        // racing on the same entry (a call N later) can skew this one entry.
-        word.fetch_xor((old ^ new) << shift, Ordering::Relaxed);
+        // AcqRel: meets the clean-mark setter's re-read of this word (module
+        // docs). XOR flips exactly the bits that differ; a writer racing on
+        // the same entry (a call N later) can skew this one entry.
+        let before = word.fetch_xor((old ^ new) << shift, Ordering::AcqRel);
+        if ((before >> shift) ^ old ^ new) & 0b11 != 0 {
+            unmark(&slots[0]);
+        }
+    }
+    if pos == size.get() - 1 {
+        mark_if_clean(slots, size.get());
+    }
+}
+
+/// Clears the clean mark after an unhealthy entry was written.
+#[cold]
+fn unmark(cursor: &AtomicU64) {
+    // Relaxed: this load follows the entry's `AcqRel` XOR, which is what
+    // orders it against a setter (module docs).
+    if cursor.load(Ordering::Relaxed) & CLEAN != 0 {
+        // Relaxed: the mark orders nothing; clearing it is always safe.
+        cursor.fetch_and(!CLEAN, Ordering::Relaxed);
+    }
+}
+
+/// Sets the clean mark if the ring is full and every entry healthy: by the
+/// writer of a lap's last entry.
+#[cold]
+fn mark_if_clean(slots: &[AtomicU64], size: u32) {
+    let ring = &slots[1..slots_for(size)];
+    // Relaxed: a first look; the re-read below decides.
+    let seen = slots[0].load(Ordering::Relaxed);
+    if seen & CLEAN != 0 || seen < u64::from(size) {
+        return;
+    }
+    // Relaxed: as above.
+    if ring.iter().any(|w| w.load(Ordering::Relaxed) != 0) {
+        return;
+    }
+    // Relaxed: the CAS only has to fail after a reset or another call; the
+    // re-read's `AcqRel` orders the mark against the writers.
+    if slots[0]
+        .compare_exchange(seen, seen | CLEAN, Ordering::Relaxed, Ordering::Relaxed)
+        .is_err()
+    {
+        return;
+    }
+    // AcqRel read-modify-write, not a load: it is ordered with every XOR of
+    // the same word (module docs). Not short-circuited: each word is read.
+    let dirty = ring
+        .iter()
+        .fold(0, |dirty, w| dirty | w.fetch_or(0, Ordering::AcqRel));
+    if dirty != 0 {
+        unmark(&slots[0]);
     }
 }
 
 pub(crate) fn counts(slots: &[AtomicU64], size: u32) -> WindowCounts {
     // Relaxed: see `record`.
-    let recorded = slots[0].load(Ordering::Relaxed);
+    let recorded = slots[0].load(Ordering::Relaxed) & !CLEAN;
     let (mut failures, mut slow) = (0u32, 0u32);
     for word in &slots[1..slots_for(size)] {
         let w = word.load(Ordering::Relaxed);
@@ -59,7 +160,8 @@ pub(crate) fn counts(slots: &[AtomicU64], size: u32) -> WindowCounts {
 
 pub(crate) fn reset(slots: &[AtomicU64], size: u32) {
     // Relaxed: a reset races only with verdicts of the old generation, whose
-    // skew the module docs bound.
+    // skew the module docs bound. Storing 0 to the cursor also clears the
+    // mark, and makes a setter's CAS against the old cursor fail.
     for slot in &slots[..slots_for(size)] {
         slot.store(0, Ordering::Relaxed);
     }
@@ -105,6 +207,122 @@ mod tests {
         assert_eq!(counts(&w, 3).failures, 1);
         record(&w, nz(3), false, false);
         assert_eq!(counts(&w, 3), WindowCounts::new(3, 0, 0));
+    }
+
+    fn healthy(w: &[AtomicU64], size: u32, n: u32) {
+        for _ in 0..n {
+            record(w, nz(size), false, false);
+        }
+    }
+
+    fn marked(w: &[AtomicU64]) -> bool {
+        w[0].load(Ordering::Relaxed) & CLEAN != 0
+    }
+
+    #[test]
+    fn a_full_healthy_ring_is_marked_and_then_written_no_more() {
+        let w = window(40);
+        healthy(&w, 40, 39);
+        assert!(!marked(&w), "not full yet");
+        healthy(&w, 40, 1);
+        assert!(marked(&w), "the lap's last writer marks a healthy ring");
+        healthy(&w, 40, 100);
+        assert_eq!(
+            w[0].load(Ordering::Relaxed),
+            40 | CLEAN,
+            "healthy calls into a marked ring move no cursor"
+        );
+        assert_eq!(counts(&w, 40), WindowCounts::new(40, 0, 0));
+    }
+
+    #[test]
+    fn a_failure_clears_the_mark_and_leaves_after_n_calls() {
+        let w = window(40);
+        healthy(&w, 40, 40);
+        record(&w, nz(40), true, false);
+        assert!(!marked(&w), "an unhealthy entry clears the mark");
+        assert_eq!(counts(&w, 40), WindowCounts::new(40, 1, 0));
+        healthy(&w, 40, 39);
+        assert_eq!(counts(&w, 40).failures, 1, "39 calls later it is still in");
+        assert!(!marked(&w), "the lap ended over the failure: no mark");
+        healthy(&w, 40, 1);
+        assert_eq!(
+            counts(&w, 40),
+            WindowCounts::new(40, 0, 0),
+            "40 calls later it is out"
+        );
+        healthy(&w, 40, 39);
+        assert!(marked(&w), "marked again at the end of the next lap");
+    }
+
+    #[test]
+    fn a_slow_call_clears_the_mark_too() {
+        let w = window(3);
+        healthy(&w, 3, 3);
+        assert!(marked(&w));
+        record(&w, nz(3), false, true);
+        assert!(!marked(&w));
+        assert_eq!(counts(&w, 3), WindowCounts::new(3, 0, 1));
+    }
+
+    #[test]
+    fn a_ring_of_one_is_marked_after_each_healthy_call() {
+        let w = window(1);
+        record(&w, nz(1), true, false);
+        assert!(!marked(&w));
+        healthy(&w, 1, 1);
+        assert!(marked(&w));
+        assert_eq!(counts(&w, 1), WindowCounts::new(1, 0, 0));
+    }
+
+    #[test]
+    fn reset_clears_the_mark() {
+        let w = window(4);
+        healthy(&w, 4, 4);
+        assert!(marked(&w));
+        reset(&w, 4);
+        assert!(!marked(&w));
+        healthy(&w, 4, 3);
+        assert_eq!(
+            counts(&w, 4),
+            WindowCounts::new(3, 0, 0),
+            "healthy calls count again"
+        );
+    }
+
+    proptest::proptest! {
+        /// Against a model of the last N calls, through marks, laps and resets.
+        #[test]
+        fn counts_the_last_n_calls(
+            size in 1u32..=70,
+            calls in proptest::collection::vec(0u8..6, 0..400),
+        ) {
+            let w = window(size);
+            let mut model: std::collections::VecDeque<(bool, bool)> = Default::default();
+            for c in calls {
+                if c == 5 {
+                    reset(&w, size);
+                    model.clear();
+                    continue;
+                }
+                // Healthy calls are most of them, as in life.
+                let (failure, slow) = (c == 3, c == 4);
+                record(&w, nz(size), failure, slow);
+                model.push_back((failure, slow));
+                if model.len() > size as usize {
+                    model.pop_front();
+                }
+                let want = WindowCounts::new(
+                    model.len() as u32,
+                    model.iter().filter(|(f, _)| *f).count() as u32,
+                    model.iter().filter(|(_, s)| *s).count() as u32,
+                );
+                proptest::prop_assert_eq!(counts(&w, size), want);
+                if marked(&w) {
+                    proptest::prop_assert!(want.failures == 0 && want.slow == 0 && want.calls == size);
+                }
+            }
+        }
     }
 
     #[test]
