@@ -290,6 +290,19 @@ mod tests {
         );
     }
 
+    #[test]
+    fn a_ring_is_marked_only_when_full_and_healthy() {
+        let w = window(5);
+        healthy(&w, 5, 3);
+        mark_if_clean(&w, 5);
+        assert!(!marked(&w), "3 calls in a ring of 5: not full");
+        healthy(&w, 5, 2);
+        assert!(marked(&w));
+        record(&w, nz(5), true, false);
+        mark_if_clean(&w, 5);
+        assert!(!marked(&w), "a failure in the ring");
+    }
+
     proptest::proptest! {
         /// Against a model of the last N calls, through marks, laps and resets.
         #[test]
