@@ -35,8 +35,9 @@ pub(crate) enum SuccessPath {
     /// A count window of this size and nothing else to do (no timing, no
     /// counters): a settled success is the word's load and the ring's write.
     Count(NonZeroU32),
-    /// A time window and nothing else to do: as `Count`, at the verdict's time.
-    Time,
+    /// A time window of this many buckets and nothing else to do: as
+    /// `Count`, at the verdict's time (the window's width is in its slots).
+    Time(NonZeroU32),
     /// Everything else: slow-call timing, call counters ([`Breaker`]'s
     /// general verdict path).
     ///
@@ -73,7 +74,7 @@ impl Flags {
         } else if self.bits & Self::PATH_COUNT != 0 {
             SuccessPath::Count(NonZeroU32::from(self.size))
         } else if self.bits & Self::PATH_TIME != 0 {
-            SuccessPath::Time
+            SuccessPath::Time(NonZeroU32::from(self.size))
         } else {
             SuccessPath::General
         }
@@ -419,7 +420,13 @@ impl Config {
                 }
                 Err(_) => 0, // over MAX_COUNT_WINDOW: refused at build
             },
-            Shape::Time { .. } if window_only => Flags::PATH_TIME,
+            Shape::Time { buckets, .. } if window_only => match u16::try_from(buckets.get()) {
+                Ok(b) => {
+                    size = NonZeroU16::new(b).unwrap_or(NonZeroU16::MIN);
+                    Flags::PATH_TIME
+                }
+                Err(_) => 0, // over MAX_TIME_BUCKETS: refused at build
+            },
             _ => 0, // the general path
         };
         Flags { bits, size }
@@ -550,7 +557,16 @@ mod tests {
             path(count().count_window(crate::window::MAX_COUNT_WINDOW)),
             SuccessPath::Count(NonZeroU32::new(crate::window::MAX_COUNT_WINDOW).unwrap())
         );
-        assert_eq!(path(time()), SuccessPath::Time);
+        let four = NonZeroU32::new(4).unwrap();
+        assert_eq!(path(time()), SuccessPath::Time(four));
+        assert_eq!(
+            path(time().time_window(
+                core::time::Duration::from_secs(2),
+                crate::window::MAX_TIME_BUCKETS
+            )),
+            SuccessPath::Time(NonZeroU32::new(crate::window::MAX_TIME_BUCKETS).unwrap()),
+            "the most buckets fit the flags"
+        );
         for (name, b) in [
             ("consecutive, counters", consecutive().count_calls(true)),
             (

@@ -2,8 +2,10 @@
 //!
 //! Layout: `slots[0]` is the current epoch `e` (`now / width`, where
 //! `width = length / B`) packed with its bucket's index, `e << 10 | e % B`
-//! ([`pack`]); `slots[1 + e % B]` holds epoch `e`'s counts packed as
-//! `calls:22 | failures:21 | slow:21`.
+//! ([`pack`]); `slots[1]` is `width`, written once when the storage is made
+//! (the success path reads it there, next to the epoch, instead of through
+//! the shared configuration); `slots[2 + e % B]` holds epoch `e`'s counts
+//! packed as `calls:22 | failures:21 | slow:21`.
 //!
 //! A call in the current epoch needs no division: its time lies in
 //! `[e * width, (e + 1) * width)`, one multiplication and one compare, and
@@ -39,8 +41,13 @@ const FIELD21_MASK: u64 = (1 << 21) - 1;
 /// Small under loom, so a model reaches it in a few calls.
 pub(crate) const BUCKET_LIMIT: u64 = if cfg!(failfast_loom) { 4 } else { 1 << 20 };
 
+/// The slot holding the width, a constant.
+pub(crate) const WIDTH_SLOT: usize = 1;
+/// The slot of the bucket of every epoch `e` with `e % B == 0`.
+const FIRST_BUCKET: usize = 2;
+
 pub(crate) fn slots_for(buckets: u32) -> usize {
-    1 + buckets as usize
+    FIRST_BUCKET + buckets as usize
 }
 
 /// Nanoseconds per bucket (at least 1; validated at build).
@@ -82,17 +89,12 @@ pub(crate) fn epoch_of(word: u64) -> u64 {
 }
 
 #[inline(always)]
-pub(crate) fn record(
-    slots: &[AtomicU64],
-    width: u64,
-    buckets: u32,
-    now: Nanos,
-    failure: bool,
-    slow: bool,
-) {
-    let Some(head) = slots.first() else {
-        return; // never: a time window has B + 1 slots
+pub(crate) fn record(slots: &[AtomicU64], buckets: u32, now: Nanos, failure: bool, slow: bool) {
+    let [head, width, bucket_slots @ ..] = slots else {
+        return; // never: a time window has B + 2 slots
     };
+    // Relaxed: a constant, written before the storage was shared.
+    let width = width.load(Ordering::Relaxed);
     // Relaxed: the epoch orders nothing else; a stale read only makes this
     // writer try to rotate (CAS) or write one bucket late, which the module
     // docs count as racing skew.
@@ -108,7 +110,7 @@ pub(crate) fn record(
             None => return, // older than the whole window: nothing to count it in
         }
     };
-    let Some(bucket) = slots.get(1 + index as usize) else {
+    let Some(bucket) = bucket_slots.get(index as usize) else {
         return; // never: the index is below B
     };
     // Relaxed: statistics (see above).
@@ -128,7 +130,8 @@ pub(crate) fn record(
 #[cold]
 #[inline(never)]
 fn enter(slots: &[AtomicU64], width: u64, buckets: u32, word: u64, now: Nanos) -> Option<u64> {
-    let epoch = epoch_at(now, width);
+    // `max`: a zero width (never: the storage writes it) divides nothing.
+    let epoch = epoch_at(now, width.max(1));
     let current = epoch_of(word);
     if epoch > current {
         rotate(slots, buckets, word, epoch);
@@ -169,7 +172,8 @@ fn rotate(slots: &[AtomicU64], buckets: u32, seen: u64, epoch: u64) {
                 let skipped = (epoch - epoch_of(current)).min(u64::from(buckets));
                 for e in (epoch + 1 - skipped)..=epoch {
                     // Relaxed: see above.
-                    slots[1 + (e % u64::from(buckets)) as usize].store(0, Ordering::Relaxed);
+                    slots[FIRST_BUCKET + (e % u64::from(buckets)) as usize]
+                        .store(0, Ordering::Relaxed);
                 }
                 return;
             }
@@ -190,7 +194,7 @@ pub(crate) fn counts(slots: &[AtomicU64], width: u64, buckets: u32, now: Nanos) 
         if e > current {
             continue; // not rotated in yet: that bucket still holds an old epoch
         }
-        let b = slots[1 + (e % u64::from(buckets)) as usize].load(Ordering::Relaxed);
+        let b = slots[FIRST_BUCKET + (e % u64::from(buckets)) as usize].load(Ordering::Relaxed);
         total.calls += ((b >> CALLS_SHIFT) & CALLS_MASK) as u32;
         total.failures += ((b >> FAILURES_SHIFT) & FIELD21_MASK) as u32;
         total.slow += ((b >> SLOW_SHIFT) & FIELD21_MASK) as u32;
@@ -202,7 +206,7 @@ pub(crate) fn counts(slots: &[AtomicU64], width: u64, buckets: u32, now: Nanos) 
 
 pub(crate) fn reset(slots: &[AtomicU64], width: u64, buckets: u32, now: Nanos) {
     // Relaxed: as for the count window's reset.
-    for slot in &slots[1..slots_for(buckets)] {
+    for slot in &slots[FIRST_BUCKET..slots_for(buckets)] {
         slot.store(0, Ordering::Relaxed);
     }
     // Words order as their epochs: the later epoch's word wins.
@@ -215,7 +219,12 @@ mod tests {
 
     const W: u64 = 1_000; // 1 µs buckets
     fn window(b: u32) -> Vec<AtomicU64> {
-        (0..slots_for(b)).map(|_| AtomicU64::new(0)).collect()
+        window_of(b, W)
+    }
+    fn window_of(b: u32, width: u64) -> Vec<AtomicU64> {
+        (0..slots_for(b))
+            .map(|i| AtomicU64::new(if i == WIDTH_SLOT { width } else { 0 }))
+            .collect()
     }
     fn at(n: u64) -> Nanos {
         Nanos::from_nanos(n)
@@ -224,14 +233,14 @@ mod tests {
     #[test]
     fn counts_only_the_last_b_buckets() {
         let w = window(4);
-        record(&w, W, 4, at(0), true, false); // epoch 0
-        record(&w, W, 4, at(1_500), false, true); // epoch 1
-        record(&w, W, 4, at(3_999), false, false); // epoch 3
+        record(&w, 4, at(0), true, false); // epoch 0
+        record(&w, 4, at(1_500), false, true); // epoch 1
+        record(&w, 4, at(3_999), false, false); // epoch 3
         assert_eq!(counts(&w, W, 4, at(3_999)), WindowCounts::new(3, 1, 1));
         // At epoch 4, epoch 0 has slid out.
         assert_eq!(counts(&w, W, 4, at(4_000)), WindowCounts::new(2, 0, 1));
         // A write at epoch 5 rotates and zeroes epoch 1's bucket.
-        record(&w, W, 4, at(5_000), true, true);
+        record(&w, 4, at(5_000), true, true);
         assert_eq!(counts(&w, W, 4, at(5_000)), WindowCounts::new(2, 1, 1));
         // Far later, everything has expired.
         assert_eq!(counts(&w, W, 4, at(100_000)), WindowCounts::default());
@@ -240,8 +249,8 @@ mod tests {
     #[test]
     fn a_write_older_than_the_window_is_dropped() {
         let w = window(2);
-        record(&w, W, 2, at(10_000), false, false);
-        record(&w, W, 2, at(1_000), true, false);
+        record(&w, 2, at(10_000), false, false);
+        record(&w, 2, at(1_000), true, false);
         assert_eq!(counts(&w, W, 2, at(10_000)), WindowCounts::new(1, 0, 0));
     }
 
@@ -249,8 +258,8 @@ mod tests {
     fn a_full_bucket_halves_its_counts_then_counts_on() {
         let w = window(1);
         let full = BUCKET_LIMIT | (BUCKET_LIMIT / 4) << FAILURES_SHIFT | 6 << SLOW_SHIFT;
-        w[1].store(full, Ordering::Relaxed);
-        record(&w, W, 1, at(0), true, true);
+        w[FIRST_BUCKET].store(full, Ordering::Relaxed);
+        record(&w, 1, at(0), true, true);
         assert_eq!(
             counts(&w, W, 1, at(0)),
             WindowCounts {
@@ -266,7 +275,7 @@ mod tests {
     fn rates_survive_millions_of_calls_in_one_bucket() {
         let w = window(1);
         for i in 0..3 * BUCKET_LIMIT {
-            record(&w, W, 1, at(0), i % 4 == 0, i % 10 == 0);
+            record(&w, 1, at(0), i % 4 == 0, i % 10 == 0);
         }
         let c = counts(&w, W, 1, at(0));
         assert!(u64::from(c.calls) <= BUCKET_LIMIT + 1, "{c:?}");
@@ -280,10 +289,10 @@ mod tests {
     fn failures_after_a_million_successes_still_count() {
         let w = window(1);
         for _ in 0..1_100_000 {
-            record(&w, W, 1, at(0), false, false);
+            record(&w, 1, at(0), false, false);
         }
         for _ in 0..2_000_000 {
-            record(&w, W, 1, at(0), true, false);
+            record(&w, 1, at(0), true, false);
         }
         let c = counts(&w, W, 1, at(0));
         assert!(c.failure_rate() > 0.6, "{c:?}");
@@ -343,10 +352,10 @@ mod tests {
     #[test]
     fn calls_at_the_end_of_time_count_in_the_last_epoch() {
         for (width, b) in [(1000, 1024), (1023, 600), (1024, 1024), (W, 4)] {
-            let w = window(b);
-            record(&w, width, b, Nanos::NEVER, true, false);
-            record(&w, width, b, Nanos::NEVER, false, true);
-            record(&w, width, b, at(u64::MAX - 1), false, false);
+            let w = window_of(b, width);
+            record(&w, b, Nanos::NEVER, true, false);
+            record(&w, b, Nanos::NEVER, false, true);
+            record(&w, b, at(u64::MAX - 1), false, false);
             assert_eq!(
                 counts(&w, width, b, Nanos::NEVER),
                 WindowCounts::new(3, 1, 1),
@@ -360,12 +369,12 @@ mod tests {
     #[test]
     fn a_call_lands_in_its_epoch_at_both_ends() {
         let w = window(3);
-        record(&w, W, 3, at(5 * W), false, false); // epoch 5: rotates
-        record(&w, W, 3, at(5 * W + W - 1), true, false); // epoch 5, its last ns
-        record(&w, W, 3, at(6 * W), false, true); // epoch 6: rotates
-        record(&w, W, 3, at(6 * W), false, true); // epoch 6, its first ns
-        record(&w, W, 3, at(6 * W - 1), true, false); // back in epoch 5
-                                                      // Epoch 5 slides out at epoch 8; epoch 6 at epoch 9.
+        record(&w, 3, at(5 * W), false, false); // epoch 5: rotates
+        record(&w, 3, at(5 * W + W - 1), true, false); // epoch 5, its last ns
+        record(&w, 3, at(6 * W), false, true); // epoch 6: rotates
+        record(&w, 3, at(6 * W), false, true); // epoch 6, its first ns
+        record(&w, 3, at(6 * W - 1), true, false); // back in epoch 5
+                                                   // Epoch 5 slides out at epoch 8; epoch 6 at epoch 9.
         assert_eq!(
             counts(&w, W, 3, at(7 * W + W - 1)),
             WindowCounts::new(5, 2, 2)
@@ -444,13 +453,13 @@ mod tests {
             (width, b, ops) in (prop_oneof![Just(1024u64), Just(W * 1024), 1024u64..1 << 40], 1u32..=12)
                 .prop_flat_map(|(width, b)| (Just(width), Just(b), ops(width)))
         ) {
-            let w = window(b);
+            let w = window_of(b, width);
             let mut m = Model::default();
             let bb = u64::from(b);
             for op in ops {
                 match op {
                     Op::Record(t, f, s) => {
-                        record(&w, width, b, at(t), f, s);
+                        record(&w, b, at(t), f, s);
                         m.record(bb, t / width, f, s);
                     }
                     Op::Counts(t) => {
@@ -469,10 +478,10 @@ mod tests {
     #[test]
     fn reset_empties_and_keeps_the_epoch() {
         let w = window(3);
-        record(&w, W, 3, at(7_000), true, false);
+        record(&w, 3, at(7_000), true, false);
         reset(&w, W, 3, at(8_000));
         assert_eq!(counts(&w, W, 3, at(8_000)), WindowCounts::default());
-        record(&w, W, 3, at(8_000), true, false);
+        record(&w, 3, at(8_000), true, false);
         assert_eq!(counts(&w, W, 3, at(8_000)).failures, 1);
     }
 }
