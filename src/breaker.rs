@@ -408,7 +408,7 @@ impl<C: Clock> Breaker<C> {
                     return None;
                 }
             }
-            SuccessPath::Time(buckets) => {
+            SuccessPath::Time => {
                 let at = match now {
                     Some(now) => now,
                     None => self.now(),
@@ -416,12 +416,17 @@ impl<C: Clock> Breaker<C> {
                 now = Some(at);
                 if self.cell.load().is_settled_closed_in(ticket.generation()) {
                     // The path is taken only with a time window, whose
-                    // width is in its slots and bucket count in the flags:
-                    // nothing is read through `shared` (callgrind `ff_time`
-                    // 94 -> 93, `ff_time_at` 79 -> 76). Not `self.window()`:
-                    // its match over every shape cost this path 3
-                    // instructions (104 -> 107, before the packed epoch).
-                    window::time::record(self.storage.slots(), buckets.get(), at, false, false);
+                    // width is in its slots: a call in the current epoch
+                    // reads nothing through `shared`, only one that rotates
+                    // asks it for B (callgrind `ff_time` 94 -> 90,
+                    // `ff_time_at` 79 -> 75). Not `self.window()`: its match
+                    // over every shape cost this path 3 instructions
+                    // (104 -> 107, before the packed epoch).
+                    let buckets = || match self.shared.config.shape {
+                        Shape::Time { buckets, .. } => buckets.get(),
+                        _ => 1, // never: the path is the time window's
+                    };
+                    window::time::record(self.storage.slots(), buckets, at, false, false);
                     return None;
                 }
             }

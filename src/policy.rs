@@ -35,9 +35,8 @@ pub(crate) enum SuccessPath {
     /// A count window of this size and nothing else to do (no timing, no
     /// counters): a settled success is the word's load and the ring's write.
     Count(NonZeroU32),
-    /// A time window of this many buckets and nothing else to do: as
-    /// `Count`, at the verdict's time (the window's width is in its slots).
-    Time(NonZeroU32),
+    /// A time window and nothing else to do: as `Count`, at the verdict's time.
+    Time,
     /// Everything else: slow-call timing, call counters ([`Breaker`]'s
     /// general verdict path).
     ///
@@ -74,7 +73,7 @@ impl Flags {
         } else if self.bits & Self::PATH_COUNT != 0 {
             SuccessPath::Count(NonZeroU32::from(self.size))
         } else if self.bits & Self::PATH_TIME != 0 {
-            SuccessPath::Time(NonZeroU32::from(self.size))
+            SuccessPath::Time
         } else {
             SuccessPath::General
         }
@@ -420,13 +419,7 @@ impl Config {
                 }
                 Err(_) => 0, // over MAX_COUNT_WINDOW: refused at build
             },
-            Shape::Time { buckets, .. } if window_only => match u16::try_from(buckets.get()) {
-                Ok(b) => {
-                    size = NonZeroU16::new(b).unwrap_or(NonZeroU16::MIN);
-                    Flags::PATH_TIME
-                }
-                Err(_) => 0, // over MAX_TIME_BUCKETS: refused at build
-            },
+            Shape::Time { .. } if window_only => Flags::PATH_TIME,
             _ => 0, // the general path
         };
         Flags { bits, size }
@@ -557,16 +550,7 @@ mod tests {
             path(count().count_window(crate::window::MAX_COUNT_WINDOW)),
             SuccessPath::Count(NonZeroU32::new(crate::window::MAX_COUNT_WINDOW).unwrap())
         );
-        let four = NonZeroU32::new(4).unwrap();
-        assert_eq!(path(time()), SuccessPath::Time(four));
-        assert_eq!(
-            path(time().time_window(
-                core::time::Duration::from_secs(2),
-                crate::window::MAX_TIME_BUCKETS
-            )),
-            SuccessPath::Time(NonZeroU32::new(crate::window::MAX_TIME_BUCKETS).unwrap()),
-            "the most buckets fit the flags"
-        );
+        assert_eq!(path(time()), SuccessPath::Time);
         for (name, b) in [
             ("consecutive, counters", consecutive().count_calls(true)),
             (

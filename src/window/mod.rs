@@ -178,7 +178,7 @@ impl<'a> Window<'a> {
             Shape::Count { size } => count::record(self.slots, size, failure, slow),
             // The width is read from the slots (`time::WIDTH_SLOT`).
             Shape::Time { buckets, .. } => {
-                time::record(self.slots, buckets.get(), now, failure, slow)
+                time::record(self.slots, || buckets.get(), now, failure, slow)
             }
         }
     }

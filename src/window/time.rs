@@ -88,8 +88,16 @@ pub(crate) fn epoch_of(word: u64) -> u64 {
     word >> INDEX_BITS
 }
 
+/// Records one call at `now`; `buckets` gives B, asked for only when the
+/// call is outside the current epoch.
 #[inline(always)]
-pub(crate) fn record(slots: &[AtomicU64], buckets: u32, now: Nanos, failure: bool, slow: bool) {
+pub(crate) fn record(
+    slots: &[AtomicU64],
+    buckets: impl FnOnce() -> u32,
+    now: Nanos,
+    failure: bool,
+    slow: bool,
+) {
     let [head, width, bucket_slots @ ..] = slots else {
         return; // never: a time window has B + 2 slots
     };
@@ -126,10 +134,19 @@ pub(crate) fn record(slots: &[AtomicU64], buckets: u32, now: Nanos, failure: boo
 
 /// A call outside the epoch `word` holds: rotates to its epoch if it is
 /// newer; its bucket's index, or `None` when it is older than the window.
-/// Out of line: at most once per width per writer in steady traffic.
+/// Out of line: at most once per width per writer in steady traffic. It
+/// alone needs B, so only it asks for it (the success path reads it from
+/// the shared configuration, a pointer away).
 #[cold]
 #[inline(never)]
-fn enter(slots: &[AtomicU64], width: u64, buckets: u32, word: u64, now: Nanos) -> Option<u64> {
+fn enter(
+    slots: &[AtomicU64],
+    width: u64,
+    buckets: impl FnOnce() -> u32,
+    word: u64,
+    now: Nanos,
+) -> Option<u64> {
+    let buckets = buckets();
     // `max`: a zero width (never: the storage writes it) divides nothing.
     let epoch = epoch_at(now, width.max(1));
     let current = epoch_of(word);
@@ -233,14 +250,14 @@ mod tests {
     #[test]
     fn counts_only_the_last_b_buckets() {
         let w = window(4);
-        record(&w, 4, at(0), true, false); // epoch 0
-        record(&w, 4, at(1_500), false, true); // epoch 1
-        record(&w, 4, at(3_999), false, false); // epoch 3
+        record(&w, || 4, at(0), true, false); // epoch 0
+        record(&w, || 4, at(1_500), false, true); // epoch 1
+        record(&w, || 4, at(3_999), false, false); // epoch 3
         assert_eq!(counts(&w, W, 4, at(3_999)), WindowCounts::new(3, 1, 1));
         // At epoch 4, epoch 0 has slid out.
         assert_eq!(counts(&w, W, 4, at(4_000)), WindowCounts::new(2, 0, 1));
         // A write at epoch 5 rotates and zeroes epoch 1's bucket.
-        record(&w, 4, at(5_000), true, true);
+        record(&w, || 4, at(5_000), true, true);
         assert_eq!(counts(&w, W, 4, at(5_000)), WindowCounts::new(2, 1, 1));
         // Far later, everything has expired.
         assert_eq!(counts(&w, W, 4, at(100_000)), WindowCounts::default());
@@ -249,8 +266,8 @@ mod tests {
     #[test]
     fn a_write_older_than_the_window_is_dropped() {
         let w = window(2);
-        record(&w, 2, at(10_000), false, false);
-        record(&w, 2, at(1_000), true, false);
+        record(&w, || 2, at(10_000), false, false);
+        record(&w, || 2, at(1_000), true, false);
         assert_eq!(counts(&w, W, 2, at(10_000)), WindowCounts::new(1, 0, 0));
     }
 
@@ -259,7 +276,7 @@ mod tests {
         let w = window(1);
         let full = BUCKET_LIMIT | (BUCKET_LIMIT / 4) << FAILURES_SHIFT | 6 << SLOW_SHIFT;
         w[FIRST_BUCKET].store(full, Ordering::Relaxed);
-        record(&w, 1, at(0), true, true);
+        record(&w, || 1, at(0), true, true);
         assert_eq!(
             counts(&w, W, 1, at(0)),
             WindowCounts {
@@ -275,7 +292,7 @@ mod tests {
     fn rates_survive_millions_of_calls_in_one_bucket() {
         let w = window(1);
         for i in 0..3 * BUCKET_LIMIT {
-            record(&w, 1, at(0), i % 4 == 0, i % 10 == 0);
+            record(&w, || 1, at(0), i % 4 == 0, i % 10 == 0);
         }
         let c = counts(&w, W, 1, at(0));
         assert!(u64::from(c.calls) <= BUCKET_LIMIT + 1, "{c:?}");
@@ -289,10 +306,10 @@ mod tests {
     fn failures_after_a_million_successes_still_count() {
         let w = window(1);
         for _ in 0..1_100_000 {
-            record(&w, 1, at(0), false, false);
+            record(&w, || 1, at(0), false, false);
         }
         for _ in 0..2_000_000 {
-            record(&w, 1, at(0), true, false);
+            record(&w, || 1, at(0), true, false);
         }
         let c = counts(&w, W, 1, at(0));
         assert!(c.failure_rate() > 0.6, "{c:?}");
@@ -353,9 +370,9 @@ mod tests {
     fn calls_at_the_end_of_time_count_in_the_last_epoch() {
         for (width, b) in [(1000, 1024), (1023, 600), (1024, 1024), (W, 4)] {
             let w = window_of(b, width);
-            record(&w, b, Nanos::NEVER, true, false);
-            record(&w, b, Nanos::NEVER, false, true);
-            record(&w, b, at(u64::MAX - 1), false, false);
+            record(&w, || b, Nanos::NEVER, true, false);
+            record(&w, || b, Nanos::NEVER, false, true);
+            record(&w, || b, at(u64::MAX - 1), false, false);
             assert_eq!(
                 counts(&w, width, b, Nanos::NEVER),
                 WindowCounts::new(3, 1, 1),
@@ -369,12 +386,12 @@ mod tests {
     #[test]
     fn a_call_lands_in_its_epoch_at_both_ends() {
         let w = window(3);
-        record(&w, 3, at(5 * W), false, false); // epoch 5: rotates
-        record(&w, 3, at(5 * W + W - 1), true, false); // epoch 5, its last ns
-        record(&w, 3, at(6 * W), false, true); // epoch 6: rotates
-        record(&w, 3, at(6 * W), false, true); // epoch 6, its first ns
-        record(&w, 3, at(6 * W - 1), true, false); // back in epoch 5
-                                                   // Epoch 5 slides out at epoch 8; epoch 6 at epoch 9.
+        record(&w, || 3, at(5 * W), false, false); // epoch 5: rotates
+        record(&w, || 3, at(5 * W + W - 1), true, false); // epoch 5, its last ns
+        record(&w, || 3, at(6 * W), false, true); // epoch 6: rotates
+        record(&w, || 3, at(6 * W), false, true); // epoch 6, its first ns
+        record(&w, || 3, at(6 * W - 1), true, false); // back in epoch 5
+                                                      // Epoch 5 slides out at epoch 8; epoch 6 at epoch 9.
         assert_eq!(
             counts(&w, W, 3, at(7 * W + W - 1)),
             WindowCounts::new(5, 2, 2)
@@ -459,7 +476,7 @@ mod tests {
             for op in ops {
                 match op {
                     Op::Record(t, f, s) => {
-                        record(&w, b, at(t), f, s);
+                        record(&w, || b, at(t), f, s);
                         m.record(bb, t / width, f, s);
                     }
                     Op::Counts(t) => {
@@ -478,10 +495,10 @@ mod tests {
     #[test]
     fn reset_empties_and_keeps_the_epoch() {
         let w = window(3);
-        record(&w, 3, at(7_000), true, false);
+        record(&w, || 3, at(7_000), true, false);
         reset(&w, W, 3, at(8_000));
         assert_eq!(counts(&w, W, 3, at(8_000)), WindowCounts::default());
-        record(&w, 3, at(8_000), true, false);
+        record(&w, || 3, at(8_000), true, false);
         assert_eq!(counts(&w, W, 3, at(8_000)).failures, 1);
     }
 }
