@@ -16,8 +16,8 @@
 //!
 //! No timer rotates the buckets. The first writer that sees a newer epoch
 //! advances it with one CAS and, as the winner, zeroes the buckets it skipped.
-//! A healthy call is one load of the epoch, one load of the bucket and one
-//! `fetch_add`.
+//! A healthy call is one load of the epoch word and one of the width, a
+//! multiplication and a compare, one load of the bucket and one `fetch_add`.
 //!
 //! A bucket never silently stops counting. The writer that finds it holding
 //! [`BUCKET_LIMIT`] (2²⁰) calls halves all three counts with one CAS before
