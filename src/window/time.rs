@@ -62,10 +62,10 @@ const INDEX_BITS: u32 = 10;
 const INDEX_MASK: u64 = (1 << INDEX_BITS) - 1;
 const _: () = assert!(super::MAX_TIME_BUCKETS <= 1 << INDEX_BITS);
 /// The last epoch `slots[0]` holds (2⁵⁴ − 1). A width of at least 1024 ns
-/// never reaches it (`u64::MAX / 1024 < 2⁵⁴`); a narrower one (1000..1024 ns,
-/// more than 512 buckets in about a millisecond) reaches it only 2⁵⁴ widths
-/// (over 570 years) after the clock's origin, and counts every later time in
-/// that last epoch.
+/// never reaches it (`u64::MAX / 1024 < 2⁵⁴`); a narrower one (1000..1024 ns:
+/// a `length` under 1024 ns per bucket, at any bucket count) reaches it only
+/// 2⁵⁴ widths (over 570 years) after the clock's origin, and counts every
+/// later time in that last epoch.
 pub(crate) const MAX_EPOCH: u64 = u64::MAX >> INDEX_BITS;
 
 /// The epoch of `now`: its bucket's number since the origin (at most
