@@ -21,7 +21,8 @@ pub(crate) struct Storage(Option<triomphe::ThinArc<(), AtomicU64>>);
 
 impl Storage {
     /// Slots for a window of `shape` followed by the counters (if
-    /// `counts_calls`), all zero.
+    /// `counts_calls`), all zero but the window's constants
+    /// ([`Shape::initial`]).
     pub(crate) fn new(counts_calls: bool, shape: Shape) -> Storage {
         let len = if counts_calls { counters::SLOTS } else { 0 } + shape.slots();
         if len == 0 {
@@ -29,12 +30,12 @@ impl Storage {
         }
         Storage(Some(triomphe::ThinArc::from_header_and_iter(
             (),
-            (0..len).map(|_| AtomicU64::new(0)),
+            (0..len).map(|i| AtomicU64::new(shape.initial(i))),
         )))
     }
 
     #[inline(always)]
-    fn slots(&self) -> &[AtomicU64] {
+    pub(crate) fn slots(&self) -> &[AtomicU64] {
         match &self.0 {
             Some(arc) => &arc.slice,
             None => &[],

@@ -66,13 +66,13 @@ fn memory_bytes_counts_the_window_and_the_counters() {
     const HEADER: usize = 16;
     let count = build(Breaker::builder().failure_rate(0.5).count_window(100));
     assert_eq!(count.memory_bytes(), base + HEADER + 5 * 8);
-    // 10 buckets and the epoch.
+    // 10 buckets, the epoch and the bucket width.
     let time = build(
         Breaker::builder()
             .failure_rate(0.5)
             .time_window(Duration::from_secs(10), 10),
     );
-    assert_eq!(time.memory_bytes(), base + HEADER + 11 * 8);
+    assert_eq!(time.memory_bytes(), base + HEADER + 12 * 8);
     let counted = build(
         Breaker::builder()
             .failure_rate(0.5)

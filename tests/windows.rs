@@ -449,3 +449,37 @@ fn a_time_window_reset_starts_at_the_reset() {
     assert_eq!(b.state(), State::Closed);
     assert_eq!(b.snapshot_at(s(8)).window.calls, 0);
 }
+
+/// A window-only time breaker (no threshold, no counters) records its
+/// successes on the time window's own success path, which rotates the
+/// buckets itself: successes over more than the window's length leave the
+/// last buckets' calls, two in one bucket count two, and a jump past the
+/// whole window leaves only the call after it.
+#[test]
+fn window_only_time_successes_rotate_and_expire() {
+    let clock = ManualClock::starting_at(Nanos::from_secs(100));
+    let b = Breaker::builder()
+        .failure_rate(0.9)
+        .time_window(Duration::from_secs(10), 10)
+        .min_calls(1000)
+        .build_with_clock(clock.clone())
+        .unwrap();
+    // One success a second from 100 s to 114 s.
+    for _ in 0..15 {
+        let _ = b.try_acquire().unwrap().success();
+        clock.advance(Duration::from_secs(1));
+    }
+    // At 115 s the window holds the buckets of 106 s..=115 s.
+    assert_eq!(b.snapshot().window, counts(9, 0, 0));
+    let _ = b.try_acquire().unwrap().success();
+    clock.advance(ms(999));
+    let _ = b.try_acquire().unwrap().success(); // 115.999 s: the same bucket
+    assert_eq!(b.snapshot().window, counts(11, 0, 0));
+    clock.advance(ms(1));
+    let _ = b.try_acquire().unwrap().success(); // 116 s: the next one
+    assert_eq!(b.snapshot().window, counts(11, 0, 0), "106 s slid out");
+    clock.advance(Duration::from_secs(25));
+    let _ = b.try_acquire().unwrap().success();
+    assert_eq!(b.snapshot().window, counts(1, 0, 0));
+    assert_eq!(b.state(), State::Closed);
+}

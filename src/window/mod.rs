@@ -134,6 +134,15 @@ impl Shape {
         }
     }
 
+    /// The value slot `i` of a window of this shape starts with: 0, but
+    /// for the time window's width (`time::WIDTH_SLOT`).
+    pub(crate) fn initial(self, i: usize) -> u64 {
+        match self {
+            Shape::Time { width, .. } if i == time::WIDTH_SLOT => width.get(),
+            _ => 0,
+        }
+    }
+
     /// The slots a window of this shape takes.
     pub(crate) fn slots(self) -> usize {
         match self {
@@ -167,8 +176,9 @@ impl<'a> Window<'a> {
         match self.shape {
             Shape::None => {}
             Shape::Count { size } => count::record(self.slots, size, failure, slow),
-            Shape::Time { width, buckets } => {
-                time::record(self.slots, width.get(), buckets.get(), now, failure, slow)
+            // The width is read from the slots (`time::WIDTH_SLOT`).
+            Shape::Time { buckets, .. } => {
+                time::record(self.slots, || buckets.get(), now, failure, slow)
             }
         }
     }

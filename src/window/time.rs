@@ -1,13 +1,23 @@
 //! The time-based window: the calls of the last `length`, in B buckets.
 //!
-//! Layout: `slots[0]` is the current epoch (`now / width`, where
-//! `width = length / B`); `slots[1 + e % B]` holds epoch `e`'s counts packed as
-//! `calls:22 | failures:21 | slow:21`.
+//! Layout: `slots[0]` is the current epoch `e` (`now / width`, where
+//! `width = length / B`) packed with its bucket's index, `e << 10 | e % B`
+//! ([`pack`]); `slots[1]` is `width`, written once when the storage is made
+//! (the success path reads it there, next to the epoch, instead of through
+//! the shared configuration); `slots[2 + e % B]` holds epoch `e`'s counts
+//! packed as `calls:22 | failures:21 | slow:21`.
+//!
+//! A call in the current epoch needs no division: its time lies in
+//! `[e * width, (e + 1) * width)`, one multiplication and one compare, and
+//! the index is the word's low bits. Only a call in another epoch divides.
+//! The packed word orders as the epoch does (the index is below the epoch's
+//! bits and smaller than 2¹⁰), so the rotation's CAS and the reset's
+//! `fetch_max` compare packed words as they compared epochs.
 //!
 //! No timer rotates the buckets. The first writer that sees a newer epoch
 //! advances it with one CAS and, as the winner, zeroes the buckets it skipped.
-//! A healthy call is one load of the epoch, one load of the bucket and one
-//! `fetch_add`.
+//! A healthy call is one load of the epoch word and one of the width, a
+//! multiplication and a compare, one load of the bucket and one `fetch_add`.
 //!
 //! A bucket never silently stops counting. The writer that finds it holding
 //! [`BUCKET_LIMIT`] (2²⁰) calls halves all three counts with one CAS before
@@ -31,8 +41,13 @@ const FIELD21_MASK: u64 = (1 << 21) - 1;
 /// Small under loom, so a model reaches it in a few calls.
 pub(crate) const BUCKET_LIMIT: u64 = if cfg!(failfast_loom) { 4 } else { 1 << 20 };
 
+/// The slot holding the width, a constant.
+pub(crate) const WIDTH_SLOT: usize = 1;
+/// The slot of the bucket of every epoch `e` with `e % B == 0`.
+const FIRST_BUCKET: usize = 2;
+
 pub(crate) fn slots_for(buckets: u32) -> usize {
-    1 + buckets as usize
+    FIRST_BUCKET + buckets as usize
 }
 
 /// Nanoseconds per bucket (at least 1; validated at build).
@@ -42,26 +57,70 @@ pub(crate) fn width(length: Duration, buckets: u32) -> u64 {
     (w.min(u128::from(u64::MAX)) as u64).max(1)
 }
 
+/// Bits of `slots[0]` below the epoch: its bucket's index (`e % B < 2¹⁰`).
+const INDEX_BITS: u32 = 10;
+const INDEX_MASK: u64 = (1 << INDEX_BITS) - 1;
+const _: () = assert!(super::MAX_TIME_BUCKETS <= 1 << INDEX_BITS);
+/// The last epoch `slots[0]` holds (2⁵⁴ − 1). A width of at least 1024 ns
+/// never reaches it (`u64::MAX / 1024 < 2⁵⁴`); a narrower one (1000..1024 ns:
+/// a `length` under 1024 ns per bucket, at any bucket count) reaches it only
+/// 2⁵⁴ widths (over 570 years) after the clock's origin, and counts every
+/// later time in that last epoch.
+pub(crate) const MAX_EPOCH: u64 = u64::MAX >> INDEX_BITS;
+
+/// The epoch of `now`: its bucket's number since the origin (at most
+/// [`MAX_EPOCH`]).
+#[inline]
+pub(crate) fn epoch_at(now: Nanos, width: u64) -> u64 {
+    (now.as_nanos() / width).min(MAX_EPOCH)
+}
+
+/// `slots[0]`'s word for `epoch` (at most [`MAX_EPOCH`]): the epoch, then
+/// its bucket's index.
+#[inline]
+pub(crate) fn pack(epoch: u64, buckets: u32) -> u64 {
+    (epoch << INDEX_BITS) | (epoch % u64::from(buckets))
+}
+
+/// The epoch of a word of `slots[0]`.
+#[inline(always)]
+pub(crate) fn epoch_of(word: u64) -> u64 {
+    word >> INDEX_BITS
+}
+
+/// Records one call at `now`; `buckets` gives B, asked for only when the
+/// call is outside the current epoch.
 #[inline(always)]
 pub(crate) fn record(
     slots: &[AtomicU64],
-    width: u64,
-    buckets: u32,
+    buckets: impl FnOnce() -> u32,
     now: Nanos,
     failure: bool,
     slow: bool,
 ) {
-    let epoch = now.as_nanos() / width;
+    let [head, width, bucket_slots @ ..] = slots else {
+        return; // never: a time window has B + 2 slots
+    };
+    // Relaxed: a constant, written before the storage was shared.
+    let width = width.load(Ordering::Relaxed);
     // Relaxed: the epoch orders nothing else; a stale read only makes this
     // writer try to rotate (CAS) or write one bucket late, which the module
     // docs count as racing skew.
-    let current = slots[0].load(Ordering::Relaxed);
-    if epoch > current {
-        rotate(slots, buckets, current, epoch);
-    } else if current - epoch >= u64::from(buckets) {
-        return; // older than the whole window: nothing to count it in
-    }
-    let bucket = &slots[1 + (epoch % u64::from(buckets)) as usize];
+    let word = head.load(Ordering::Relaxed);
+    // The current epoch's first nanosecond. No overflow: the word's epoch
+    // is some `t / width` with `t` a `u64`, or less (`MAX_EPOCH`).
+    let start = epoch_of(word).wrapping_mul(width);
+    let index = if now.as_nanos().wrapping_sub(start) < width {
+        word & INDEX_MASK // the current epoch: no division
+    } else {
+        match enter(slots, width, buckets, word, now) {
+            Some(index) => index,
+            None => return, // older than the whole window: nothing to count it in
+        }
+    };
+    let Some(bucket) = bucket_slots.get(index as usize) else {
+        return; // never: the index is below B
+    };
     // Relaxed: statistics (see above).
     let seen = bucket.load(Ordering::Relaxed);
     if seen & CALLS_MASK >= BUCKET_LIMIT {
@@ -71,6 +130,32 @@ pub(crate) fn record(
         | (u64::from(failure) << FAILURES_SHIFT)
         | (u64::from(slow) << SLOW_SHIFT);
     bucket.fetch_add(add, Ordering::Relaxed);
+}
+
+/// A call outside the epoch `word` holds: rotates to its epoch if it is
+/// newer; its bucket's index, or `None` when it is older than the window.
+/// Out of line: at most once per width per writer in steady traffic. It
+/// alone needs B, so only it asks for it (the success path reads it from
+/// the shared configuration, a pointer away).
+#[cold]
+#[inline(never)]
+fn enter(
+    slots: &[AtomicU64],
+    width: u64,
+    buckets: impl FnOnce() -> u32,
+    word: u64,
+    now: Nanos,
+) -> Option<u64> {
+    let buckets = buckets();
+    // `max`: a zero width (never: the storage writes it) divides nothing.
+    let epoch = epoch_at(now, width.max(1));
+    let current = epoch_of(word);
+    if epoch > current {
+        rotate(slots, buckets, word, epoch);
+    } else if current - epoch >= u64::from(buckets) {
+        return None;
+    }
+    Some(epoch % u64::from(buckets))
 }
 
 /// Halves a full bucket's three counts, keeping its rates. A CAS loop, not a
@@ -91,18 +176,21 @@ fn halve(bucket: &AtomicU64, mut seen: u64) {
     }
 }
 
-/// Moves the epoch from `seen` to `epoch`; the CAS winner zeroes the buckets
-/// of the epochs it skipped (at most all B of them).
+/// Moves the epoch from `seen`'s (a word of `slots[0]`) to `epoch`; the CAS
+/// winner zeroes the buckets of the epochs it skipped (at most all B of them).
 fn rotate(slots: &[AtomicU64], buckets: u32, seen: u64, epoch: u64) {
+    let next = pack(epoch, buckets);
     let mut current = seen;
-    while current < epoch {
+    // Words order as their epochs: `current < next` is `epoch_of(current) < epoch`.
+    while current < next {
         // Relaxed: a rotation publishes nothing but the epoch itself.
-        match slots[0].compare_exchange_weak(current, epoch, Ordering::Relaxed, Ordering::Relaxed) {
+        match slots[0].compare_exchange_weak(current, next, Ordering::Relaxed, Ordering::Relaxed) {
             Ok(_) => {
-                let skipped = (epoch - current).min(u64::from(buckets));
+                let skipped = (epoch - epoch_of(current)).min(u64::from(buckets));
                 for e in (epoch + 1 - skipped)..=epoch {
                     // Relaxed: see above.
-                    slots[1 + (e % u64::from(buckets)) as usize].store(0, Ordering::Relaxed);
+                    slots[FIRST_BUCKET + (e % u64::from(buckets)) as usize]
+                        .store(0, Ordering::Relaxed);
                 }
                 return;
             }
@@ -113,8 +201,8 @@ fn rotate(slots: &[AtomicU64], buckets: u32, seen: u64, epoch: u64) {
 
 pub(crate) fn counts(slots: &[AtomicU64], width: u64, buckets: u32, now: Nanos) -> WindowCounts {
     // Relaxed: statistics.
-    let current = slots[0].load(Ordering::Relaxed);
-    let epoch = (now.as_nanos() / width).max(current);
+    let current = epoch_of(slots[0].load(Ordering::Relaxed));
+    let epoch = epoch_at(now, width).max(current);
     let mut total = WindowCounts::default();
     for age in 0..u64::from(buckets) {
         let Some(e) = epoch.checked_sub(age) else {
@@ -123,7 +211,7 @@ pub(crate) fn counts(slots: &[AtomicU64], width: u64, buckets: u32, now: Nanos) 
         if e > current {
             continue; // not rotated in yet: that bucket still holds an old epoch
         }
-        let b = slots[1 + (e % u64::from(buckets)) as usize].load(Ordering::Relaxed);
+        let b = slots[FIRST_BUCKET + (e % u64::from(buckets)) as usize].load(Ordering::Relaxed);
         total.calls += ((b >> CALLS_SHIFT) & CALLS_MASK) as u32;
         total.failures += ((b >> FAILURES_SHIFT) & FIELD21_MASK) as u32;
         total.slow += ((b >> SLOW_SHIFT) & FIELD21_MASK) as u32;
@@ -135,10 +223,11 @@ pub(crate) fn counts(slots: &[AtomicU64], width: u64, buckets: u32, now: Nanos) 
 
 pub(crate) fn reset(slots: &[AtomicU64], width: u64, buckets: u32, now: Nanos) {
     // Relaxed: as for the count window's reset.
-    for slot in &slots[1..slots_for(buckets)] {
+    for slot in &slots[FIRST_BUCKET..slots_for(buckets)] {
         slot.store(0, Ordering::Relaxed);
     }
-    slots[0].fetch_max(now.as_nanos() / width, Ordering::Relaxed);
+    // Words order as their epochs: the later epoch's word wins.
+    slots[0].fetch_max(pack(epoch_at(now, width), buckets), Ordering::Relaxed);
 }
 
 #[cfg(all(test, not(failfast_loom)))]
@@ -147,7 +236,12 @@ mod tests {
 
     const W: u64 = 1_000; // 1 µs buckets
     fn window(b: u32) -> Vec<AtomicU64> {
-        (0..slots_for(b)).map(|_| AtomicU64::new(0)).collect()
+        window_of(b, W)
+    }
+    fn window_of(b: u32, width: u64) -> Vec<AtomicU64> {
+        (0..slots_for(b))
+            .map(|i| AtomicU64::new(if i == WIDTH_SLOT { width } else { 0 }))
+            .collect()
     }
     fn at(n: u64) -> Nanos {
         Nanos::from_nanos(n)
@@ -156,14 +250,14 @@ mod tests {
     #[test]
     fn counts_only_the_last_b_buckets() {
         let w = window(4);
-        record(&w, W, 4, at(0), true, false); // epoch 0
-        record(&w, W, 4, at(1_500), false, true); // epoch 1
-        record(&w, W, 4, at(3_999), false, false); // epoch 3
+        record(&w, || 4, at(0), true, false); // epoch 0
+        record(&w, || 4, at(1_500), false, true); // epoch 1
+        record(&w, || 4, at(3_999), false, false); // epoch 3
         assert_eq!(counts(&w, W, 4, at(3_999)), WindowCounts::new(3, 1, 1));
         // At epoch 4, epoch 0 has slid out.
         assert_eq!(counts(&w, W, 4, at(4_000)), WindowCounts::new(2, 0, 1));
         // A write at epoch 5 rotates and zeroes epoch 1's bucket.
-        record(&w, W, 4, at(5_000), true, true);
+        record(&w, || 4, at(5_000), true, true);
         assert_eq!(counts(&w, W, 4, at(5_000)), WindowCounts::new(2, 1, 1));
         // Far later, everything has expired.
         assert_eq!(counts(&w, W, 4, at(100_000)), WindowCounts::default());
@@ -172,8 +266,8 @@ mod tests {
     #[test]
     fn a_write_older_than_the_window_is_dropped() {
         let w = window(2);
-        record(&w, W, 2, at(10_000), false, false);
-        record(&w, W, 2, at(1_000), true, false);
+        record(&w, || 2, at(10_000), false, false);
+        record(&w, || 2, at(1_000), true, false);
         assert_eq!(counts(&w, W, 2, at(10_000)), WindowCounts::new(1, 0, 0));
     }
 
@@ -181,8 +275,8 @@ mod tests {
     fn a_full_bucket_halves_its_counts_then_counts_on() {
         let w = window(1);
         let full = BUCKET_LIMIT | (BUCKET_LIMIT / 4) << FAILURES_SHIFT | 6 << SLOW_SHIFT;
-        w[1].store(full, Ordering::Relaxed);
-        record(&w, W, 1, at(0), true, true);
+        w[FIRST_BUCKET].store(full, Ordering::Relaxed);
+        record(&w, || 1, at(0), true, true);
         assert_eq!(
             counts(&w, W, 1, at(0)),
             WindowCounts {
@@ -198,7 +292,7 @@ mod tests {
     fn rates_survive_millions_of_calls_in_one_bucket() {
         let w = window(1);
         for i in 0..3 * BUCKET_LIMIT {
-            record(&w, W, 1, at(0), i % 4 == 0, i % 10 == 0);
+            record(&w, || 1, at(0), i % 4 == 0, i % 10 == 0);
         }
         let c = counts(&w, W, 1, at(0));
         assert!(u64::from(c.calls) <= BUCKET_LIMIT + 1, "{c:?}");
@@ -212,22 +306,199 @@ mod tests {
     fn failures_after_a_million_successes_still_count() {
         let w = window(1);
         for _ in 0..1_100_000 {
-            record(&w, W, 1, at(0), false, false);
+            record(&w, || 1, at(0), false, false);
         }
         for _ in 0..2_000_000 {
-            record(&w, W, 1, at(0), true, false);
+            record(&w, || 1, at(0), true, false);
         }
         let c = counts(&w, W, 1, at(0));
         assert!(c.failure_rate() > 0.6, "{c:?}");
     }
 
+    /// The packed word gives back its epoch and the epoch's bucket, and
+    /// orders as the epochs do, at every bucket count and at the ends of the
+    /// epoch's range.
+    #[test]
+    fn the_packed_word_round_trips_and_orders_as_its_epoch() {
+        for b in 1..=crate::window::MAX_TIME_BUCKETS {
+            let bb = u64::from(b);
+            let mut epochs = vec![
+                0,
+                1,
+                bb - 1,
+                bb,
+                bb + 1,
+                2 * bb + 3,
+                MAX_EPOCH - 1,
+                MAX_EPOCH,
+            ];
+            epochs.extend([MAX_EPOCH / 2, MAX_EPOCH - bb, MAX_EPOCH - bb - 1]);
+            epochs.sort_unstable();
+            epochs.dedup();
+            for (i, &e) in epochs.iter().enumerate() {
+                let w = pack(e, b);
+                assert_eq!(epoch_of(w), e, "b {b} e {e}");
+                assert_eq!(w & INDEX_MASK, e % bb, "b {b} e {e}");
+                if let Some(&next) = epochs.get(i + 1) {
+                    assert!(w < pack(next, b), "b {b}: {e} < {next}");
+                }
+            }
+        }
+    }
+
+    /// A width of 1024 ns or more never reaches the last epoch the word
+    /// holds, so its epoch is the plain division at every time; a narrower
+    /// one reaches it 2⁵⁴ widths after the origin and stays there.
+    #[test]
+    fn the_epoch_is_the_division_below_the_last_one() {
+        for width in [1024, 1025, 1_000_000, u64::MAX / 3, u64::MAX] {
+            for t in [0, 1, width - 1, width, u64::MAX - 1, u64::MAX] {
+                assert_eq!(epoch_at(at(t), width), t / width, "{t} / {width}");
+            }
+        }
+        for width in [1000, 1001, 1023] {
+            let last = MAX_EPOCH * width;
+            assert_eq!(epoch_at(at(last - 1), width), MAX_EPOCH - 1, "{width}");
+            assert_eq!(epoch_at(at(last), width), MAX_EPOCH, "{width}");
+            assert_eq!(epoch_at(at(u64::MAX), width), MAX_EPOCH, "{width}");
+        }
+    }
+
+    /// At the far end of the clock (the last epoch, with a narrow width)
+    /// a call still counts, in the last epoch, and later ones with it.
+    #[test]
+    fn calls_at_the_end_of_time_count_in_the_last_epoch() {
+        for (width, b) in [(1000, 1024), (1023, 600), (1024, 1024), (W, 4)] {
+            let w = window_of(b, width);
+            record(&w, || b, Nanos::NEVER, true, false);
+            record(&w, || b, Nanos::NEVER, false, true);
+            record(&w, || b, at(u64::MAX - 1), false, false);
+            assert_eq!(
+                counts(&w, width, b, Nanos::NEVER),
+                WindowCounts::new(3, 1, 1),
+                "width {width}, {b} buckets"
+            );
+        }
+    }
+
+    /// Each end of an epoch: its first nanosecond is in it, the one past its
+    /// last is in the next, on the word's fast path as on a rotation.
+    #[test]
+    fn a_call_lands_in_its_epoch_at_both_ends() {
+        let w = window(3);
+        record(&w, || 3, at(5 * W), false, false); // epoch 5: rotates
+        record(&w, || 3, at(5 * W + W - 1), true, false); // epoch 5, its last ns
+        record(&w, || 3, at(6 * W), false, true); // epoch 6: rotates
+        record(&w, || 3, at(6 * W), false, true); // epoch 6, its first ns
+        record(&w, || 3, at(6 * W - 1), true, false); // back in epoch 5
+                                                      // Epoch 5 slides out at epoch 8; epoch 6 at epoch 9.
+        assert_eq!(
+            counts(&w, W, 3, at(7 * W + W - 1)),
+            WindowCounts::new(5, 2, 2)
+        );
+        assert_eq!(counts(&w, W, 3, at(8 * W)), WindowCounts::new(2, 0, 2));
+        assert_eq!(counts(&w, W, 3, at(9 * W)), WindowCounts::default());
+    }
+
+    /// What the window does, in the plainest terms: every call kept with its
+    /// epoch; a call more than B epochs older than the latest one written is
+    /// dropped; the counts at `now` are those of the last B epochs up to
+    /// `max(epoch(now), latest)`; a reset forgets every call and moves the
+    /// latest epoch up to now's.
+    #[derive(Default)]
+    struct Model {
+        calls: Vec<(u64, bool, bool)>,
+        latest: u64,
+    }
+
+    impl Model {
+        fn record(&mut self, b: u64, epoch: u64, failure: bool, slow: bool) {
+            if epoch + b <= self.latest {
+                return;
+            }
+            self.latest = self.latest.max(epoch);
+            self.calls.push((epoch, failure, slow));
+        }
+        fn counts(&self, b: u64, epoch: u64) -> WindowCounts {
+            let top = epoch.max(self.latest);
+            let mut c = WindowCounts::default();
+            for &(e, failure, slow) in &self.calls {
+                if e + b > top {
+                    c.calls += 1;
+                    c.failures += u32::from(failure);
+                    c.slow += u32::from(slow);
+                }
+            }
+            c
+        }
+    }
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Record(u64, bool, bool),
+        Counts(u64),
+        Reset(u64),
+    }
+
+    fn ops(width: u64) -> impl Strategy<Value = Vec<Op>> {
+        // Times near each other (the same and neighbouring epochs, each
+        // epoch's ends), and jumps of any size, both ways.
+        let t = prop_oneof![
+            4 => (0u64..64, Just(0u64)),
+            2 => (0u64..64, prop_oneof![Just(1u64), Just(width - 1)]),
+            1 => (0u64..=u64::MAX / width, Just(0u64)),
+        ]
+        .prop_map(move |(e, off)| e.saturating_mul(width).saturating_add(off));
+        let t = t.boxed();
+        prop::collection::vec(
+            prop_oneof![
+                8 => (t.clone(), any::<bool>(), any::<bool>()).prop_map(|(t, f, s)| Op::Record(t, f, s)),
+                2 => t.clone().prop_map(Op::Counts),
+                1 => t.prop_map(Op::Reset),
+            ],
+            1..60,
+        )
+    }
+
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The window, rotations and all, counts what the model counts, at
+        /// widths of 1024 ns and more (where every epoch is the division).
+        #[test]
+        fn the_window_counts_what_the_model_counts(
+            (width, b, ops) in (prop_oneof![Just(1024u64), Just(W * 1024), 1024u64..1 << 40], 1u32..=12)
+                .prop_flat_map(|(width, b)| (Just(width), Just(b), ops(width)))
+        ) {
+            let w = window_of(b, width);
+            let mut m = Model::default();
+            let bb = u64::from(b);
+            for op in ops {
+                match op {
+                    Op::Record(t, f, s) => {
+                        record(&w, || b, at(t), f, s);
+                        m.record(bb, t / width, f, s);
+                    }
+                    Op::Counts(t) => {
+                        prop_assert_eq!(counts(&w, width, b, at(t)), m.counts(bb, t / width), "at {}", t);
+                    }
+                    Op::Reset(t) => {
+                        reset(&w, width, b, at(t));
+                        m.calls.clear();
+                        m.latest = m.latest.max(t / width);
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn reset_empties_and_keeps_the_epoch() {
         let w = window(3);
-        record(&w, W, 3, at(7_000), true, false);
+        record(&w, || 3, at(7_000), true, false);
         reset(&w, W, 3, at(8_000));
         assert_eq!(counts(&w, W, 3, at(8_000)), WindowCounts::default());
-        record(&w, W, 3, at(8_000), true, false);
+        record(&w, || 3, at(8_000), true, false);
         assert_eq!(counts(&w, W, 3, at(8_000)).failures, 1);
     }
 }
