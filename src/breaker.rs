@@ -426,7 +426,9 @@ impl<C: Clock> Breaker<C> {
                         Shape::Time { buckets, .. } => buckets.get(),
                         _ => 1, // never: the path is the time window's
                     };
-                    window::time::record(self.storage.slots(), buckets, at, false, false);
+                    if let Some(slots) = self.storage.slots() {
+                        window::time::record(slots, buckets, at, false, false);
+                    }
                     return None;
                 }
             }

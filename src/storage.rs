@@ -2,22 +2,24 @@
 //! allocation made when the breaker is built — none at all for a breaker
 //! with neither (the consecutive-failures policy).
 //!
-//! The window comes first so that a verdict finds it at offset 0, whatever
-//! the flags; it reads only its own first [`Shape::slots`] slots. The
-//! counters are the last [`counters::SLOTS`].
-//!
 //! The allocation is a `triomphe::ThinArc`: a thin pointer (8 bytes in the
-//! breaker) to a header holding the length, then the slots. Its reference
+//! breaker) to a header, then the slots. The header holds the window's head
+//! word (the count window's cursor, the time window's epoch) beside the
+//! slice's length: a healthy call reads the head at a fixed offset, with no
+//! bounds check. The window's body comes first in the slice, so a verdict
+//! finds it at offset 0 whatever the flags; it reads only its own
+//! [`Shape::slots`]. The counters are the last [`counters::SLOTS`]. A breaker
+//! with counters and no window keeps an unused head (8 bytes). The reference
 //! count is unused (one owner); the crate needs no `unsafe` for a thin slice.
 
 use core::fmt;
 
 use crate::counters::{self, Counters};
 use crate::sync::AtomicU64;
-use crate::window::{Shape, Window};
+use crate::window::{Shape, SlotArc, Slots, Window};
 
-/// The slots, or nothing.
-pub(crate) struct Storage(Option<triomphe::ThinArc<(), AtomicU64>>);
+/// The window's head in the header and the slots, or nothing.
+pub(crate) struct Storage(Option<SlotArc>);
 
 impl Storage {
     /// Slots for a window of `shape` followed by the counters (if
@@ -28,26 +30,24 @@ impl Storage {
         if len == 0 {
             return Storage(None);
         }
-        Storage(Some(triomphe::ThinArc::from_header_and_iter(
-            (),
+        Storage(Some(SlotArc::from_header_and_iter(
+            AtomicU64::new(0),
             (0..len).map(|i| AtomicU64::new(shape.initial(i))),
         )))
     }
 
+    /// The window's head and the slots, when there is storage.
     #[inline(always)]
-    pub(crate) fn slots(&self) -> &[AtomicU64] {
-        match &self.0 {
-            Some(arc) => &arc.slice,
-            None => &[],
-        }
+    pub(crate) fn slots(&self) -> Option<Slots<'_>> {
+        self.0.as_ref().map(Slots::new)
     }
 
     /// The call counters, when the breaker keeps them.
     #[inline(always)]
     pub(crate) fn counters(&self, counts_calls: bool) -> Option<Counters<'_>> {
         counts_calls.then(|| {
-            let slots = self.slots();
-            Counters::new(&slots[slots.len() - counters::SLOTS..])
+            let body = self.slots().map_or(&[][..], |s| s.body());
+            Counters::new(&body[body.len() - counters::SLOTS..])
         })
     }
 
@@ -58,10 +58,11 @@ impl Storage {
         Window::new(self.slots(), shape)
     }
 
-    /// Bytes on the heap: the header (reference count, length) and the slots.
+    /// Bytes on the heap: the reference count, the header (the window's
+    /// head, the length) and the slots.
     pub(crate) fn heap_bytes(&self) -> usize {
         match &self.0 {
-            Some(arc) => 2 * core::mem::size_of::<usize>() + core::mem::size_of_val(&arc.slice),
+            Some(arc) => 3 * core::mem::size_of::<usize>() + core::mem::size_of_val(&arc.slice),
             None => 0,
         }
     }
@@ -111,7 +112,7 @@ mod tests {
 impl fmt::Debug for Storage {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Storage")
-            .field("slots", &self.slots().len())
+            .field("slots", &self.slots().map_or(0, |s| s.body().len()))
             .finish()
     }
 }

@@ -202,9 +202,10 @@ fn debug_output_shows_the_state_the_window_and_the_permit() {
         debug_field(&s, "since"),
         format!("{:?}", at - snap.time_in_state)
     );
-    // The window's words: what it adds to the breaker's size past the
-    // allocation's 16-byte header, in u64s.
-    let words = (b.memory_bytes() - std::mem::size_of::<Breaker<ManualClock>>() - 16) / 8;
+    // The window's body: what it adds to the breaker's size past the
+    // allocation's 24-byte header (reference count, the window's head, the
+    // length), in u64s.
+    let words = (b.memory_bytes() - std::mem::size_of::<Breaker<ManualClock>>() - 24) / 8;
     assert_eq!(debug_field(&s, "slots"), format!("{words:?}"));
 
     let probe = b.try_acquire_at(Nanos::from_secs(100)).unwrap();

@@ -1,9 +1,9 @@
 //! The count-based window: the last N calls.
 //!
-//! Layout: `slots[0]` is the cursor (calls recorded since the last reset)
-//! in its low 63 bits and the [`CLEAN`] mark in bit 63; `slots[1..]` is a
-//! ring of N 2-bit entries, 32 per word: bit 0 = failure, bit 1 = slow. Call
-//! number `i` lives at ring position `i % N`.
+//! Layout: the head is the cursor (calls recorded since the last reset) in
+//! its low 63 bits and the [`CLEAN`] mark in bit 63; the body is a ring of N
+//! 2-bit entries, 32 per word: bit 0 = failure, bit 1 = slow. Call number `i`
+//! lives at ring position `i % N`.
 //!
 //! Recording is one `fetch_add` on the cursor, then a load of the entry's
 //! word; only if the entry being overwritten differs from the new one (the
@@ -46,7 +46,7 @@
 
 use core::num::NonZeroU32;
 
-use super::WindowCounts;
+use super::{Slots, WindowCounts};
 use crate::sync::{AtomicU64, Ordering};
 
 const ENTRIES_PER_WORD: u32 = 32;
@@ -56,16 +56,17 @@ const SLOW_BITS: u64 = 0xAAAA_AAAA_AAAA_AAAA;
 /// module docs). The cursor below it cannot reach it (2⁶³ calls).
 const CLEAN: u64 = 1 << 63;
 
+/// The body: the ring's words.
 pub(crate) fn slots_for(size: u32) -> usize {
-    1 + size.div_ceil(ENTRIES_PER_WORD) as usize
+    size.div_ceil(ENTRIES_PER_WORD) as usize
 }
 
 #[inline(always)]
-pub(crate) fn record(slots: &[AtomicU64], size: NonZeroU32, failure: bool, slow: bool) {
+pub(crate) fn record(slots: Slots<'_>, size: NonZeroU32, failure: bool, slow: bool) {
     let new = u64::from(failure) | (u64::from(slow) << 1);
     // Relaxed: a stale mark only skips a healthy call into a ring that was
     // clean a moment ago, or records one the mark would have skipped.
-    if new == 0 && slots[0].load(Ordering::Relaxed) & CLEAN != 0 {
+    if new == 0 && slots.head().load(Ordering::Relaxed) & CLEAN != 0 {
         return;
     }
     write(slots, size, new);
@@ -75,12 +76,12 @@ pub(crate) fn record(slots: &[AtomicU64], size: NonZeroU32, failure: bool, slow:
 /// clean. Out of line, so the verdict paths that inline [`record`] carry only
 /// its mark test.
 #[inline(never)]
-fn write(slots: &[AtomicU64], size: NonZeroU32, new: u64) {
+fn write(slots: Slots<'_>, size: NonZeroU32, new: u64) {
     // Relaxed: the window is a statistic; the trip decision re-reads it and
     // the trip itself is ordered by the state word's CAS.
-    let call = slots[0].fetch_add(1, Ordering::Relaxed) & !CLEAN;
+    let call = slots.head().fetch_add(1, Ordering::Relaxed) & !CLEAN;
     let pos = (call % u64::from(size.get())) as u32;
-    let word = &slots[1 + (pos / ENTRIES_PER_WORD) as usize];
+    let word = &slots.body()[(pos / ENTRIES_PER_WORD) as usize];
     let shift = (pos % ENTRIES_PER_WORD) * 2;
     // Relaxed: as above.
     let old = (word.load(Ordering::Relaxed) >> shift) & 0b11;
@@ -90,7 +91,7 @@ fn write(slots: &[AtomicU64], size: NonZeroU32, new: u64) {
         // the same entry (a call N later) can skew this one entry.
         let before = word.fetch_xor((old ^ new) << shift, Ordering::AcqRel);
         if ((before >> shift) ^ old ^ new) & 0b11 != 0 {
-            unmark(&slots[0]);
+            unmark(slots.head());
         }
     }
     if pos == size.get() - 1 {
@@ -112,10 +113,10 @@ fn unmark(cursor: &AtomicU64) {
 /// Sets the clean mark if the ring is full and every entry healthy: by the
 /// writer of a lap's last entry.
 #[cold]
-fn mark_if_clean(slots: &[AtomicU64], size: u32) {
-    let ring = &slots[1..slots_for(size)];
+fn mark_if_clean(slots: Slots<'_>, size: u32) {
+    let ring = &slots.body()[..slots_for(size)];
     // Relaxed: a first look; the re-read below decides.
-    let seen = slots[0].load(Ordering::Relaxed);
+    let seen = slots.head().load(Ordering::Relaxed);
     if seen & CLEAN != 0 || seen < u64::from(size) {
         return;
     }
@@ -125,7 +126,8 @@ fn mark_if_clean(slots: &[AtomicU64], size: u32) {
     }
     // Relaxed: the CAS only has to fail after a reset or another call; the
     // re-read's `AcqRel` orders the mark against the writers.
-    if slots[0]
+    if slots
+        .head()
         .compare_exchange(seen, seen | CLEAN, Ordering::Relaxed, Ordering::Relaxed)
         .is_err()
     {
@@ -137,15 +139,15 @@ fn mark_if_clean(slots: &[AtomicU64], size: u32) {
         .iter()
         .fold(0, |dirty, w| dirty | w.fetch_or(0, Ordering::AcqRel));
     if dirty != 0 {
-        unmark(&slots[0]);
+        unmark(slots.head());
     }
 }
 
-pub(crate) fn counts(slots: &[AtomicU64], size: u32) -> WindowCounts {
+pub(crate) fn counts(slots: Slots<'_>, size: u32) -> WindowCounts {
     // Relaxed: see `record`.
-    let recorded = slots[0].load(Ordering::Relaxed) & !CLEAN;
+    let recorded = slots.head().load(Ordering::Relaxed) & !CLEAN;
     let (mut failures, mut slow) = (0u32, 0u32);
-    for word in &slots[1..slots_for(size)] {
+    for word in &slots.body()[..slots_for(size)] {
         let w = word.load(Ordering::Relaxed);
         failures += (w & FAILURE_BITS).count_ones();
         slow += (w & SLOW_BITS).count_ones();
@@ -158,11 +160,12 @@ pub(crate) fn counts(slots: &[AtomicU64], size: u32) -> WindowCounts {
     }
 }
 
-pub(crate) fn reset(slots: &[AtomicU64], size: u32) {
+pub(crate) fn reset(slots: Slots<'_>, size: u32) {
     // Relaxed: a reset races only with verdicts of the old generation, whose
     // skew the module docs bound. Storing 0 to the cursor also clears the
     // mark, and makes a setter's CAS against the old cursor fail.
-    for slot in &slots[..slots_for(size)] {
+    slots.head().store(0, Ordering::Relaxed);
+    for slot in &slots.body()[..slots_for(size)] {
         slot.store(0, Ordering::Relaxed);
     }
 }
@@ -170,26 +173,30 @@ pub(crate) fn reset(slots: &[AtomicU64], size: u32) {
 #[cfg(all(test, not(failfast_loom)))]
 mod tests {
     use super::*;
+    use crate::window::SlotArc;
 
     fn nz(size: u32) -> NonZeroU32 {
         NonZeroU32::new(size).unwrap()
     }
 
-    fn window(size: u32) -> Vec<AtomicU64> {
-        (0..slots_for(size)).map(|_| AtomicU64::new(0)).collect()
+    fn window(size: u32) -> SlotArc {
+        SlotArc::from_header_and_iter(
+            AtomicU64::new(0),
+            (0..slots_for(size)).map(|_| AtomicU64::new(0)),
+        )
     }
 
     #[test]
     fn keeps_exactly_the_last_n_calls() {
         let w = window(40);
         for i in 0..100u32 {
-            record(&w, nz(40), i % 4 == 0, i % 5 == 0);
+            record(Slots::new(&w), nz(40), i % 4 == 0, i % 5 == 0);
         }
         // Calls 60..100: failures where i % 4 == 0, slow where i % 5 == 0.
         let failures = (60..100).filter(|i| i % 4 == 0).count() as u32;
         let slow = (60..100).filter(|i| i % 5 == 0).count() as u32;
         assert_eq!(
-            counts(&w, 40),
+            counts(Slots::new(&w), 40),
             WindowCounts {
                 calls: 40,
                 failures,
@@ -201,22 +208,22 @@ mod tests {
     #[test]
     fn an_old_failure_is_forgotten_when_its_entry_is_overwritten() {
         let w = window(3);
-        record(&w, nz(3), true, true);
-        record(&w, nz(3), false, false);
-        record(&w, nz(3), false, false);
-        assert_eq!(counts(&w, 3).failures, 1);
-        record(&w, nz(3), false, false);
-        assert_eq!(counts(&w, 3), WindowCounts::new(3, 0, 0));
+        record(Slots::new(&w), nz(3), true, true);
+        record(Slots::new(&w), nz(3), false, false);
+        record(Slots::new(&w), nz(3), false, false);
+        assert_eq!(counts(Slots::new(&w), 3).failures, 1);
+        record(Slots::new(&w), nz(3), false, false);
+        assert_eq!(counts(Slots::new(&w), 3), WindowCounts::new(3, 0, 0));
     }
 
-    fn healthy(w: &[AtomicU64], size: u32, n: u32) {
+    fn healthy(w: &SlotArc, size: u32, n: u32) {
         for _ in 0..n {
-            record(w, nz(size), false, false);
+            record(Slots::new(w), nz(size), false, false);
         }
     }
 
-    fn marked(w: &[AtomicU64]) -> bool {
-        w[0].load(Ordering::Relaxed) & CLEAN != 0
+    fn marked(w: &SlotArc) -> bool {
+        w.header.header.load(Ordering::Relaxed) & CLEAN != 0
     }
 
     #[test]
@@ -228,26 +235,30 @@ mod tests {
         assert!(marked(&w), "the lap's last writer marks a healthy ring");
         healthy(&w, 40, 100);
         assert_eq!(
-            w[0].load(Ordering::Relaxed),
+            w.header.header.load(Ordering::Relaxed),
             40 | CLEAN,
             "healthy calls into a marked ring move no cursor"
         );
-        assert_eq!(counts(&w, 40), WindowCounts::new(40, 0, 0));
+        assert_eq!(counts(Slots::new(&w), 40), WindowCounts::new(40, 0, 0));
     }
 
     #[test]
     fn a_failure_clears_the_mark_and_leaves_after_n_calls() {
         let w = window(40);
         healthy(&w, 40, 40);
-        record(&w, nz(40), true, false);
+        record(Slots::new(&w), nz(40), true, false);
         assert!(!marked(&w), "an unhealthy entry clears the mark");
-        assert_eq!(counts(&w, 40), WindowCounts::new(40, 1, 0));
+        assert_eq!(counts(Slots::new(&w), 40), WindowCounts::new(40, 1, 0));
         healthy(&w, 40, 39);
-        assert_eq!(counts(&w, 40).failures, 1, "39 calls later it is still in");
+        assert_eq!(
+            counts(Slots::new(&w), 40).failures,
+            1,
+            "39 calls later it is still in"
+        );
         assert!(!marked(&w), "the lap ended over the failure: no mark");
         healthy(&w, 40, 1);
         assert_eq!(
-            counts(&w, 40),
+            counts(Slots::new(&w), 40),
             WindowCounts::new(40, 0, 0),
             "40 calls later it is out"
         );
@@ -260,19 +271,19 @@ mod tests {
         let w = window(3);
         healthy(&w, 3, 3);
         assert!(marked(&w));
-        record(&w, nz(3), false, true);
+        record(Slots::new(&w), nz(3), false, true);
         assert!(!marked(&w));
-        assert_eq!(counts(&w, 3), WindowCounts::new(3, 0, 1));
+        assert_eq!(counts(Slots::new(&w), 3), WindowCounts::new(3, 0, 1));
     }
 
     #[test]
     fn a_ring_of_one_is_marked_after_each_healthy_call() {
         let w = window(1);
-        record(&w, nz(1), true, false);
+        record(Slots::new(&w), nz(1), true, false);
         assert!(!marked(&w));
         healthy(&w, 1, 1);
         assert!(marked(&w));
-        assert_eq!(counts(&w, 1), WindowCounts::new(1, 0, 0));
+        assert_eq!(counts(Slots::new(&w), 1), WindowCounts::new(1, 0, 0));
     }
 
     #[test]
@@ -280,11 +291,11 @@ mod tests {
         let w = window(4);
         healthy(&w, 4, 4);
         assert!(marked(&w));
-        reset(&w, 4);
+        reset(Slots::new(&w), 4);
         assert!(!marked(&w));
         healthy(&w, 4, 3);
         assert_eq!(
-            counts(&w, 4),
+            counts(Slots::new(&w), 4),
             WindowCounts::new(3, 0, 0),
             "healthy calls count again"
         );
@@ -294,12 +305,12 @@ mod tests {
     fn a_ring_is_marked_only_when_full_and_healthy() {
         let w = window(5);
         healthy(&w, 5, 3);
-        mark_if_clean(&w, 5);
+        mark_if_clean(Slots::new(&w), 5);
         assert!(!marked(&w), "3 calls in a ring of 5: not full");
         healthy(&w, 5, 2);
         assert!(marked(&w));
-        record(&w, nz(5), true, false);
-        mark_if_clean(&w, 5);
+        record(Slots::new(&w), nz(5), true, false);
+        mark_if_clean(Slots::new(&w), 5);
         assert!(!marked(&w), "a failure in the ring");
     }
 
@@ -314,13 +325,13 @@ mod tests {
             let mut model: std::collections::VecDeque<(bool, bool)> = Default::default();
             for c in calls {
                 if c == 5 {
-                    reset(&w, size);
+                    reset(Slots::new(&w), size);
                     model.clear();
                     continue;
                 }
                 // Healthy calls are most of them, as in life.
                 let (failure, slow) = (c == 3, c == 4);
-                record(&w, nz(size), failure, slow);
+                record(Slots::new(&w), nz(size), failure, slow);
                 model.push_back((failure, slow));
                 if model.len() > size as usize {
                     model.pop_front();
@@ -330,7 +341,7 @@ mod tests {
                     model.iter().filter(|(f, _)| *f).count() as u32,
                     model.iter().filter(|(_, s)| *s).count() as u32,
                 );
-                proptest::prop_assert_eq!(counts(&w, size), want);
+                proptest::prop_assert_eq!(counts(Slots::new(&w), size), want);
                 if marked(&w) {
                     proptest::prop_assert!(want.failures == 0 && want.slow == 0 && want.calls == size);
                 }
@@ -341,8 +352,8 @@ mod tests {
     #[test]
     fn reset_empties() {
         let w = window(5);
-        record(&w, nz(5), true, false);
-        reset(&w, 5);
-        assert_eq!(counts(&w, 5), WindowCounts::default());
+        record(Slots::new(&w), nz(5), true, false);
+        reset(Slots::new(&w), 5);
+        assert_eq!(counts(Slots::new(&w), 5), WindowCounts::default());
     }
 }

@@ -134,8 +134,8 @@ impl Shape {
         }
     }
 
-    /// The value slot `i` of a window of this shape starts with: 0, but
-    /// for the time window's width (`time::WIDTH_SLOT`).
+    /// The value body slot `i` of a window of this shape starts with: 0,
+    /// but for the time window's width (`time::WIDTH_SLOT`).
     pub(crate) fn initial(self, i: usize) -> u64 {
         match self {
             Shape::Time { width, .. } if i == time::WIDTH_SLOT => width.get(),
@@ -143,7 +143,8 @@ impl Shape {
         }
     }
 
-    /// The slots a window of this shape takes.
+    /// The body slots a window of this shape takes (its head is in the
+    /// storage's header).
     pub(crate) fn slots(self) -> usize {
         match self {
             Shape::None => 0,
@@ -153,55 +154,85 @@ impl Shape {
     }
 }
 
-/// A window: its slots (in the breaker's storage) read by its shape.
-///
-/// `slots` may run on past the window (the breaker's counters follow it):
-/// the window touches only its first [`Shape::slots`].
+/// The storage's allocation: the window's head in the header, then the
+/// slots (see `storage`).
+pub(crate) type SlotArc = triomphe::ThinArc<AtomicU64, AtomicU64>;
+
+/// A window's words in the breaker's storage: its head (the count window's
+/// cursor, the time window's epoch word), which the storage keeps in its
+/// header so a healthy call reads it at a fixed offset with no bounds check,
+/// and its body ([`Shape::slots`] words, which may run on into the breaker's
+/// counters: the window touches only its own). One pointer: the body's length
+/// is read only by the paths that index it.
+#[derive(Copy, Clone)]
+pub(crate) struct Slots<'a>(&'a SlotArc);
+
+impl<'a> Slots<'a> {
+    #[inline(always)]
+    pub(crate) fn new(arc: &'a SlotArc) -> Slots<'a> {
+        Slots(arc)
+    }
+
+    #[inline(always)]
+    pub(crate) fn head(self) -> &'a AtomicU64 {
+        &self.0.header.header
+    }
+
+    #[inline(always)]
+    pub(crate) fn body(self) -> &'a [AtomicU64] {
+        &self.0.slice
+    }
+}
+
+/// A window: its slots (none without storage) read by its shape.
 #[derive(Copy, Clone)]
 pub(crate) struct Window<'a> {
-    slots: &'a [AtomicU64],
+    slots: Option<Slots<'a>>,
     shape: Shape,
 }
 
 impl<'a> Window<'a> {
     #[inline(always)]
-    pub(crate) fn new(slots: &'a [AtomicU64], shape: Shape) -> Window<'a> {
-        debug_assert!(slots.len() >= shape.slots());
+    pub(crate) fn new(slots: Option<Slots<'a>>, shape: Shape) -> Window<'a> {
+        debug_assert!(
+            shape == Shape::None || slots.is_some_and(|s| s.body().len() >= shape.slots())
+        );
         Window { slots, shape }
     }
 
     /// Records one success or failure (never an ignored call).
     #[inline(always)]
     pub(crate) fn record(self, now: Nanos, failure: bool, slow: bool) {
+        let Some(slots) = self.slots else { return };
         match self.shape {
             Shape::None => {}
-            Shape::Count { size } => count::record(self.slots, size, failure, slow),
+            Shape::Count { size } => count::record(slots, size, failure, slow),
             // The width is read from the slots (`time::WIDTH_SLOT`).
             Shape::Time { buckets, .. } => {
-                time::record(self.slots, || buckets.get(), now, failure, slow)
+                time::record(slots, || buckets.get(), now, failure, slow)
             }
         }
     }
 
     /// The calls, failures and slow calls in the window at `now`.
     pub(crate) fn counts(self, now: Nanos) -> WindowCounts {
+        let Some(slots) = self.slots else {
+            return WindowCounts::default();
+        };
         match self.shape {
             Shape::None => WindowCounts::default(),
-            Shape::Count { size } => count::counts(self.slots, size.get()),
-            Shape::Time { width, buckets } => {
-                time::counts(self.slots, width.get(), buckets.get(), now)
-            }
+            Shape::Count { size } => count::counts(slots, size.get()),
+            Shape::Time { width, buckets } => time::counts(slots, width.get(), buckets.get(), now),
         }
     }
 
     /// Empties the window (on entering Closed or MetricsOnly).
     pub(crate) fn reset(self, now: Nanos) {
+        let Some(slots) = self.slots else { return };
         match self.shape {
             Shape::None => {}
-            Shape::Count { size } => count::reset(self.slots, size.get()),
-            Shape::Time { width, buckets } => {
-                time::reset(self.slots, width.get(), buckets.get(), now)
-            }
+            Shape::Count { size } => count::reset(slots, size.get()),
+            Shape::Time { width, buckets } => time::reset(slots, width.get(), buckets.get(), now),
         }
     }
 }

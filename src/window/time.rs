@@ -1,11 +1,11 @@
 //! The time-based window: the calls of the last `length`, in B buckets.
 //!
-//! Layout: `slots[0]` is the current epoch `e` (`now / width`, where
+//! Layout: the head is the current epoch `e` (`now / width`, where
 //! `width = length / B`) packed with its bucket's index, `e << 10 | e % B`
-//! ([`pack`]); `slots[1]` is `width`, written once when the storage is made
-//! (the success path reads it there, next to the epoch, instead of through
-//! the shared configuration); `slots[2 + e % B]` holds epoch `e`'s counts
-//! packed as `calls:22 | failures:21 | slow:21`.
+//! ([`pack`]); the body's first word is `width`, written once when the
+//! storage is made (the success path reads it there, next to the epoch,
+//! instead of through the shared configuration); body word `1 + e % B` holds
+//! epoch `e`'s counts packed as `calls:22 | failures:21 | slow:21`.
 //!
 //! A call in the current epoch needs no division: its time lies in
 //! `[e * width, (e + 1) * width)`, one multiplication and one compare, and
@@ -28,7 +28,7 @@
 
 use core::time::Duration;
 
-use super::WindowCounts;
+use super::{Slots, WindowCounts};
 use crate::clock::Nanos;
 use crate::sync::{AtomicU64, Ordering};
 
@@ -41,11 +41,12 @@ const FIELD21_MASK: u64 = (1 << 21) - 1;
 /// Small under loom, so a model reaches it in a few calls.
 pub(crate) const BUCKET_LIMIT: u64 = if cfg!(failfast_loom) { 4 } else { 1 << 20 };
 
-/// The slot holding the width, a constant.
-pub(crate) const WIDTH_SLOT: usize = 1;
-/// The slot of the bucket of every epoch `e` with `e % B == 0`.
-const FIRST_BUCKET: usize = 2;
+/// The body slot holding the width, a constant.
+pub(crate) const WIDTH_SLOT: usize = 0;
+/// The body slot of the bucket of every epoch `e` with `e % B == 0`.
+const FIRST_BUCKET: usize = 1;
 
+/// The body: the width, then the buckets.
 pub(crate) fn slots_for(buckets: u32) -> usize {
     FIRST_BUCKET + buckets as usize
 }
@@ -57,11 +58,11 @@ pub(crate) fn width(length: Duration, buckets: u32) -> u64 {
     (w.min(u128::from(u64::MAX)) as u64).max(1)
 }
 
-/// Bits of `slots[0]` below the epoch: its bucket's index (`e % B < 2¹⁰`).
+/// Bits of the head below the epoch: its bucket's index (`e % B < 2¹⁰`).
 const INDEX_BITS: u32 = 10;
 const INDEX_MASK: u64 = (1 << INDEX_BITS) - 1;
 const _: () = assert!(super::MAX_TIME_BUCKETS <= 1 << INDEX_BITS);
-/// The last epoch `slots[0]` holds (2⁵⁴ − 1). A width of at least 1024 ns
+/// The last epoch the head holds (2⁵⁴ − 1). A width of at least 1024 ns
 /// never reaches it (`u64::MAX / 1024 < 2⁵⁴`); a narrower one (1000..1024 ns:
 /// a `length` under 1024 ns per bucket, at any bucket count) reaches it only
 /// 2⁵⁴ widths (over 570 years) after the clock's origin, and counts every
@@ -75,14 +76,14 @@ pub(crate) fn epoch_at(now: Nanos, width: u64) -> u64 {
     (now.as_nanos() / width).min(MAX_EPOCH)
 }
 
-/// `slots[0]`'s word for `epoch` (at most [`MAX_EPOCH`]): the epoch, then
+/// The head's word for `epoch` (at most [`MAX_EPOCH`]): the epoch, then
 /// its bucket's index.
 #[inline]
 pub(crate) fn pack(epoch: u64, buckets: u32) -> u64 {
     (epoch << INDEX_BITS) | (epoch % u64::from(buckets))
 }
 
-/// The epoch of a word of `slots[0]`.
+/// The epoch of a word of the head.
 #[inline(always)]
 pub(crate) fn epoch_of(word: u64) -> u64 {
     word >> INDEX_BITS
@@ -92,21 +93,21 @@ pub(crate) fn epoch_of(word: u64) -> u64 {
 /// call is outside the current epoch.
 #[inline(always)]
 pub(crate) fn record(
-    slots: &[AtomicU64],
+    slots: Slots<'_>,
     buckets: impl FnOnce() -> u32,
     now: Nanos,
     failure: bool,
     slow: bool,
 ) {
-    let [head, width, bucket_slots @ ..] = slots else {
-        return; // never: a time window has B + 2 slots
+    let [width, bucket_slots @ ..] = slots.body() else {
+        return; // never: a time window's body has B + 1 slots
     };
     // Relaxed: a constant, written before the storage was shared.
     let width = width.load(Ordering::Relaxed);
     // Relaxed: the epoch orders nothing else; a stale read only makes this
     // writer try to rotate (CAS) or write one bucket late, which the module
     // docs count as racing skew.
-    let word = head.load(Ordering::Relaxed);
+    let word = slots.head().load(Ordering::Relaxed);
     // The current epoch's first nanosecond. No overflow: the word's epoch
     // is some `t / width` with `t` a `u64`, or less (`MAX_EPOCH`).
     let start = epoch_of(word).wrapping_mul(width);
@@ -140,7 +141,7 @@ pub(crate) fn record(
 #[cold]
 #[inline(never)]
 fn enter(
-    slots: &[AtomicU64],
+    slots: Slots<'_>,
     width: u64,
     buckets: impl FnOnce() -> u32,
     word: u64,
@@ -176,20 +177,25 @@ fn halve(bucket: &AtomicU64, mut seen: u64) {
     }
 }
 
-/// Moves the epoch from `seen`'s (a word of `slots[0]`) to `epoch`; the CAS
+/// Moves the epoch from `seen`'s (a word of the head) to `epoch`; the CAS
 /// winner zeroes the buckets of the epochs it skipped (at most all B of them).
-fn rotate(slots: &[AtomicU64], buckets: u32, seen: u64, epoch: u64) {
+fn rotate(slots: Slots<'_>, buckets: u32, seen: u64, epoch: u64) {
     let next = pack(epoch, buckets);
     let mut current = seen;
     // Words order as their epochs: `current < next` is `epoch_of(current) < epoch`.
     while current < next {
         // Relaxed: a rotation publishes nothing but the epoch itself.
-        match slots[0].compare_exchange_weak(current, next, Ordering::Relaxed, Ordering::Relaxed) {
+        match slots.head().compare_exchange_weak(
+            current,
+            next,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        ) {
             Ok(_) => {
                 let skipped = (epoch - epoch_of(current)).min(u64::from(buckets));
                 for e in (epoch + 1 - skipped)..=epoch {
                     // Relaxed: see above.
-                    slots[FIRST_BUCKET + (e % u64::from(buckets)) as usize]
+                    slots.body()[FIRST_BUCKET + (e % u64::from(buckets)) as usize]
                         .store(0, Ordering::Relaxed);
                 }
                 return;
@@ -199,9 +205,9 @@ fn rotate(slots: &[AtomicU64], buckets: u32, seen: u64, epoch: u64) {
     }
 }
 
-pub(crate) fn counts(slots: &[AtomicU64], width: u64, buckets: u32, now: Nanos) -> WindowCounts {
+pub(crate) fn counts(slots: Slots<'_>, width: u64, buckets: u32, now: Nanos) -> WindowCounts {
     // Relaxed: statistics.
-    let current = epoch_of(slots[0].load(Ordering::Relaxed));
+    let current = epoch_of(slots.head().load(Ordering::Relaxed));
     let epoch = epoch_at(now, width).max(current);
     let mut total = WindowCounts::default();
     for age in 0..u64::from(buckets) {
@@ -211,7 +217,8 @@ pub(crate) fn counts(slots: &[AtomicU64], width: u64, buckets: u32, now: Nanos) 
         if e > current {
             continue; // not rotated in yet: that bucket still holds an old epoch
         }
-        let b = slots[FIRST_BUCKET + (e % u64::from(buckets)) as usize].load(Ordering::Relaxed);
+        let b =
+            slots.body()[FIRST_BUCKET + (e % u64::from(buckets)) as usize].load(Ordering::Relaxed);
         total.calls += ((b >> CALLS_SHIFT) & CALLS_MASK) as u32;
         total.failures += ((b >> FAILURES_SHIFT) & FIELD21_MASK) as u32;
         total.slow += ((b >> SLOW_SHIFT) & FIELD21_MASK) as u32;
@@ -221,27 +228,31 @@ pub(crate) fn counts(slots: &[AtomicU64], width: u64, buckets: u32, now: Nanos) 
     total
 }
 
-pub(crate) fn reset(slots: &[AtomicU64], width: u64, buckets: u32, now: Nanos) {
+pub(crate) fn reset(slots: Slots<'_>, width: u64, buckets: u32, now: Nanos) {
     // Relaxed: as for the count window's reset.
-    for slot in &slots[FIRST_BUCKET..slots_for(buckets)] {
+    for slot in &slots.body()[FIRST_BUCKET..slots_for(buckets)] {
         slot.store(0, Ordering::Relaxed);
     }
     // Words order as their epochs: the later epoch's word wins.
-    slots[0].fetch_max(pack(epoch_at(now, width), buckets), Ordering::Relaxed);
+    slots
+        .head()
+        .fetch_max(pack(epoch_at(now, width), buckets), Ordering::Relaxed);
 }
 
 #[cfg(all(test, not(failfast_loom)))]
 mod tests {
     use super::*;
+    use crate::window::SlotArc;
 
     const W: u64 = 1_000; // 1 µs buckets
-    fn window(b: u32) -> Vec<AtomicU64> {
+    fn window(b: u32) -> SlotArc {
         window_of(b, W)
     }
-    fn window_of(b: u32, width: u64) -> Vec<AtomicU64> {
-        (0..slots_for(b))
-            .map(|i| AtomicU64::new(if i == WIDTH_SLOT { width } else { 0 }))
-            .collect()
+    fn window_of(b: u32, width: u64) -> SlotArc {
+        SlotArc::from_header_and_iter(
+            AtomicU64::new(0),
+            (0..slots_for(b)).map(|i| AtomicU64::new(if i == WIDTH_SLOT { width } else { 0 })),
+        )
     }
     fn at(n: u64) -> Nanos {
         Nanos::from_nanos(n)
@@ -250,35 +261,50 @@ mod tests {
     #[test]
     fn counts_only_the_last_b_buckets() {
         let w = window(4);
-        record(&w, || 4, at(0), true, false); // epoch 0
-        record(&w, || 4, at(1_500), false, true); // epoch 1
-        record(&w, || 4, at(3_999), false, false); // epoch 3
-        assert_eq!(counts(&w, W, 4, at(3_999)), WindowCounts::new(3, 1, 1));
+        record(Slots::new(&w), || 4, at(0), true, false); // epoch 0
+        record(Slots::new(&w), || 4, at(1_500), false, true); // epoch 1
+        record(Slots::new(&w), || 4, at(3_999), false, false); // epoch 3
+        assert_eq!(
+            counts(Slots::new(&w), W, 4, at(3_999)),
+            WindowCounts::new(3, 1, 1)
+        );
         // At epoch 4, epoch 0 has slid out.
-        assert_eq!(counts(&w, W, 4, at(4_000)), WindowCounts::new(2, 0, 1));
+        assert_eq!(
+            counts(Slots::new(&w), W, 4, at(4_000)),
+            WindowCounts::new(2, 0, 1)
+        );
         // A write at epoch 5 rotates and zeroes epoch 1's bucket.
-        record(&w, || 4, at(5_000), true, true);
-        assert_eq!(counts(&w, W, 4, at(5_000)), WindowCounts::new(2, 1, 1));
+        record(Slots::new(&w), || 4, at(5_000), true, true);
+        assert_eq!(
+            counts(Slots::new(&w), W, 4, at(5_000)),
+            WindowCounts::new(2, 1, 1)
+        );
         // Far later, everything has expired.
-        assert_eq!(counts(&w, W, 4, at(100_000)), WindowCounts::default());
+        assert_eq!(
+            counts(Slots::new(&w), W, 4, at(100_000)),
+            WindowCounts::default()
+        );
     }
 
     #[test]
     fn a_write_older_than_the_window_is_dropped() {
         let w = window(2);
-        record(&w, || 2, at(10_000), false, false);
-        record(&w, || 2, at(1_000), true, false);
-        assert_eq!(counts(&w, W, 2, at(10_000)), WindowCounts::new(1, 0, 0));
+        record(Slots::new(&w), || 2, at(10_000), false, false);
+        record(Slots::new(&w), || 2, at(1_000), true, false);
+        assert_eq!(
+            counts(Slots::new(&w), W, 2, at(10_000)),
+            WindowCounts::new(1, 0, 0)
+        );
     }
 
     #[test]
     fn a_full_bucket_halves_its_counts_then_counts_on() {
         let w = window(1);
         let full = BUCKET_LIMIT | (BUCKET_LIMIT / 4) << FAILURES_SHIFT | 6 << SLOW_SHIFT;
-        w[FIRST_BUCKET].store(full, Ordering::Relaxed);
-        record(&w, || 1, at(0), true, true);
+        w.slice[FIRST_BUCKET].store(full, Ordering::Relaxed);
+        record(Slots::new(&w), || 1, at(0), true, true);
         assert_eq!(
-            counts(&w, W, 1, at(0)),
+            counts(Slots::new(&w), W, 1, at(0)),
             WindowCounts {
                 calls: (BUCKET_LIMIT / 2 + 1) as u32,
                 failures: (BUCKET_LIMIT / 8 + 1) as u32,
@@ -292,9 +318,9 @@ mod tests {
     fn rates_survive_millions_of_calls_in_one_bucket() {
         let w = window(1);
         for i in 0..3 * BUCKET_LIMIT {
-            record(&w, || 1, at(0), i % 4 == 0, i % 10 == 0);
+            record(Slots::new(&w), || 1, at(0), i % 4 == 0, i % 10 == 0);
         }
-        let c = counts(&w, W, 1, at(0));
+        let c = counts(Slots::new(&w), W, 1, at(0));
         assert!(u64::from(c.calls) <= BUCKET_LIMIT + 1, "{c:?}");
         assert!((c.failure_rate() - 0.25).abs() < 0.001, "{c:?}");
         assert!((c.slow_call_rate() - 0.1).abs() < 0.001, "{c:?}");
@@ -306,12 +332,12 @@ mod tests {
     fn failures_after_a_million_successes_still_count() {
         let w = window(1);
         for _ in 0..1_100_000 {
-            record(&w, || 1, at(0), false, false);
+            record(Slots::new(&w), || 1, at(0), false, false);
         }
         for _ in 0..2_000_000 {
-            record(&w, || 1, at(0), true, false);
+            record(Slots::new(&w), || 1, at(0), true, false);
         }
-        let c = counts(&w, W, 1, at(0));
+        let c = counts(Slots::new(&w), W, 1, at(0));
         assert!(c.failure_rate() > 0.6, "{c:?}");
     }
 
@@ -370,11 +396,11 @@ mod tests {
     fn calls_at_the_end_of_time_count_in_the_last_epoch() {
         for (width, b) in [(1000, 1024), (1023, 600), (1024, 1024), (W, 4)] {
             let w = window_of(b, width);
-            record(&w, || b, Nanos::NEVER, true, false);
-            record(&w, || b, Nanos::NEVER, false, true);
-            record(&w, || b, at(u64::MAX - 1), false, false);
+            record(Slots::new(&w), || b, Nanos::NEVER, true, false);
+            record(Slots::new(&w), || b, Nanos::NEVER, false, true);
+            record(Slots::new(&w), || b, at(u64::MAX - 1), false, false);
             assert_eq!(
-                counts(&w, width, b, Nanos::NEVER),
+                counts(Slots::new(&w), width, b, Nanos::NEVER),
                 WindowCounts::new(3, 1, 1),
                 "width {width}, {b} buckets"
             );
@@ -386,18 +412,24 @@ mod tests {
     #[test]
     fn a_call_lands_in_its_epoch_at_both_ends() {
         let w = window(3);
-        record(&w, || 3, at(5 * W), false, false); // epoch 5: rotates
-        record(&w, || 3, at(5 * W + W - 1), true, false); // epoch 5, its last ns
-        record(&w, || 3, at(6 * W), false, true); // epoch 6: rotates
-        record(&w, || 3, at(6 * W), false, true); // epoch 6, its first ns
-        record(&w, || 3, at(6 * W - 1), true, false); // back in epoch 5
-                                                      // Epoch 5 slides out at epoch 8; epoch 6 at epoch 9.
+        record(Slots::new(&w), || 3, at(5 * W), false, false); // epoch 5: rotates
+        record(Slots::new(&w), || 3, at(5 * W + W - 1), true, false); // epoch 5, its last ns
+        record(Slots::new(&w), || 3, at(6 * W), false, true); // epoch 6: rotates
+        record(Slots::new(&w), || 3, at(6 * W), false, true); // epoch 6, its first ns
+        record(Slots::new(&w), || 3, at(6 * W - 1), true, false); // back in epoch 5
+                                                                  // Epoch 5 slides out at epoch 8; epoch 6 at epoch 9.
         assert_eq!(
-            counts(&w, W, 3, at(7 * W + W - 1)),
+            counts(Slots::new(&w), W, 3, at(7 * W + W - 1)),
             WindowCounts::new(5, 2, 2)
         );
-        assert_eq!(counts(&w, W, 3, at(8 * W)), WindowCounts::new(2, 0, 2));
-        assert_eq!(counts(&w, W, 3, at(9 * W)), WindowCounts::default());
+        assert_eq!(
+            counts(Slots::new(&w), W, 3, at(8 * W)),
+            WindowCounts::new(2, 0, 2)
+        );
+        assert_eq!(
+            counts(Slots::new(&w), W, 3, at(9 * W)),
+            WindowCounts::default()
+        );
     }
 
     /// What the window does, in the plainest terms: every call kept with its
@@ -476,14 +508,14 @@ mod tests {
             for op in ops {
                 match op {
                     Op::Record(t, f, s) => {
-                        record(&w, || b, at(t), f, s);
+                        record(Slots::new(&w), || b, at(t), f, s);
                         m.record(bb, t / width, f, s);
                     }
                     Op::Counts(t) => {
-                        prop_assert_eq!(counts(&w, width, b, at(t)), m.counts(bb, t / width), "at {}", t);
+                        prop_assert_eq!(counts(Slots::new(&w), width, b, at(t)), m.counts(bb, t / width), "at {}", t);
                     }
                     Op::Reset(t) => {
-                        reset(&w, width, b, at(t));
+                        reset(Slots::new(&w), width, b, at(t));
                         m.calls.clear();
                         m.latest = m.latest.max(t / width);
                     }
@@ -495,10 +527,13 @@ mod tests {
     #[test]
     fn reset_empties_and_keeps_the_epoch() {
         let w = window(3);
-        record(&w, || 3, at(7_000), true, false);
-        reset(&w, W, 3, at(8_000));
-        assert_eq!(counts(&w, W, 3, at(8_000)), WindowCounts::default());
-        record(&w, || 3, at(8_000), true, false);
-        assert_eq!(counts(&w, W, 3, at(8_000)).failures, 1);
+        record(Slots::new(&w), || 3, at(7_000), true, false);
+        reset(Slots::new(&w), W, 3, at(8_000));
+        assert_eq!(
+            counts(Slots::new(&w), W, 3, at(8_000)),
+            WindowCounts::default()
+        );
+        record(Slots::new(&w), || 3, at(8_000), true, false);
+        assert_eq!(counts(Slots::new(&w), W, 3, at(8_000)).failures, 1);
     }
 }
