@@ -41,7 +41,7 @@
 //! | `remote` | [`RemoteTrip`](crate::RemoteTrip): news of a trip from another replica | observe |
 //! | `counters` | the opt-in lifetime call counters over a slice of atomics | sync, observe, outcome |
 //! | `machine` | the pure decisions: for each event, the next word | clock, error, observe, outcome, policy, state |
-//! | `storage` | a breaker's one heap allocation: its window, then its counters | sync, window, counters |
+//! | `storage` | a breaker's one heap allocation: the window's head word in its header, then the window's body and the counters | sync, window, counters |
 //! | `breaker` | [`Breaker`](crate::Breaker): admission, verdicts, manual modes, reports; the `TripGate` a registry plugs in | everything above |
 //! | `builder` | the validating [`Builder`](crate::Builder) | breaker and below |
 //! | `permit`, `call` | [`OwnedPermit`](crate::OwnedPermit) (one type over any owner of a breaker) and the admissions; `call` wrappers | breaker, ticket and below |
@@ -249,10 +249,25 @@
 //!   entry unhealthy clears the mark; the setter re-reads the ring with
 //!   read-modify-writes after setting it, so the two meet on the entry's word
 //!   and a failure is never hidden under the mark (`window/count.rs`, loom
-//!   `count_window_clean`, three bugs in the catalogue). Without the mark, a
+//!   `count_window_clean`, four bugs in the catalogue). Without the mark, a
 //!   healthy call is one `fetch_add` on the cursor and one load of the entry
 //!   it overwrites, out of line; a second RMW happens only when that entry
 //!   held a failure or a slow call.
+//! * **The time window's current epoch is one word with its bucket's
+//!   index** (`e << 10 | e % B`), and its bucket width is a constant slot
+//!   beside it: a call in the current epoch checks `now` against the epoch's
+//!   bounds (one multiplication) and needs no division and no read of the
+//!   shared config; only a call in another epoch divides, out of line.
+//!   Packed words order as their epochs, so the rotation (one CAS, whose
+//!   winner zeroes the skipped buckets; loom `time_window_rotation`, bug
+//!   `time-rotate-store`) and the reset (`fetch_max`) are unchanged. The
+//!   epoch field has 54 bits: with a bucket width of 1000–1023 ns, times more
+//!   than 570 years after the clock's origin count in the last epoch.
+//! * **A window's head word lives in its storage's header.** The count
+//!   window's cursor (with the clean mark) and the time window's epoch word
+//!   sit in the `ThinArc`'s header beside the slice's length, so a healthy
+//!   call reads them at a fixed offset with no bounds check; the length is
+//!   read only by the paths that index the ring or the buckets.
 //!
 //! * **The end of an open period is computed, not stored.** An OPEN
 //!   rejection reads `stamp + backoff step` rather than a stored deadline.

@@ -27,17 +27,25 @@ fn two_epochs_race(spawned_first: bool) {
             .build_with_clock(ManualClock::new())
             .unwrap(),
     );
-    let _ = b.try_acquire_at(millis(500)).unwrap().success_at(millis(500)); // epoch 0
+    let _ = b
+        .try_acquire_at(millis(500))
+        .unwrap()
+        .success_at(millis(500)); // epoch 0
     let other = {
         let b = b.clone();
         thread::spawn(move || {
             go_second(spawned_first);
             // Epoch 1: rotates from 0, unless epoch 2 is already in.
-            b.try_acquire_at(millis(1_500)).unwrap().success_at(millis(1_500))
+            b.try_acquire_at(millis(1_500))
+                .unwrap()
+                .success_at(millis(1_500))
         })
     };
     // Epoch 2: rotates from 0 or 1.
-    let tripped = b.try_acquire_at(millis(2_500)).unwrap().failure_at(millis(2_500));
+    let tripped = b
+        .try_acquire_at(millis(2_500))
+        .unwrap()
+        .failure_at(millis(2_500));
     assert!(tripped.is_none());
     assert!(other.join().unwrap().is_none());
     let w = b.snapshot_at(millis(2_500)).window;
@@ -47,7 +55,10 @@ fn two_epochs_race(spawned_first: bool) {
     // docs allow), never counted twice.
     assert_eq!((w.failures, w.slow), (1, 0), "{w:?}");
     assert!((1..=2).contains(&w.calls), "{w:?}");
-    let _ = b.try_acquire_at(millis(2_500)).unwrap().success_at(millis(2_500));
+    let _ = b
+        .try_acquire_at(millis(2_500))
+        .unwrap()
+        .success_at(millis(2_500));
     assert_eq!(
         b.snapshot_at(millis(2_500)).window.calls,
         w.calls + 1,
