@@ -27,19 +27,29 @@
 //! window for good. The two sides meet on the entry's word:
 //!
 //! * the setter checks the ring, sets the mark with a CAS on the cursor word
-//!   it checked against (a reset in between makes the CAS fail), then reads
-//!   every ring word again with an `AcqRel` read-modify-write and clears the
-//!   mark if any entry is unhealthy;
+//!   it checked (after a reset the CAS fails, unless the new generation has
+//!   since counted as many calls: then the ring is full again, and the
+//!   re-read decides), then reads every ring word again with an `AcqRel`
+//!   read-modify-write and clears the mark if any entry is unhealthy;
 //! * a writer of an unhealthy entry XORs it in with `AcqRel`, then loads the
 //!   cursor word and clears the mark if it is set.
 //!
 //! Two read-modify-writes of one word are ordered. If the setter's re-read
 //! comes after the XOR, it reads the unhealthy entry and clears the mark. If
-//! it comes first, the XOR acquires it, so the mark (set before the re-read)
-//! happens before the writer's load, which sees it and clears it. Either way
-//! the mark does not outlive the unhealthy entry (loom model
-//! `count_window_clean_mark_never_hides_a_failure`; bugs `clean-ring-no-reread`
-//! and `clean-ring-reread-load`).
+//! it comes first, the XOR reads from the re-read's release sequence (every
+//! later read-modify-write of the word continues it, which is why a reset
+//! zeroes the ring with `swap`, not `store`), so the mark, set before the
+//! re-read, happens before the writer's load, which sees it and clears it.
+//! Either way the mark does not outlive the unhealthy entry (loom models
+//! `count_window_clean_mark_never_hides_a_failure` and, in this module,
+//! `loom_models::reset_races_setter_and_failure`; bugs `clean-ring-no-reread`,
+//! `clean-ring-reread-load` and `clean-ring-reset-store`).
+//!
+//! While a setter is between its CAS and its re-read, or a writer between its
+//! XOR and its load, the mark can cover an unhealthy entry and healthy calls
+//! are skipped: the failure then stays in the window for more than N calls,
+//! for as long as that thread is held up. Failures are over-reported in that
+//! moment, never hidden, and the window is exact again once both are done.
 //!
 //! Clearing may also remove a mark a later setter set over a healthy ring;
 //! that costs only speed, until the next lap's last writer sets it again.
@@ -124,7 +134,7 @@ fn mark_if_clean(slots: Slots<'_>, size: u32) {
     if ring.iter().any(|w| w.load(Ordering::Relaxed) != 0) {
         return;
     }
-    // Relaxed: the CAS only has to fail after a reset or another call; the
+    // Relaxed: the CAS only keeps a mark off a ring a reset emptied; the
     // re-read's `AcqRel` orders the mark against the writers.
     if slots
         .head()
@@ -161,12 +171,20 @@ pub(crate) fn counts(slots: Slots<'_>, size: u32) -> WindowCounts {
 }
 
 pub(crate) fn reset(slots: Slots<'_>, size: u32) {
-    // Relaxed: a reset races only with verdicts of the old generation, whose
-    // skew the module docs bound. Storing 0 to the cursor also clears the
-    // mark, and makes a setter's CAS against the old cursor fail.
-    slots.head().store(0, Ordering::Relaxed);
+    // Relaxed: a reset races with verdicts of the old generation (whose
+    // skew the window's docs bound) and with the new generation's first
+    // calls. Zeroing the cursor also clears the mark.
+    //
+    // `swap`, not `store`: a plain store to a ring word would end the
+    // release sequence of a setter's re-read (module docs), so a writer
+    // whose XOR read the reset's 0 would not be ordered after the mark and
+    // could leave it over its failure (loom
+    // `window::count::loom_models::reset_races_setter_and_failure`, bug
+    // `clean-ring-reset-store`). The cursor's `swap` keeps loom exact: it
+    // lets a read-modify-write skip a racing plain store.
+    slots.head().swap(0, Ordering::Relaxed);
     for slot in &slots.body()[..slots_for(size)] {
-        slot.store(0, Ordering::Relaxed);
+        slot.swap(0, Ordering::Relaxed);
     }
 }
 
@@ -355,5 +373,40 @@ mod tests {
         record(Slots::new(&w), nz(5), true, false);
         reset(Slots::new(&w), 5);
         assert_eq!(counts(Slots::new(&w), 5), WindowCounts::default());
+    }
+}
+
+/// A loom model of the window alone, for the one race the public API can
+/// only stage with three threads and outcomes that depend on who won: a
+/// reset (a transition, on its own thread) racing an old-generation failure
+/// writer and a new-generation healthy call that ends a lap (`loom-tests/`
+/// holds the public-API models; this module's model runs in `.ci/run`'s
+/// "loom models in the crate" step).
+#[cfg(all(test, failfast_loom))]
+mod loom_models {
+    use super::*;
+    use crate::window::SlotArc;
+
+    /// A ring of 1 holding one healthy call, not yet marked. Once every
+    /// thread is done, the mark must not be set over an unhealthy entry.
+    #[test]
+    fn reset_races_setter_and_failure() {
+        let one = NonZeroU32::MIN;
+        loom::model(move || {
+            let w =
+                SlotArc::from_header_and_iter(AtomicU64::new(1), [AtomicU64::new(0)].into_iter());
+            let (failing, resetting) = (w.clone(), w.clone());
+            let x = loom::thread::spawn(move || record(Slots::new(&failing), one, true, false));
+            let t = loom::thread::spawn(move || reset(Slots::new(&resetting), 1));
+            record(Slots::new(&w), one, false, false);
+            x.join().unwrap();
+            t.join().unwrap();
+            let head = w.header.header.load(Ordering::Relaxed);
+            let ring = w.slice[0].load(Ordering::Relaxed);
+            assert!(
+                head & CLEAN == 0 || ring == 0,
+                "the mark over an unhealthy entry: head {head:#x}, ring {ring:#x}"
+            );
+        });
     }
 }

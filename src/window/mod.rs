@@ -3,9 +3,9 @@
 //! Consecutive failures are not here: they live in the state word's count
 //! field, so a success that clears no run costs no write at all.
 //!
-//! Both windows are a slice of atomics in the breaker's one heap allocation
-//! (its storage, made when the breaker is built, never on the request path),
-//! whose layout depends on the [`WindowKind`]:
+//! Both windows are a head word and a slice of atomics in the breaker's one
+//! heap allocation (its storage, made when the breaker is built, never on the
+//! request path), whose layout depends on the [`WindowKind`]:
 //!
 //! * [`count`]: the last N calls as a ring of 2-bit entries (failure, slow).
 //! * [`time`]: B buckets of packed (calls, failures, slow), rotated lazily by
@@ -13,11 +13,14 @@
 //!
 //! # Concurrency
 //!
-//! Sequential use is exact. A healthy call costs one read-modify-write.
-//! Concurrent writers racing on the same slot (two calls N apart in the count
-//! ring, or a write racing a bucket rotation or a reset) may skew the window by
-//! at most the number of writers in that race; counts are clamped to the
-//! window, and once writers are quiescent the window is exact again.
+//! Sequential use is exact. A healthy call costs one read-modify-write, or
+//! one load in a count window marked clean. Concurrent writers racing on the
+//! same slot (two calls N apart in the count ring, or a write racing a bucket
+//! rotation or a reset) may skew the window by at most the number of writers
+//! in that race; in a count window, the calls skipped while a racing writer
+//! or setter is between two of its steps keep a failure in for longer (see
+//! [`count`], "The clean mark"). Counts are clamped to the window, and once
+//! writers are quiescent the window is exact again.
 
 pub(crate) mod count;
 pub(crate) mod time;
