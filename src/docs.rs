@@ -248,11 +248,12 @@
 //!   overwrite a healthy entry with a healthy one. Any write that leaves an
 //!   entry unhealthy clears the mark; the setter re-reads the ring with
 //!   read-modify-writes after setting it, so the two meet on the entry's word
-//!   and a failure is never hidden under the mark (`window/count.rs`, loom
-//!   `count_window_clean`, four bugs in the catalogue). Without the mark, a
-//!   healthy call is one `fetch_add` on the cursor and one load of the entry
-//!   it overwrites, out of line; a second RMW happens only when that entry
-//!   held a failure or a slow call.
+//!   and a failure is never hidden under the mark; a reset zeroes the ring
+//!   with `swap`, which keeps that meeting ordered (`window/count.rs`, loom
+//!   `count_window_clean` and `window::count::loom_models`, five bugs in the
+//!   catalogue). Without the mark, a healthy call is one `fetch_add` on the
+//!   cursor and one load of the entry it overwrites, out of line; a second
+//!   RMW happens only when that entry held a failure or a slow call.
 //! * **The time window's current epoch is one word with its bucket's
 //!   index** (`e << 10 | e % B`), and its bucket width is a constant slot
 //!   beside it: a call in the current epoch checks `now` against the epoch's

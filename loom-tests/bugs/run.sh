@@ -4,7 +4,8 @@
 # Each `*.patch` here breaks the core in one realistic way. Its header names
 # the tests that must catch it, one per line:
 #
-#   # caught-by: loom BINARY TEST    a loom model (loom-tests/tests/BINARY.rs), p = 2
+#   # caught-by: loom BINARY TEST    a loom model (loom-tests/tests/BINARY.rs; `lib`
+#                                    for one in src/, TEST its full path), p = 2
 #   # caught-by: suite BINARY TEST   an ordinary test (tests/BINARY.rs; `lib` for
 #                                    a unit test in src/, TEST its full path)
 #
@@ -47,7 +48,7 @@ for a in "$@"; do
   case "$a" in
     --cheap) mode=cheap ;;
     --all) mode=all ;;
-    -h | --help) sed -n '2,39p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,40p' "$0"; exit 0 ;;
     -*) echo "unknown option $a" >&2; exit 1 ;;
     *) names+=("${a%.patch}") ;;
   esac
@@ -103,9 +104,11 @@ patched() {
 # `cargo test` in the scratch tree, for loom models or for the ordinary suite.
 # $limit: an optional `timeout SECONDS` prefix (set while a test runs).
 limit=()
+# Loom: `-p failfast-loom-tests --test BIN` for a model in loom-tests/, or
+# `-p failfast --lib` for one in a `cfg(all(test, failfast_loom))` module of src/.
 loom_cargo() {
   (cd "$tree" && RUSTFLAGS="--cfg failfast_loom" CARGO_TARGET_DIR="$targets/loom" \
-    "${limit[@]}" cargo test -q -p failfast-loom-tests --release "$@")
+    "${limit[@]}" cargo test -q --release "$@")
 }
 suite_cargo() {
   (cd "$tree" && CARGO_TARGET_DIR="$targets" \
@@ -121,19 +124,23 @@ seed() {
 # Builds the test binaries the catchers need; prints the seconds it took.
 build() {
   local log="$1"; shift
-  local loom=() suite=() kind bin test
+  local loom=() loomlib=0 suite=() kind bin test
   while read -r kind bin test; do
     [ -n "$kind" ] || continue
-    if [ "$kind" = loom ]; then loom+=(--test "$bin")
+    if [ "$kind" = loom ] && [ "$bin" = lib ]; then loomlib=1
+    elif [ "$kind" = loom ]; then loom+=(--test "$bin")
     elif [ "$bin" = lib ]; then
       # `--lib` once, however many unit tests are named (cargo refuses two).
       if [[ " ${suite[*]} " != *" --lib "* ]]; then suite+=(--lib); fi
     else suite+=(--test "$bin"); fi
   done <<<"$*"
   local t0=$EPOCHREALTIME
-  if [ ${#loom[@]} -gt 0 ]; then seed loom; fi
+  if [ ${#loom[@]} -gt 0 ] || [ $loomlib = 1 ]; then seed loom; fi
   if [ ${#suite[@]} -gt 0 ]; then seed debug; fi
-  if [ ${#loom[@]} -gt 0 ]; then loom_cargo --no-run "${loom[@]}" >>"$log" 2>&1 || return 1; fi
+  if [ ${#loom[@]} -gt 0 ]; then
+    loom_cargo -p failfast-loom-tests --no-run "${loom[@]}" >>"$log" 2>&1 || return 1
+  fi
+  if [ $loomlib = 1 ]; then loom_cargo -p failfast --lib --no-run >>"$log" 2>&1 || return 1; fi
   if [ ${#suite[@]} -gt 0 ]; then suite_cargo --no-run "${suite[@]}" >>"$log" 2>&1 || return 1; fi
   since "$t0"
 }
@@ -142,8 +149,10 @@ build() {
 run_one() {
   local kind="$1" bin="$2" test="$3" log="$4" rc=0
   local limit=(timeout "${BUG_TEST_TIMEOUT:-600}")
-  if [ "$kind" = loom ]; then
-    loom_cargo --test "$bin" -- --exact "$test" >"$log" 2>&1 || rc=$?
+  if [ "$kind" = loom ] && [ "$bin" = lib ]; then
+    loom_cargo -p failfast --lib -- --exact "$test" >"$log" 2>&1 || rc=$?
+  elif [ "$kind" = loom ]; then
+    loom_cargo -p failfast-loom-tests --test "$bin" -- --exact "$test" >"$log" 2>&1 || rc=$?
   else
     local target=(--test "$bin")
     if [ "$bin" = lib ]; then target=(--lib); fi
