@@ -62,7 +62,11 @@ impl Storage {
     /// head, the length) and the slots.
     pub(crate) fn heap_bytes(&self) -> usize {
         match &self.0 {
-            Some(arc) => 3 * core::mem::size_of::<usize>() + core::mem::size_of_val(&arc.slice),
+            Some(arc) => {
+                2 * core::mem::size_of::<usize>()
+                    + core::mem::size_of::<AtomicU64>()
+                    + core::mem::size_of_val(&arc.slice)
+            }
             None => 0,
         }
     }
