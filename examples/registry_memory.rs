@@ -2,10 +2,10 @@
 //!
 //! 1. memory per entry (RSS growth ÷ entries) at 1M host keys of up to 24
 //!    bytes, for the consecutive, count-window and time-window policies, with
-//!    `String` keys, with `HostKey` (the registry's compact key: up to 23
-//!    bytes inline, which holds every key here but the 24-byte ones) and with
-//!    a 24-byte inline key — each in a fresh child process so no earlier
-//!    heap skews it;
+//!    `String` keys, as a `Registry<str>` (text kept as a `HostKey`: up to
+//!    23 bytes inside the entry, which holds every key here but the 24-byte
+//!    ones), with `HostKey` keys and with a 24-byte inline key — each in a
+//!    fresh child process so no earlier heap skews it;
 //! 2. the worst single lookup stall on another thread while 1M idle entries
 //!    are swept shard by shard.
 //!
@@ -86,6 +86,18 @@ fn child(policy_name: &str, key: &str) {
                 .build_with_clock(ManualClock::new())
                 .unwrap();
             fill(&r, |s| s.to_string());
+            report(policy_name, key, before, r.len());
+        }
+        "str" => {
+            let r = Registry::<str>::builder(policy(policy_name))
+                .capacity(N)
+                .build_with_clock(ManualClock::new())
+                .unwrap();
+            let mut buf = String::with_capacity(32);
+            for i in 0..N {
+                host(i, &mut buf);
+                drop(r.handle(buf.as_str()));
+            }
             report(policy_name, key, before, r.len());
         }
         "hostkey" => {
@@ -205,7 +217,7 @@ fn main() {
     );
     println!("| policy | key | entries | RSS growth B/entry |\n|---|---|---|---|");
     for policy_name in ["consecutive", "count100", "time10x1s"] {
-        for key in ["string", "hostkey", "inline24"] {
+        for key in ["string", "str", "hostkey", "inline24"] {
             let out = Command::new(&exe)
                 .args(["child", policy_name, key])
                 .output()

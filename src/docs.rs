@@ -311,8 +311,12 @@
 //! it is pristine, or CLOSED with nothing newer than `forget_after` in its
 //! window, or OPEN/HALF_OPEN and idle past the TTL plus its longest open
 //! period — one shard at a time, by whoever wins the sweep CAS. A full
-//! registry sends new keys to one overflow breaker per shard. The
-//! [`registry`](crate::registry) module docs hold the full argument.
+//! registry sends new keys to one overflow breaker per shard. An entry
+//! keeps its key in the form [`Key`](crate::registry::Key) names: a sized
+//! key as itself, and `str` as a [`HostKey`](crate::registry::HostKey), so
+//! a `Registry<str>` holds ordinary host names inside the entry with no
+//! allocation of their own. The [`registry`](crate::registry) module docs
+//! hold the full argument.
 //!
 //! # Per-call observability
 //!

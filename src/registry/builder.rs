@@ -1,5 +1,6 @@
 //! [`RegistryBuilder`]: the consuming, validating builder of a [`Registry`].
 
+use core::borrow::Borrow;
 use core::fmt;
 use core::hash::{BuildHasher, Hash};
 use core::time::Duration;
@@ -11,7 +12,7 @@ use hashbrown::HashTable;
 use super::budget::{Budget, KeyBudget};
 use super::fleet::{Fleet, MaxOpen};
 use super::handle::{Entry, EntryArc, Kind};
-use super::key::KeyBytes;
+use super::key::{Key, KeyBytes, Stored};
 use super::shard::{ticks, Shard};
 use super::sweep::Schedule;
 use super::{Override, Registry};
@@ -64,20 +65,20 @@ const DEFAULT_SHARDS: usize = 256;
 /// # Ok::<(), failfast::ConfigError>(())
 /// ```
 #[must_use = "a builder does nothing until `build`"]
-pub struct RegistryBuilder<K, S = RandomState> {
+pub struct RegistryBuilder<K: Key + ?Sized, S = RandomState> {
     template: Builder,
-    /// Each key with its breaker builder and its name for errors.
-    overrides: Vec<(K, Builder, String)>,
+    /// Each key (stored form) with its breaker builder and its name for errors.
+    overrides: Vec<(Stored<K>, Builder, String)>,
     hasher: S,
     capacity: Option<usize>,
-    max_key_bytes: KeyBudget<K>,
+    max_key_bytes: KeyBudget<Stored<K>>,
     idle_ttl: Duration,
     forget_after: Duration,
     max_open: MaxOpen,
     shards: Option<usize>,
 }
 
-impl<K> RegistryBuilder<K> {
+impl<K: Key + ?Sized> RegistryBuilder<K> {
     pub(crate) fn new(template: Builder) -> RegistryBuilder<K> {
         RegistryBuilder {
             template,
@@ -93,7 +94,7 @@ impl<K> RegistryBuilder<K> {
     }
 }
 
-impl<K: Hash + Eq, S: BuildHasher> RegistryBuilder<K, S> {
+impl<K: Hash + Eq + Key + ?Sized, S: BuildHasher> RegistryBuilder<K, S> {
     /// Hash keys with `hasher` instead of std's keyed SipHash. Keys taken from
     /// requests (a Host header) need a keyed, DoS-resistant hasher; a faster
     /// one (e.g. `foldhash::quality::RandomState`) suits trusted key sets such
@@ -139,9 +140,9 @@ impl<K: Hash + Eq, S: BuildHasher> RegistryBuilder<K, S> {
     /// assert_eq!(registry.handle("other").config().consecutive_failures(), Some(5));
     /// # Ok::<(), failfast::ConfigError>(())
     /// ```
-    pub fn override_key(mut self, key: K, breaker: Builder) -> Self
+    pub fn override_key(mut self, key: Stored<K>, breaker: Builder) -> Self
     where
-        K: fmt::Debug,
+        Stored<K>: fmt::Debug,
     {
         let name = format!("{key:?}");
         self.overrides.push((key, breaker, name));
@@ -220,9 +221,9 @@ impl<K: Hash + Eq, S: BuildHasher> RegistryBuilder<K, S> {
     /// ```
     pub fn max_key_bytes(mut self, max: usize) -> Self
     where
-        K: KeyBytes,
+        Stored<K>: KeyBytes,
     {
-        self.max_key_bytes = Some((max, K::key_bytes));
+        self.max_key_bytes = Some((max, <Stored<K> as KeyBytes>::key_bytes));
         self
     }
 
@@ -312,14 +313,17 @@ impl<K: Hash + Eq, S: BuildHasher> RegistryBuilder<K, S> {
             let own = breaker
                 .build_shared(clock.clone())
                 .map_err(|e| for_key(&e, &Raw(&name)))?;
-            let hash = super::hash::key_hash(&self.hasher, &key);
+            let hash = super::hash::key_hash(&self.hasher, Borrow::<K>::borrow(&key));
             let entry = Override {
                 key,
                 hash,
                 shared: attach(own, &fleet),
             };
             // A key overridden twice: the last one wins.
-            match overrides.find_entry(hash, |o: &Override<K, C>| o.key == entry.key) {
+            let same = |o: &Override<Stored<K>, C>| {
+                Borrow::<K>::borrow(&o.key) == Borrow::<K>::borrow(&entry.key)
+            };
+            match overrides.find_entry(hash, same) {
                 Ok(mut found) => *found.get_mut() = entry,
                 Err(_) => {
                     overrides.insert_unique(hash, entry, |o| o.hash);
@@ -428,7 +432,7 @@ impl fmt::Debug for Raw<'_> {
     }
 }
 
-impl<K, S> fmt::Debug for RegistryBuilder<K, S> {
+impl<K: Key + ?Sized, S> fmt::Debug for RegistryBuilder<K, S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RegistryBuilder")
             .field("template", &self.template)

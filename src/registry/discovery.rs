@@ -6,6 +6,7 @@ use core::fmt;
 use core::hash::{BuildHasher, Hash};
 
 use super::handle::{Entry, EntryArc, Kind};
+use super::key::{Key, Stored};
 use super::{builder, Handle, Registry};
 use crate::breaker::Breaker;
 use crate::builder::Builder;
@@ -13,7 +14,7 @@ use crate::clock::{Clock, Nanos};
 use crate::error::ConfigError;
 use crate::observe::BreakerSnapshot;
 
-impl<K: Hash + Eq, S: BuildHasher, C: Clock> Registry<K, S, C> {
+impl<K: Hash + Eq + Key + ?Sized, S: BuildHasher, C: Clock> Registry<K, S, C> {
     /// Takes `key` out of the registry; returns whether it was there. Live
     /// handles keep working on the departed breaker — it keeps its state and
     /// its whole behaviour for them, and none of its transitions reaches the
@@ -59,11 +60,17 @@ impl<K: Hash + Eq, S: BuildHasher, C: Clock> Registry<K, S, C> {
         Q: Hash + Eq + ?Sized,
     {
         let hash = super::hash::key_hash(&self.hasher, key);
-        self.shard(hash)
-            .remove(hash, |k| k.borrow() == key, now, &self.fleet, &self.budget)
+        self.shard(hash).remove(
+            hash,
+            |k| k.borrow().borrow() == key,
+            now,
+            &self.fleet,
+            &self.budget,
+        )
     }
 
-    /// Puts `key` in with its own configuration, replacing its current entry
+    /// Puts `key` (in its stored form: the key itself, or a
+    /// [`HostKey`](super::HostKey) for a `Registry<str>`) in with its own configuration, replacing its current entry
     /// if there is one (which departs as with [`remove`](Self::remove)), and
     /// pins it: never evicted, gone only when removed. For hosts registered
     /// through service discovery with per-host settings. It is inserted even
@@ -86,9 +93,9 @@ impl<K: Hash + Eq, S: BuildHasher, C: Clock> Registry<K, S, C> {
     ///
     /// A [`ConfigError`] naming the invalid field of `breaker`, whose
     /// [`key`](ConfigError::key) names the key.
-    pub fn insert_with(&self, key: K, breaker: Builder) -> Result<Handle<K, C>, ConfigError>
+    pub fn insert_with(&self, key: Stored<K>, breaker: Builder) -> Result<Handle<K, C>, ConfigError>
     where
-        K: fmt::Debug,
+        Stored<K>: fmt::Debug,
         C: Clone,
     {
         self.insert_with_at(key, breaker, self.now())
@@ -110,19 +117,19 @@ impl<K: Hash + Eq, S: BuildHasher, C: Clock> Registry<K, S, C> {
     /// ```
     pub fn insert_with_at(
         &self,
-        key: K,
+        key: Stored<K>,
         breaker: Builder,
         now: Nanos,
     ) -> Result<Handle<K, C>, ConfigError>
     where
-        K: fmt::Debug,
+        Stored<K>: fmt::Debug,
         C: Clone,
     {
         let own = breaker
             .build_shared(self.shared.clock.clone())
             .map_err(|e| builder::for_key(&e, &key))?;
         let shared = builder::attach(own, &self.fleet);
-        let hash = super::hash::key_hash(&self.hasher, &key);
+        let hash = super::hash::key_hash(&self.hasher, Borrow::<K>::borrow(&key));
         // An upstream registered through discovery is known: the open cap
         // counts it from its first trip, success or not.
         let breaker = Breaker::from_shared(shared, super::hash::id_of(hash));
@@ -131,7 +138,7 @@ impl<K: Hash + Eq, S: BuildHasher, C: Clock> Registry<K, S, C> {
         if let Some(k) = &entry.key {
             self.shard(hash).insert_pinned(
                 hash,
-                |other| other == k,
+                |other| Borrow::<K>::borrow(other) == Borrow::<K>::borrow(k),
                 entry.clone(),
                 now,
                 &self.fleet,
@@ -179,7 +186,7 @@ impl<K: Hash + Eq, S: BuildHasher, C: Clock> Registry<K, S, C> {
         let mut removed = 0;
         for shard in self.shards.iter() {
             removed += shard.retain(now, &self.fleet, &self.budget, |e| match &e.key {
-                Some(k) => keep(k, &e.breaker.snapshot_at(now)),
+                Some(k) => keep(k.borrow(), &e.breaker.snapshot_at(now)),
                 None => true,
             });
         }

@@ -7,9 +7,11 @@
 //! pointer wide. The `Arc` has no weak count (`triomphe`), which keeps an
 //! entry with a 64-byte breaker and a 24-byte key in a 112-byte allocation.
 
+use core::borrow::Borrow;
 use core::fmt;
 use core::ops::Deref;
 
+use super::key::{Key, Stored};
 use crate::breaker::Breaker;
 use crate::clock::{Clock, Nanos, QuantaClock};
 use crate::error::Rejected;
@@ -138,12 +140,12 @@ impl<K, C: Clock> Entry<K, C> {
 /// assert!(upstream.is_tracked());
 /// # Ok::<(), failfast::ConfigError>(())
 /// ```
-pub struct Handle<K, C: Clock = QuantaClock> {
-    entry: EntryArc<Entry<K, C>>,
+pub struct Handle<K: Key + ?Sized, C: Clock = QuantaClock> {
+    entry: EntryArc<Entry<Stored<K>, C>>,
 }
 
-impl<K, C: Clock> Handle<K, C> {
-    pub(crate) fn new(entry: EntryArc<Entry<K, C>>) -> Handle<K, C> {
+impl<K: Key + ?Sized, C: Clock> Handle<K, C> {
+    pub(crate) fn new(entry: EntryArc<Entry<Stored<K>, C>>) -> Handle<K, C> {
         Handle { entry }
     }
 
@@ -158,7 +160,7 @@ impl<K, C: Clock> Handle<K, C> {
     /// # Ok::<(), failfast::ConfigError>(())
     /// ```
     pub fn key(&self) -> Option<&K> {
-        self.entry.key.as_ref()
+        self.entry.key.as_ref().map(Borrow::borrow)
     }
 
     /// The breaker (also reachable through `Deref`).
@@ -243,7 +245,7 @@ impl<K, C: Clock> Handle<K, C> {
     }
 }
 
-impl<K, C: Clock> Deref for Handle<K, C> {
+impl<K: Key + ?Sized, C: Clock> Deref for Handle<K, C> {
     type Target = Breaker<C>;
 
     #[inline]
@@ -252,7 +254,7 @@ impl<K, C: Clock> Deref for Handle<K, C> {
     }
 }
 
-impl<K, C: Clock> Clone for Handle<K, C> {
+impl<K: Key + ?Sized, C: Clock> Clone for Handle<K, C> {
     fn clone(&self) -> Self {
         Handle {
             entry: self.entry.clone(),
@@ -260,7 +262,7 @@ impl<K, C: Clock> Clone for Handle<K, C> {
     }
 }
 
-impl<K, C: Clock> Drop for Handle<K, C> {
+impl<K: Key + ?Sized, C: Clock> Drop for Handle<K, C> {
     /// Releasing a handle counts as a use: the idle clock restarts now, so a
     /// breaker held for an hour is not evicted the moment it is let go.
     fn drop(&mut self) {
@@ -270,10 +272,10 @@ impl<K, C: Clock> Drop for Handle<K, C> {
     }
 }
 
-impl<K: fmt::Debug, C: Clock> fmt::Debug for Handle<K, C> {
+impl<K: Key + fmt::Debug + ?Sized, C: Clock> fmt::Debug for Handle<K, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Handle")
-            .field("key", &self.entry.key)
+            .field("key", &self.key())
             .field("kind", &self.entry.kind)
             .field("breaker", &self.entry.breaker)
             .finish()

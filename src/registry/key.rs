@@ -1,9 +1,69 @@
-//! What a key must be, and a key as a caller passed it: borrowed (converted
-//! to an owned key only on a miss) or owned.
+//! What a key must be, how an entry keeps it, and a key as a caller passed
+//! it: borrowed (converted to the kept form only on a miss) or owned.
 
 use core::borrow::Borrow;
+use core::marker::PhantomData;
 
 use super::host::HostKey;
+
+/// How a [`Registry<K>`](crate::Registry) keeps a key of type `K` in its
+/// entries: the form it stores, which borrows as `K`.
+///
+/// Every sized type is kept as itself. `str` is kept as a [`HostKey`]: a
+/// `Registry<str>` is a registry of text keys whose text (up to 23 bytes,
+/// an ordinary `host:port`) lives inside the entry's own allocation, with no
+/// allocation of its own — where a `Registry<String>` allocates a heap
+/// buffer per key beside the entry. It is looked up by `&str`, and hands out
+/// `&str` ([`Handle::key`](crate::Handle::key), [`Registry::retain`](crate::Registry::retain)).
+///
+/// ```
+/// use failfast::{Breaker, Registry};
+///
+/// let registry = Registry::<str>::builder(Breaker::builder().consecutive_failures(5)).build()?;
+/// let upstream = registry.handle("api.example.com:443");
+/// assert_eq!(upstream.key(), Some("api.example.com:443"));
+/// # Ok::<(), failfast::ConfigError>(())
+/// ```
+pub trait Key {
+    /// What an entry holds: `K` itself, or [`HostKey`] for `str`.
+    type Stored: Borrow<Self>;
+}
+
+/// The form a registry keeps a key of type `K` in.
+pub(crate) type Stored<K> = <K as Key>::Stored;
+
+impl<K> Key for K {
+    type Stored = K;
+}
+
+impl Key for str {
+    type Stored = HostKey;
+}
+
+/// A borrowed form of a key `K` that a lookup compares with the stored keys
+/// and, when the key is new, turns into the stored form: any `Q` whose
+/// `ToOwned` is `K` (`&str` for a `String` key, `&u64` for a `u64` key), and
+/// `str` for a `Registry<str>`.
+pub trait Lookup<K: ?Sized + Key> {
+    /// The stored form of this key (allocates for a `String`; copies up to 23
+    /// bytes inline for `str`).
+    fn to_stored(&self) -> K::Stored;
+}
+
+impl<K, Q> Lookup<K> for Q
+where
+    Q: ToOwned<Owned = K> + ?Sized,
+{
+    fn to_stored(&self) -> K {
+        self.to_owned()
+    }
+}
+
+impl Lookup<str> for str {
+    fn to_stored(&self) -> HostKey {
+        HostKey::from(self)
+    }
+}
 
 /// The bytes a key's text occupies, for the registry's key-byte budget
 /// ([`RegistryBuilder::max_key_bytes`](super::RegistryBuilder::max_key_bytes)).
@@ -19,6 +79,12 @@ pub trait KeyBytes {
 }
 
 impl KeyBytes for String {
+    fn key_bytes(&self) -> usize {
+        self.len()
+    }
+}
+
+impl KeyBytes for str {
     fn key_bytes(&self) -> usize {
         self.len()
     }
@@ -56,21 +122,35 @@ pub(crate) trait KeyArg<K> {
     fn into_key(self) -> K;
 }
 
-/// A borrowed key (`&str` for a `String` key): cloned only by `into_key`.
-pub(crate) struct Borrowed<'a, Q: ?Sized>(pub(crate) &'a Q);
+/// A borrowed key `Q` of a key type `K` (`&str` for a `String` or a `str`
+/// key): turned into `K`'s stored form only by `into_key`.
+pub(crate) struct Borrowed<'a, K: ?Sized, Q: ?Sized> {
+    key: &'a Q,
+    of: PhantomData<fn(&K)>,
+}
 
-impl<K, Q> KeyArg<K> for Borrowed<'_, Q>
+impl<'a, K: ?Sized, Q: ?Sized> Borrowed<'a, K, Q> {
+    pub(crate) fn new(key: &'a Q) -> Self {
+        Borrowed {
+            key,
+            of: PhantomData,
+        }
+    }
+}
+
+impl<K, Q> KeyArg<K::Stored> for Borrowed<'_, K, Q>
 where
-    K: Borrow<Q>,
-    Q: Eq + ToOwned<Owned = K> + ?Sized,
+    K: Key + Borrow<Q> + ?Sized,
+    Q: Eq + Lookup<K> + ?Sized,
 {
     #[inline]
-    fn matches(&self, key: &K) -> bool {
-        key.borrow() == self.0
+    fn matches(&self, key: &K::Stored) -> bool {
+        let key: &K = key.borrow();
+        key.borrow() == self.key
     }
 
-    fn into_key(self) -> K {
-        self.0.to_owned()
+    fn into_key(self) -> K::Stored {
+        self.key.to_stored()
     }
 }
 

@@ -40,8 +40,10 @@
 //!   a bound on their size: [`capacity`](RegistryBuilder::capacity) bounds
 //!   entries, [`max_key_bytes`](RegistryBuilder::max_key_bytes) the bytes of
 //!   their text ([`KeyBytes`]);
-//! * short keys are cheapest as [`HostKey`]: up to 23 bytes live inside the
-//!   entry, with no allocation of their own.
+//! * text keys are cheapest in a `Registry<str>` (or as [`HostKey`]s): up
+//!   to 23 bytes live inside the entry, with no allocation of their own
+//!   ([`Key`]); a `Registry<String>` gives every key a heap buffer beside
+//!   its entry (140 against 108 bytes per host at a million hosts).
 //!
 //! # Eviction: by information, not by state
 //!
@@ -219,14 +221,14 @@ pub use self::builder::RegistryBuilder;
 pub use self::fleet::MaxOpen;
 pub use self::handle::Handle;
 pub use self::host::HostKey;
-pub use self::key::KeyBytes;
+pub use self::key::{Key, KeyBytes, Lookup};
 
 use self::budget::Budget;
 use self::fleet::Fleet;
 use self::handle::Kind;
 pub(crate) use self::handle::{Entry, EntryArc};
 use self::hash::key_hash;
-use self::key::{Borrowed, Converted, KeyArg, Owned};
+use self::key::{Borrowed, Converted, KeyArg, Owned, Stored};
 use self::shard::{Evict, Shard};
 use self::sweep::Schedule;
 use crate::breaker::{Breaker, Shared};
@@ -235,6 +237,9 @@ use crate::clock::{Clock, Nanos, QuantaClock};
 use crate::observe::{BreakerSnapshot, CallCounts};
 use crate::state::State;
 use crate::sync::{Arc, AtomicU64, Ordering};
+
+/// The shards of a registry of `K`, each in its own cache line.
+type Shards<K, C> = Box<[CachePadded<Shard<Stored<K>, C>>]>;
 
 /// A key with its own configuration.
 struct Override<K, C> {
@@ -262,15 +267,15 @@ struct Override<K, C> {
 /// }
 /// # Ok::<(), failfast::ConfigError>(())
 /// ```
-pub struct Registry<K, S = RandomState, C: Clock = QuantaClock> {
-    shards: Box<[CachePadded<Shard<K, C>>]>,
+pub struct Registry<K: ?Sized + Key, S = RandomState, C: Clock = QuantaClock> {
+    shards: Shards<K, C>,
     hasher: S,
     shared: Arc<Shared<C>>,
-    overrides: HashTable<Override<K, C>>,
+    overrides: HashTable<Override<Stored<K>, C>>,
     /// Also every breaker's trip gate (a std `Arc`: the gate is a trait
     /// object, which loom's `Arc` cannot hold; its counters are loom's).
     fleet: std::sync::Arc<Fleet>,
-    budget: Budget<K>,
+    budget: Budget<Stored<K>>,
     idle_ttl: Duration,
     forget_after: Duration,
     ttl_ticks: u32,
@@ -280,11 +285,11 @@ pub struct Registry<K, S = RandomState, C: Clock = QuantaClock> {
     /// Requests whose key could not be derived (counted by the keyed layer).
     keyless: AtomicU64,
     /// The breaker keyless requests share when the keyed layer asks for one.
-    unkeyed: EntryArc<Entry<K, C>>,
+    unkeyed: EntryArc<Entry<Stored<K>, C>>,
     schedule: Schedule,
 }
 
-impl<K: Hash + Eq> Registry<K> {
+impl<K: Hash + Eq + Key + ?Sized> Registry<K> {
     /// A builder stamping every key's breaker from `template` (validated once,
     /// shared by all breakers).
     ///
@@ -299,7 +304,7 @@ impl<K: Hash + Eq> Registry<K> {
     }
 }
 
-impl<K: Hash + Eq, S: BuildHasher, C: Clock> Registry<K, S, C> {
+impl<K: Hash + Eq + Key + ?Sized, S: BuildHasher, C: Clock> Registry<K, S, C> {
     /// The handle of `key`'s breaker, creating it on first use (the key is
     /// cloned only then). Call it once per upstream and keep the handle.
     ///
@@ -317,7 +322,7 @@ impl<K: Hash + Eq, S: BuildHasher, C: Clock> Registry<K, S, C> {
     pub fn handle<Q>(&self, key: &Q) -> Handle<K, C>
     where
         K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+        Q: Hash + Eq + Lookup<K> + ?Sized,
     {
         self.handle_at(key, self.now())
     }
@@ -335,12 +340,120 @@ impl<K: Hash + Eq, S: BuildHasher, C: Clock> Registry<K, S, C> {
     pub fn handle_at<Q>(&self, key: &Q, now: Nanos) -> Handle<K, C>
     where
         K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+        Q: Hash + Eq + Lookup<K> + ?Sized,
     {
         let hash = key_hash(&self.hasher, key);
-        Handle::new(self.entry(hash, Borrowed(key), now))
+        Handle::new(self.entry(hash, Borrowed::new(key), now))
     }
 
+    /// The entry of a borrowed key (see [`entry_from_at`](Self::entry_from_at)).
+    #[cfg(feature = "tower")]
+    pub(crate) fn entry_borrowed_at<Q>(&self, key: &Q, now: Nanos) -> EntryArc<Entry<Stored<K>, C>>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + Lookup<K> + ?Sized,
+    {
+        let hash = key_hash(&self.hasher, key);
+        self.entry(hash, Borrowed::new(key), now)
+    }
+
+    /// Runs `f` on `key`'s breaker without cloning a handle or allocating
+    /// (for an existing key), creating the breaker on first use.
+    ///
+    /// `f` runs under the shard's read lock: keep it short (take a permit
+    /// *decision*, read the state), and do not call back into the registry from
+    /// it. A call that must outlive `f` needs a [`Handle`].
+    ///
+    /// ```
+    /// # use failfast::{Breaker, Registry, State};
+    /// let registry = Registry::<String>::builder(Breaker::builder().consecutive_failures(5)).build()?;
+    /// let admitted = registry.with("search:9200", |breaker| breaker.try_acquire().is_ok());
+    /// assert!(admitted);
+    /// assert_eq!(registry.with("search:9200", |b| b.state()), State::Closed);
+    /// # Ok::<(), failfast::ConfigError>(())
+    /// ```
+    pub fn with<Q, R>(&self, key: &Q, f: impl FnOnce(&Breaker<C>) -> R) -> R
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + Lookup<K> + ?Sized,
+    {
+        self.with_at(key, self.now(), f)
+    }
+
+    /// [`with`](Self::with) at `now`.
+    ///
+    /// ```
+    /// # use failfast::{Breaker, ManualClock, Nanos, Registry};
+    /// let registry = Registry::<u64>::builder(Breaker::builder().consecutive_failures(1))
+    ///     .build_with_clock(ManualClock::new())?;
+    /// let now = Nanos::from_secs(5);
+    /// registry.with_at(&1, now, |b| b.try_acquire_at(now).unwrap().failure_at(now));
+    /// assert_eq!(registry.open_count(), 1);
+    /// # Ok::<(), failfast::ConfigError>(())
+    /// ```
+    pub fn with_at<Q, R>(&self, key: &Q, now: Nanos, f: impl FnOnce(&Breaker<C>) -> R) -> R
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + Lookup<K> + ?Sized,
+    {
+        let hash = key_hash(&self.hasher, key);
+        let key = Borrowed::new(key);
+        match self.shard(hash).find(hash, &key, |e| {
+            e.touch(now);
+            f(&e.breaker)
+        }) {
+            Ok(r) => r,
+            // A miss: straight to the insert, which looks again under the
+            // shard's write lock (no second read-locked probe first).
+            Err(f) => f(&self.insert(self.shard(hash), hash, key, now)),
+        }
+    }
+
+    fn entry(
+        &self,
+        hash: u64,
+        key: impl KeyArg<Stored<K>>,
+        now: Nanos,
+    ) -> EntryArc<Entry<Stored<K>, C>> {
+        let shard = self.shard(hash);
+        match shard.find(hash, &key, |e| {
+            e.touch(now);
+            e.clone()
+        }) {
+            Ok(e) => e,
+            Err(_) => self.insert(shard, hash, key, now),
+        }
+    }
+
+    /// The miss path (allocates): insert under the shard's write lock, or
+    /// hand out the shard's overflow breaker when full; then one piggybacked
+    /// sweep step.
+    #[cold]
+    fn insert(
+        &self,
+        shard: &Shard<Stored<K>, C>,
+        hash: u64,
+        key: impl KeyArg<Stored<K>>,
+        now: Nanos,
+    ) -> EntryArc<Entry<Stored<K>, C>> {
+        let over = self.overrides.find(hash, |o| key.matches(&o.key));
+        let shared = over.map_or(&self.shared, |o| &o.shared);
+        let inserted = shard.insert(hash, key, self.rule(now), &self.fleet, &self.budget, |k| {
+            let breaker = Breaker::from_shared(shared.clone(), hash::id_of(hash));
+            EntryArc::new(Entry::new(breaker, Some(k), now, Kind::Tracked))
+        });
+        let entry = inserted.unwrap_or_else(|| {
+            // Relaxed: a statistic.
+            self.untracked.fetch_add(1, Ordering::Relaxed);
+            shard.overflow().clone()
+        });
+        self.maintain_up_to(now, 1);
+        entry
+    }
+}
+
+/// Lookups that convert or move a sized key into the entry.
+impl<K: Hash + Eq, S: BuildHasher, C: Clock> Registry<K, S, C> {
     /// [`handle`](Self::handle) for a key type whose borrowed form converts
     /// with `From` rather than `ToOwned` — a [`HostKey`] looked up by `&str`:
     /// the text is converted only when the key is new.
@@ -382,7 +495,7 @@ impl<K: Hash + Eq, S: BuildHasher, C: Clock> Registry<K, S, C> {
 
     /// The entry of a borrowed key converted with `From` (the keyed layer's
     /// lookup: no handle, so no clock read when it is dropped).
-    pub(crate) fn entry_from_at<Q>(&self, key: &Q, now: Nanos) -> EntryArc<Entry<K, C>>
+    pub(crate) fn entry_from_at<Q>(&self, key: &Q, now: Nanos) -> EntryArc<Entry<Stored<K>, C>>
     where
         K: Borrow<Q> + for<'q> From<&'q Q>,
         Q: Hash + Eq + ?Sized,
@@ -391,19 +504,8 @@ impl<K: Hash + Eq, S: BuildHasher, C: Clock> Registry<K, S, C> {
         self.entry(hash, Converted(key), now)
     }
 
-    /// The entry of a borrowed key (see [`entry_from_at`](Self::entry_from_at)).
-    #[cfg(feature = "tower")]
-    pub(crate) fn entry_borrowed_at<Q>(&self, key: &Q, now: Nanos) -> EntryArc<Entry<K, C>>
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
-    {
-        let hash = key_hash(&self.hasher, key);
-        self.entry(hash, Borrowed(key), now)
-    }
-
     /// The entry of an owned key (see [`entry_from_at`](Self::entry_from_at)).
-    pub(crate) fn entry_owned_at(&self, key: K, now: Nanos) -> EntryArc<Entry<K, C>> {
+    pub(crate) fn entry_owned_at(&self, key: K, now: Nanos) -> EntryArc<Entry<Stored<K>, C>> {
         let hash = key_hash(&self.hasher, &key);
         self.entry(hash, Owned(key), now)
     }
@@ -435,100 +537,11 @@ impl<K: Hash + Eq, S: BuildHasher, C: Clock> Registry<K, S, C> {
     pub fn get_or_insert_at(&self, key: K, now: Nanos) -> Handle<K, C> {
         Handle::new(self.entry_owned_at(key, now))
     }
-
-    /// Runs `f` on `key`'s breaker without cloning a handle or allocating
-    /// (for an existing key), creating the breaker on first use.
-    ///
-    /// `f` runs under the shard's read lock: keep it short (take a permit
-    /// *decision*, read the state), and do not call back into the registry from
-    /// it. A call that must outlive `f` needs a [`Handle`].
-    ///
-    /// ```
-    /// # use failfast::{Breaker, Registry, State};
-    /// let registry = Registry::<String>::builder(Breaker::builder().consecutive_failures(5)).build()?;
-    /// let admitted = registry.with("search:9200", |breaker| breaker.try_acquire().is_ok());
-    /// assert!(admitted);
-    /// assert_eq!(registry.with("search:9200", |b| b.state()), State::Closed);
-    /// # Ok::<(), failfast::ConfigError>(())
-    /// ```
-    pub fn with<Q, R>(&self, key: &Q, f: impl FnOnce(&Breaker<C>) -> R) -> R
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
-    {
-        self.with_at(key, self.now(), f)
-    }
-
-    /// [`with`](Self::with) at `now`.
-    ///
-    /// ```
-    /// # use failfast::{Breaker, ManualClock, Nanos, Registry};
-    /// let registry = Registry::<u64>::builder(Breaker::builder().consecutive_failures(1))
-    ///     .build_with_clock(ManualClock::new())?;
-    /// let now = Nanos::from_secs(5);
-    /// registry.with_at(&1, now, |b| b.try_acquire_at(now).unwrap().failure_at(now));
-    /// assert_eq!(registry.open_count(), 1);
-    /// # Ok::<(), failfast::ConfigError>(())
-    /// ```
-    pub fn with_at<Q, R>(&self, key: &Q, now: Nanos, f: impl FnOnce(&Breaker<C>) -> R) -> R
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
-    {
-        let hash = key_hash(&self.hasher, key);
-        let key = Borrowed(key);
-        match self.shard(hash).find(hash, &key, |e| {
-            e.touch(now);
-            f(&e.breaker)
-        }) {
-            Ok(r) => r,
-            // A miss: straight to the insert, which looks again under the
-            // shard's write lock (no second read-locked probe first).
-            Err(f) => f(&self.insert(self.shard(hash), hash, key, now)),
-        }
-    }
-
-    fn entry(&self, hash: u64, key: impl KeyArg<K>, now: Nanos) -> EntryArc<Entry<K, C>> {
-        let shard = self.shard(hash);
-        match shard.find(hash, &key, |e| {
-            e.touch(now);
-            e.clone()
-        }) {
-            Ok(e) => e,
-            Err(_) => self.insert(shard, hash, key, now),
-        }
-    }
-
-    /// The miss path (allocates): insert under the shard's write lock, or
-    /// hand out the shard's overflow breaker when full; then one piggybacked
-    /// sweep step.
-    #[cold]
-    fn insert(
-        &self,
-        shard: &Shard<K, C>,
-        hash: u64,
-        key: impl KeyArg<K>,
-        now: Nanos,
-    ) -> EntryArc<Entry<K, C>> {
-        let over = self.overrides.find(hash, |o| key.matches(&o.key));
-        let shared = over.map_or(&self.shared, |o| &o.shared);
-        let inserted = shard.insert(hash, key, self.rule(now), &self.fleet, &self.budget, |k| {
-            let breaker = Breaker::from_shared(shared.clone(), hash::id_of(hash));
-            EntryArc::new(Entry::new(breaker, Some(k), now, Kind::Tracked))
-        });
-        let entry = inserted.unwrap_or_else(|| {
-            // Relaxed: a statistic.
-            self.untracked.fetch_add(1, Ordering::Relaxed);
-            shard.overflow().clone()
-        });
-        self.maintain_up_to(now, 1);
-        entry
-    }
 }
 
-impl<K, S, C: Clock> Registry<K, S, C> {
+impl<K: Key + ?Sized, S, C: Clock> Registry<K, S, C> {
     #[inline]
-    fn shard(&self, hash: u64) -> &Shard<K, C> {
+    fn shard(&self, hash: u64) -> &Shard<Stored<K>, C> {
         // Bits 25..57: below hashbrown's 7-bit tag, above the bits it uses for
         // bucket positions (a shard's table stays below 2^25 buckets), scaled
         // to the shard count by one multiply, so the count need not be a
@@ -561,7 +574,7 @@ impl<K, S, C: Clock> Registry<K, S, C> {
 
     /// The unkeyed breaker's entry.
     #[cfg(feature = "tower")]
-    pub(crate) fn unkeyed_entry(&self) -> &EntryArc<Entry<K, C>> {
+    pub(crate) fn unkeyed_entry(&self) -> &EntryArc<Entry<Stored<K>, C>> {
         &self.unkeyed
     }
 
@@ -973,7 +986,7 @@ impl<K, S, C: Clock> Registry<K, S, C> {
             let now = self.now();
             shard.for_each(|e| {
                 if let Some(key) = &e.key {
-                    f(key, &e.breaker.snapshot_at(now));
+                    f(key.borrow(), &e.breaker.snapshot_at(now));
                 }
             });
         }
@@ -992,7 +1005,7 @@ impl<K, S, C: Clock> Registry<K, S, C> {
     /// ```
     pub fn snapshots(&self) -> Snapshots<'_, K, S, C>
     where
-        K: Clone,
+        K: ToOwned,
     {
         Snapshots {
             registry: self,
@@ -1003,14 +1016,14 @@ impl<K, S, C: Clock> Registry<K, S, C> {
 }
 
 /// The iterator of [`Registry::snapshots`].
-pub struct Snapshots<'a, K, S, C: Clock> {
+pub struct Snapshots<'a, K: Key + ToOwned + ?Sized, S, C: Clock> {
     registry: &'a Registry<K, S, C>,
     next_shard: usize,
-    buffer: std::vec::IntoIter<(K, BreakerSnapshot)>,
+    buffer: std::vec::IntoIter<(K::Owned, BreakerSnapshot)>,
 }
 
-impl<K: Clone, S, C: Clock> Iterator for Snapshots<'_, K, S, C> {
-    type Item = (K, BreakerSnapshot);
+impl<K: Key + ToOwned + ?Sized, S, C: Clock> Iterator for Snapshots<'_, K, S, C> {
+    type Item = (K::Owned, BreakerSnapshot);
 
     fn next(&mut self) -> Option<Self::Item> {
         loop {
@@ -1023,7 +1036,8 @@ impl<K: Clone, S, C: Clock> Iterator for Snapshots<'_, K, S, C> {
             let mut items = Vec::new();
             shard.for_each(|e| {
                 if let Some(key) = &e.key {
-                    items.push((key.clone(), e.breaker.snapshot_at(now)));
+                    let key: &K = key.borrow();
+                    items.push((key.to_owned(), e.breaker.snapshot_at(now)));
                 }
             });
             self.buffer = items.into_iter();
@@ -1031,7 +1045,7 @@ impl<K: Clone, S, C: Clock> Iterator for Snapshots<'_, K, S, C> {
     }
 }
 
-impl<K, S, C: Clock> fmt::Debug for Snapshots<'_, K, S, C> {
+impl<K: Key + ToOwned + ?Sized, S, C: Clock> fmt::Debug for Snapshots<'_, K, S, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Snapshots")
             .field("next_shard", &self.next_shard)
@@ -1039,7 +1053,7 @@ impl<K, S, C: Clock> fmt::Debug for Snapshots<'_, K, S, C> {
     }
 }
 
-impl<K, S, C: Clock> fmt::Debug for Registry<K, S, C> {
+impl<K: Key + ?Sized, S, C: Clock> fmt::Debug for Registry<K, S, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Registry")
             .field("len", &self.len())

@@ -3,18 +3,19 @@
 use core::borrow::Borrow;
 use core::hash::{BuildHasher, Hash};
 
+use super::key::{Key, Lookup};
 use super::Registry;
 use crate::clock::{Clock, Nanos};
 use crate::observe::Transition;
 use crate::remote::RemoteTrip;
 
-impl<K: Hash + Eq, S: BuildHasher, C: Clock> Registry<K, S, C> {
+impl<K: Hash + Eq + Key + ?Sized, S: BuildHasher, C: Clock> Registry<K, S, C> {
     /// Applies another replica's trip of `key` now: see
     /// [`apply_remote_at`](Self::apply_remote_at).
     pub fn apply_remote<Q>(&self, key: &Q, remote: &RemoteTrip) -> Option<Transition>
     where
         K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+        Q: Hash + Eq + Lookup<K> + ?Sized,
     {
         self.apply_remote_at(key, remote, self.now())
     }
@@ -40,7 +41,7 @@ impl<K: Hash + Eq, S: BuildHasher, C: Clock> Registry<K, S, C> {
     pub fn apply_remote_at<Q>(&self, key: &Q, remote: &RemoteTrip, now: Nanos) -> Option<Transition>
     where
         K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+        Q: Hash + Eq + Lookup<K> + ?Sized,
     {
         self.handle_at(key, now).apply_remote_at(remote, now)
     }
