@@ -296,7 +296,8 @@ fn config_errors_name_the_field() {
         "consecutive_failures"
     );
     assert_eq!(
-        err(Registry::builder(consecutive(1)).override_key(1, Breaker::builder().failure_rate(2.0))),
+        err(Registry::<u64>::builder(consecutive(1))
+            .override_key(1, Breaker::builder().failure_rate(2.0))),
         "failure_rate"
     );
 }

@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 use std::hash::{BuildHasherDefault, DefaultHasher, Hash};
 use std::time::Duration;
 
-use failfast::registry::{HostKey, Key, KeyBytes, RegistryBuilder};
-use failfast::{Breaker, Builder, Handle, ManualClock, Registry, State};
+use failfast::registry::{Key, KeyBytes, RegistryBuilder};
+use failfast::{Breaker, Builder, Handle, ManualClock, Reason, Registry, RemoteTrip, State};
 use proptest::prelude::*;
 
 /// A fixed hasher, so both registries put a key in the same shard with the
@@ -66,14 +66,20 @@ fn a_str_registry_removes_retains_and_lists_by_str() {
         }
     });
     assert_eq!(open, ["b:80"]);
-    let mut listed: Vec<String> = registry.snapshots().map(|(key, _)| key).collect();
+    let mut listed: Vec<String> = registry
+        .snapshots()
+        .map(|(key, _)| key.to_string())
+        .collect();
     listed.sort();
     assert_eq!(listed, [SPILLED, "a:80", "b:80"]);
 
     assert!(registry.remove(SPILLED));
     assert!(!registry.remove(SPILLED));
     assert_eq!(registry.retain(|key, _| key != "a:80"), 1);
-    let left: Vec<String> = registry.snapshots().map(|(key, _)| key).collect();
+    let left: Vec<String> = registry
+        .snapshots()
+        .map(|(key, _)| key.to_string())
+        .collect();
     assert_eq!(left, ["b:80"]);
     assert_eq!(registry.open_count(), 1);
 }
@@ -82,8 +88,9 @@ fn a_str_registry_removes_retains_and_lists_by_str() {
 fn a_str_registry_takes_overrides_pins_and_a_key_byte_budget() {
     let registry = Registry::<str>::builder(consecutive(5))
         .hasher(Fixed::default())
-        .override_key(HostKey::from("flaky:443"), consecutive(1))
-        .max_key_bytes(2 * SPILLED.len())
+        .override_key("flaky:443", consecutive(1))
+        .override_key(SPILLED, consecutive(3))
+        .max_key_bytes(3 * SPILLED.len())
         .build_with_clock(ManualClock::new())
         .unwrap();
     assert_eq!(
@@ -91,20 +98,57 @@ fn a_str_registry_takes_overrides_pins_and_a_key_byte_budget() {
         Some(1)
     );
     assert_eq!(
+        registry.handle(SPILLED).config().consecutive_failures(),
+        Some(3)
+    );
+    assert_eq!(
         registry.handle("other").config().consecutive_failures(),
         Some(5)
     );
     // The budget counts the text, inline or not.
-    assert_eq!(registry.key_bytes(), "flaky:443".len() + "other".len());
-    let pinned = registry
-        .insert_with(HostKey::from(SPILLED), consecutive(2))
-        .unwrap();
+    assert_eq!(
+        registry.key_bytes(),
+        "flaky:443".len() + SPILLED.len() + "other".len()
+    );
+
+    // A pin replaces the key's current entry, whose holders keep the old one.
+    let old = registry.handle(SPILLED);
+    let pinned = registry.insert_with(SPILLED, consecutive(2)).unwrap();
     assert_eq!(pinned.key(), Some(SPILLED));
+    assert!(!Handle::ptr_eq(&old, &pinned));
     assert!(Handle::ptr_eq(&pinned, &registry.handle(SPILLED)));
     assert_eq!(
         registry.handle(SPILLED).config().consecutive_failures(),
         Some(2)
     );
+    assert_eq!(registry.len(), 3);
+
+    // An invalid override names the key as text.
+    let err = registry
+        .insert_with("bad:443", Breaker::builder().failure_rate(2.0))
+        .unwrap_err();
+    assert_eq!(err.key(), Some(r#""bad:443""#));
+}
+
+#[test]
+fn a_str_registry_runs_closures_applies_remote_trips_and_prints_its_keys() {
+    let registry = str_registry(consecutive(1));
+    assert!(registry.with(SPILLED, |b| b.try_acquire().is_ok()));
+    assert_eq!(registry.with(SPILLED, |b| b.state()), State::Closed);
+    let news = RemoteTrip::new(1, Duration::from_secs(30), Reason::FailureRate);
+    let t = registry.apply_remote(INLINE, &news).unwrap();
+    assert_eq!(t.to, State::Open);
+    let h = registry.handle(INLINE);
+    assert_eq!(h.state(), State::Open);
+    let debug = format!("{h:?}");
+    assert!(debug.contains(&format!("{INLINE:?}")), "{debug}");
+    assert!(h.try_acquire().is_err(), "the remote trip rejects here too");
+    let mut keys: Vec<String> = registry
+        .snapshots()
+        .map(|(k, _)| k.as_str().to_owned())
+        .collect();
+    keys.sort();
+    assert_eq!(keys, [INLINE, SPILLED]);
 }
 
 /// One step of a script run through both registries.
@@ -115,6 +159,10 @@ enum Step {
     /// Look the key up and keep the handle until the script ends.
     Hold(usize),
     Remove(usize),
+    /// Pin the key with its own configuration (`insert_with`).
+    Pin(usize),
+    /// Run one call through `with`, with this verdict.
+    With(usize, bool),
     /// Keep the keys whose bit is set.
     Retain(u8),
     Sweep,
@@ -138,7 +186,9 @@ fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
         6 => (key.clone(), any::<bool>()).prop_map(|(k, ok)| Step::Call(k, ok)),
         1 => key.clone().prop_map(Step::Hold),
-        1 => key.prop_map(Step::Remove),
+        1 => key.clone().prop_map(Step::Remove),
+        1 => key.clone().prop_map(Step::Pin),
+        2 => (key, any::<bool>()).prop_map(|(k, ok)| Step::With(k, ok)),
         1 => any::<u8>().prop_map(Step::Retain),
         1 => Just(Step::Sweep),
         2 => (1u64..30).prop_map(Step::Advance),
@@ -221,6 +271,19 @@ proptest! {
                 Step::Hold(k) => {
                     held.0.push(strings.handle(KEYS[k]));
                     held.1.push(texts.handle(KEYS[k]));
+                }
+                Step::Pin(k) => {
+                    let a = strings.insert_with(KEYS[k].to_string(), consecutive(1)).unwrap();
+                    let b = texts.insert_with(KEYS[k], consecutive(1)).unwrap();
+                    prop_assert_eq!(a.key().map(String::as_str), b.key());
+                }
+                Step::With(k, ok) => {
+                    let verdict = |b: &Breaker<ManualClock>| match b.try_acquire() {
+                        Ok(p) if ok => { p.success(); true }
+                        Ok(p) => { p.failure(); true }
+                        Err(_) => false,
+                    };
+                    prop_assert_eq!(strings.with(KEYS[k], verdict), texts.with(KEYS[k], verdict));
                 }
                 Step::Remove(k) => {
                     prop_assert_eq!(strings.remove(KEYS[k]), texts.remove(KEYS[k]));

@@ -80,7 +80,7 @@ use crate::breaker::Breaker;
 use crate::clock::Clock;
 use crate::error::Rejected;
 use crate::observe::{BreakerSnapshot, CallCounts, Observer, Transition};
-use crate::registry::Registry;
+use crate::registry::{Key, Registry};
 use crate::state::State;
 
 /// `circuit_breaker_state`
@@ -399,7 +399,11 @@ impl MetricsExporter {
     /// MetricsExporter::new().per_host(true).export_registry(&registry);
     /// # Ok::<(), failfast::ConfigError>(())
     /// ```
-    pub fn export_registry<K: fmt::Display, H, C: Clock>(&self, registry: &Registry<K, H, C>) {
+    pub fn export_registry<K, H, C>(&self, registry: &Registry<K, H, C>)
+    where
+        K: fmt::Display + Key + ?Sized,
+        C: Clock,
+    {
         metrics::gauge!(OPEN).set(registry.open_count() as f64);
         metrics::gauge!(HALF_OPEN).set(registry.half_open_count() as f64);
         metrics::gauge!(TRACKED).set(registry.len() as f64);

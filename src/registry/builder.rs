@@ -15,6 +15,7 @@ use super::handle::{Entry, EntryArc, Kind};
 use super::key::{Key, KeyBytes, Stored};
 use super::shard::{ticks, Shard};
 use super::sweep::Schedule;
+use super::HostKey;
 use super::{Override, Registry};
 use crate::breaker::Breaker;
 use crate::breaker::Shared;
@@ -125,22 +126,8 @@ impl<K: Hash + Eq + Key + ?Sized, S: BuildHasher> RegistryBuilder<K, S> {
         }
     }
 
-    /// Give `key` its own configuration instead of the template's. Validated
-    /// in `build` (an error names the key); looked up only when the key is
-    /// inserted, so it is kept across evictions. For keys added at run time
-    /// (service discovery), see [`Registry::insert_with`].
-    ///
-    /// ```
-    /// use failfast::{Breaker, Registry};
-    ///
-    /// let registry = Registry::<String>::builder(Breaker::builder().consecutive_failures(5))
-    ///     .override_key("flaky".to_string(), Breaker::builder().consecutive_failures(1))
-    ///     .build()?;
-    /// assert_eq!(registry.handle("flaky").config().consecutive_failures(), Some(1));
-    /// assert_eq!(registry.handle("other").config().consecutive_failures(), Some(5));
-    /// # Ok::<(), failfast::ConfigError>(())
-    /// ```
-    pub fn override_key(mut self, key: Stored<K>, breaker: Builder) -> Self
+    /// Records an override of `key` (its stored form).
+    fn push_override(mut self, key: Stored<K>, breaker: Builder) -> Self
     where
         Stored<K>: fmt::Debug,
     {
@@ -429,6 +416,50 @@ struct Raw<'a>(&'a str);
 impl fmt::Debug for Raw<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.0)
+    }
+}
+
+/// Overrides of a sized key, moved into the builder.
+impl<K: Hash + Eq, S: BuildHasher> RegistryBuilder<K, S> {
+    /// Give `key` its own configuration instead of the template's. Validated
+    /// in `build` (an error names the key); looked up only when the key is
+    /// inserted, so it is kept across evictions. For keys added at run time
+    /// (service discovery), see [`Registry::insert_with`].
+    ///
+    /// ```
+    /// use failfast::{Breaker, Registry};
+    ///
+    /// let registry = Registry::<String>::builder(Breaker::builder().consecutive_failures(5))
+    ///     .override_key("flaky".to_string(), Breaker::builder().consecutive_failures(1))
+    ///     .build()?;
+    /// assert_eq!(registry.handle("flaky").config().consecutive_failures(), Some(1));
+    /// assert_eq!(registry.handle("other").config().consecutive_failures(), Some(5));
+    /// # Ok::<(), failfast::ConfigError>(())
+    /// ```
+    pub fn override_key(self, key: K, breaker: Builder) -> Self
+    where
+        K: fmt::Debug,
+    {
+        self.push_override(key, breaker)
+    }
+}
+
+/// Overrides of a `Registry<str>`'s keys.
+impl<S: BuildHasher> RegistryBuilder<str, S> {
+    /// Give `key` its own configuration, as
+    /// [`override_key`](RegistryBuilder::override_key) does for a sized key.
+    ///
+    /// ```
+    /// use failfast::{Breaker, Registry};
+    ///
+    /// let registry = Registry::<str>::builder(Breaker::builder().consecutive_failures(5))
+    ///     .override_key("flaky", Breaker::builder().consecutive_failures(1))
+    ///     .build()?;
+    /// assert_eq!(registry.handle("flaky").config().consecutive_failures(), Some(1));
+    /// # Ok::<(), failfast::ConfigError>(())
+    /// ```
+    pub fn override_key(self, key: &str, breaker: Builder) -> Self {
+        self.push_override(HostKey::from(key), breaker)
     }
 }
 

@@ -7,7 +7,7 @@ use core::hash::{BuildHasher, Hash};
 
 use super::handle::{Entry, EntryArc, Kind};
 use super::key::{Key, Stored};
-use super::{builder, Handle, Registry};
+use super::{builder, Handle, HostKey, Registry};
 use crate::breaker::Breaker;
 use crate::builder::Builder;
 use crate::clock::{Clock, Nanos};
@@ -69,53 +69,9 @@ impl<K: Hash + Eq + Key + ?Sized, S: BuildHasher, C: Clock> Registry<K, S, C> {
         )
     }
 
-    /// Puts `key` (in its stored form: the key itself, or a
-    /// [`HostKey`](super::HostKey) for a `Registry<str>`) in with its own configuration, replacing its current entry
-    /// if there is one (which departs as with [`remove`](Self::remove)), and
-    /// pins it: never evicted, gone only when removed. For hosts registered
-    /// through service discovery with per-host settings. It is inserted even
-    /// past the capacity and the key-byte budget.
-    ///
-    /// ```
-    /// # use failfast::{Breaker, Registry};
-    /// let registry = Registry::<String>::builder(Breaker::builder().consecutive_failures(5)).build()?;
-    /// let h = registry.insert_with("payments:443".to_string(), Breaker::builder().consecutive_failures(2))?;
-    /// assert_eq!(h.config().consecutive_failures(), Some(2));
-    /// let err = registry
-    ///     .insert_with("bad:443".to_string(), Breaker::builder().failure_rate(2.0))
-    ///     .unwrap_err();
-    /// assert_eq!(err.field(), "failure_rate");
-    /// assert!(err.to_string().contains("\"bad:443\""), "{err}");
-    /// # Ok::<(), failfast::ConfigError>(())
-    /// ```
-    ///
-    /// # Errors
-    ///
-    /// A [`ConfigError`] naming the invalid field of `breaker`, whose
-    /// [`key`](ConfigError::key) names the key.
-    pub fn insert_with(&self, key: Stored<K>, breaker: Builder) -> Result<Handle<K, C>, ConfigError>
-    where
-        Stored<K>: fmt::Debug,
-        C: Clone,
-    {
-        self.insert_with_at(key, breaker, self.now())
-    }
-
-    /// [`insert_with`](Self::insert_with) at `now`.
-    ///
-    /// # Errors
-    ///
-    /// As [`insert_with`](Self::insert_with).
-    ///
-    /// ```
-    /// # use failfast::{Breaker, ManualClock, Nanos, Registry};
-    /// let registry = Registry::<u64>::builder(Breaker::builder().consecutive_failures(5))
-    ///     .build_with_clock(ManualClock::new())?;
-    /// let h = registry.insert_with_at(9, Breaker::builder().consecutive_failures(1), Nanos::ZERO)?;
-    /// assert!(h.is_tracked());
-    /// # Ok::<(), failfast::ConfigError>(())
-    /// ```
-    pub fn insert_with_at(
+    /// Pins `key` (its stored form) with its own breaker: `insert_with` for
+    /// every key type.
+    fn pin_at(
         &self,
         key: Stored<K>,
         breaker: Builder,
@@ -191,5 +147,108 @@ impl<K: Hash + Eq + Key + ?Sized, S: BuildHasher, C: Clock> Registry<K, S, C> {
             });
         }
         removed
+    }
+}
+
+/// `insert_with` for a sized key, moved into its entry.
+impl<K: Hash + Eq, S: BuildHasher, C: Clock> Registry<K, S, C> {
+    /// Puts `key` in with its own configuration, replacing its current entry
+    /// if there is one (which departs as with [`remove`](Self::remove)), and
+    /// pins it: never evicted, gone only when removed. For hosts registered
+    /// through service discovery with per-host settings. It is inserted even
+    /// past the capacity and the key-byte budget.
+    ///
+    /// ```
+    /// # use failfast::{Breaker, Registry};
+    /// let registry = Registry::<String>::builder(Breaker::builder().consecutive_failures(5)).build()?;
+    /// let h = registry.insert_with("payments:443".to_string(), Breaker::builder().consecutive_failures(2))?;
+    /// assert_eq!(h.config().consecutive_failures(), Some(2));
+    /// let err = registry
+    ///     .insert_with("bad:443".to_string(), Breaker::builder().failure_rate(2.0))
+    ///     .unwrap_err();
+    /// assert_eq!(err.field(), "failure_rate");
+    /// assert!(err.to_string().contains("\"bad:443\""), "{err}");
+    /// # Ok::<(), failfast::ConfigError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] naming the invalid field of `breaker`, whose
+    /// [`key`](ConfigError::key) names the key.
+    pub fn insert_with(&self, key: K, breaker: Builder) -> Result<Handle<K, C>, ConfigError>
+    where
+        K: fmt::Debug,
+        C: Clone,
+    {
+        self.pin_at(key, breaker, self.now())
+    }
+
+    /// [`insert_with`](Self::insert_with) at `now`.
+    ///
+    /// # Errors
+    ///
+    /// As [`insert_with`](Self::insert_with).
+    ///
+    /// ```
+    /// # use failfast::{Breaker, ManualClock, Nanos, Registry};
+    /// let registry = Registry::<u64>::builder(Breaker::builder().consecutive_failures(5))
+    ///     .build_with_clock(ManualClock::new())?;
+    /// let h = registry.insert_with_at(9, Breaker::builder().consecutive_failures(1), Nanos::ZERO)?;
+    /// assert!(h.is_tracked());
+    /// # Ok::<(), failfast::ConfigError>(())
+    /// ```
+    pub fn insert_with_at(
+        &self,
+        key: K,
+        breaker: Builder,
+        now: Nanos,
+    ) -> Result<Handle<K, C>, ConfigError>
+    where
+        K: fmt::Debug,
+        C: Clone,
+    {
+        self.pin_at(key, breaker, now)
+    }
+}
+
+/// `insert_with` for a `Registry<str>`: the text is copied into the entry.
+impl<S: BuildHasher, C: Clock> Registry<str, S, C> {
+    /// Puts `key` in with its own configuration and pins it, as
+    /// [`insert_with`](Registry::insert_with) does for a sized key.
+    ///
+    /// ```
+    /// # use failfast::{Breaker, Handle, Registry};
+    /// let registry = Registry::<str>::builder(Breaker::builder().consecutive_failures(5)).build()?;
+    /// let h = registry.insert_with("payments:443", Breaker::builder().consecutive_failures(2))?;
+    /// assert!(Handle::ptr_eq(&h, &registry.handle("payments:443")));
+    /// assert_eq!(h.config().consecutive_failures(), Some(2));
+    /// # Ok::<(), failfast::ConfigError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`insert_with`](Registry::insert_with).
+    pub fn insert_with(&self, key: &str, breaker: Builder) -> Result<Handle<str, C>, ConfigError>
+    where
+        C: Clone,
+    {
+        self.pin_at(HostKey::from(key), breaker, self.now())
+    }
+
+    /// [`insert_with`](Self::insert_with) at `now`.
+    ///
+    /// # Errors
+    ///
+    /// As [`insert_with`](Registry::insert_with).
+    pub fn insert_with_at(
+        &self,
+        key: &str,
+        breaker: Builder,
+        now: Nanos,
+    ) -> Result<Handle<str, C>, ConfigError>
+    where
+        C: Clone,
+    {
+        self.pin_at(HostKey::from(key), breaker, now)
     }
 }

@@ -9,12 +9,28 @@ use super::host::HostKey;
 /// How a [`Registry<K>`](crate::Registry) keeps a key of type `K` in its
 /// entries: the form it stores, which borrows as `K`.
 ///
-/// Every sized type is kept as itself. `str` is kept as a [`HostKey`]: a
-/// `Registry<str>` is a registry of text keys whose text (up to 23 bytes,
-/// an ordinary `host:port`) lives inside the entry's own allocation, with no
-/// allocation of its own — where a `Registry<String>` allocates a heap
-/// buffer per key beside the entry. It is looked up by `&str`, and hands out
-/// `&str` ([`Handle::key`](crate::Handle::key), [`Registry::retain`](crate::Registry::retain)).
+/// Every sized type is kept as itself, so a `Registry<u64>` or a
+/// `Registry<MyKey>` needs nothing from this trait. `str` is kept as a
+/// [`HostKey`]: a `Registry<str>` is a registry of text keys whose text (up
+/// to 23 bytes, an ordinary `host:port`) lives inside the entry's own
+/// allocation, with no allocation of its own, where a `Registry<String>`
+/// allocates a heap buffer per key beside the entry (140 against 108 bytes
+/// per host at a million hosts, `benches/README.md`). A `Registry<str>` is
+/// looked up by `&str`, takes `&str` in
+/// [`insert_with`](crate::Registry::insert_with) and
+/// [`override_key`](super::RegistryBuilder::override_key), hands out `&str`
+/// ([`Handle::key`](crate::Handle::key), [`retain`](crate::Registry::retain),
+/// [`for_each_snapshot`](crate::Registry::for_each_snapshot)), and its
+/// [`snapshots`](crate::Registry::snapshots) yield `HostKey`s.
+///
+/// The integrations that build keys themselves (the keyed tower layer,
+/// configuration files, replicas) use sized keys; for them a
+/// `Registry<HostKey>` stores the same bytes.
+///
+/// The contract, for an implementation on a type of your own: the stored
+/// form borrows as the key, and the registry hashes and compares only that
+/// borrowed key, so it must be the same key (a lookup [`Lookup`] turns into
+/// the stored form must borrow back as an equal key).
 ///
 /// ```
 /// use failfast::{Breaker, Registry};
@@ -40,10 +56,14 @@ impl Key for str {
     type Stored = HostKey;
 }
 
-/// A borrowed form of a key `K` that a lookup compares with the stored keys
-/// and, when the key is new, turns into the stored form: any `Q` whose
-/// `ToOwned` is `K` (`&str` for a `String` key, `&u64` for a `u64` key), and
-/// `str` for a `Registry<str>`.
+/// A borrowed form `Q` of a key `K` that a lookup compares with the stored
+/// keys and, when the key is new, turns into the stored form: any `Q` whose
+/// `ToOwned` is `K` (`Q = str` for a `String` key, `Q = u64` for a `u64`
+/// key), and `str` for a `Registry<str>`.
+///
+/// Because `str` is a lookup for both `String` and `str` keys, a registry
+/// looked up by `&str` names its key type (`Registry::<String>` or
+/// `Registry::<str>`): it is not inferred from the lookup.
 pub trait Lookup<K: ?Sized + Key> {
     /// The stored form of this key (allocates for a `String`; copies up to 23
     /// bytes inline for `str`).
@@ -79,12 +99,6 @@ pub trait KeyBytes {
 }
 
 impl KeyBytes for String {
-    fn key_bytes(&self) -> usize {
-        self.len()
-    }
-}
-
-impl KeyBytes for str {
     fn key_bytes(&self) -> usize {
         self.len()
     }

@@ -993,7 +993,9 @@ impl<K: Key + ?Sized, S, C: Clock> Registry<K, S, C> {
     }
 
     /// An iterator of `(key, snapshot)` that copies one shard at a time, so no
-    /// lock is held between calls to `next`.
+    /// lock is held between calls to `next`. The keys are clones of their
+    /// stored form ([`Key`]): `K` itself, or a [`HostKey`] for a
+    /// `Registry<str>`.
     ///
     /// ```
     /// # use failfast::{Breaker, Registry};
@@ -1005,7 +1007,7 @@ impl<K: Key + ?Sized, S, C: Clock> Registry<K, S, C> {
     /// ```
     pub fn snapshots(&self) -> Snapshots<'_, K, S, C>
     where
-        K: ToOwned,
+        Stored<K>: Clone,
     {
         Snapshots {
             registry: self,
@@ -1016,14 +1018,17 @@ impl<K: Key + ?Sized, S, C: Clock> Registry<K, S, C> {
 }
 
 /// The iterator of [`Registry::snapshots`].
-pub struct Snapshots<'a, K: Key + ToOwned + ?Sized, S, C: Clock> {
+pub struct Snapshots<'a, K: Key + ?Sized, S, C: Clock> {
     registry: &'a Registry<K, S, C>,
     next_shard: usize,
-    buffer: std::vec::IntoIter<(K::Owned, BreakerSnapshot)>,
+    buffer: std::vec::IntoIter<(Stored<K>, BreakerSnapshot)>,
 }
 
-impl<K: Key + ToOwned + ?Sized, S, C: Clock> Iterator for Snapshots<'_, K, S, C> {
-    type Item = (K::Owned, BreakerSnapshot);
+impl<K: Key + ?Sized, S, C: Clock> Iterator for Snapshots<'_, K, S, C>
+where
+    Stored<K>: Clone,
+{
+    type Item = (Stored<K>, BreakerSnapshot);
 
     fn next(&mut self) -> Option<Self::Item> {
         loop {
@@ -1036,8 +1041,7 @@ impl<K: Key + ToOwned + ?Sized, S, C: Clock> Iterator for Snapshots<'_, K, S, C>
             let mut items = Vec::new();
             shard.for_each(|e| {
                 if let Some(key) = &e.key {
-                    let key: &K = key.borrow();
-                    items.push((key.to_owned(), e.breaker.snapshot_at(now)));
+                    items.push((key.clone(), e.breaker.snapshot_at(now)));
                 }
             });
             self.buffer = items.into_iter();
@@ -1045,7 +1049,7 @@ impl<K: Key + ToOwned + ?Sized, S, C: Clock> Iterator for Snapshots<'_, K, S, C>
     }
 }
 
-impl<K: Key + ToOwned + ?Sized, S, C: Clock> fmt::Debug for Snapshots<'_, K, S, C> {
+impl<K: Key + ?Sized, S, C: Clock> fmt::Debug for Snapshots<'_, K, S, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Snapshots")
             .field("next_shard", &self.next_shard)
