@@ -31,6 +31,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = benches;
     config = config();
-    targets = floors::bench, closed::bench, open::bench, peers::bench, contended::bench, registry::bench, shared_trips::bench
+    targets = floors::bench, closed::bench, open::bench, peers::bench, contended::bench, registry::bench, registry::bench_str_keys, shared_trips::bench
 }
 criterion_main!(benches);
