@@ -53,6 +53,25 @@ fn a_str_registry_looks_up_by_str_and_hands_back_str() {
 }
 
 #[test]
+fn a_str_registry_and_its_handles_cross_threads() {
+    fn send_sync<T: Send + Sync>(_: &T) {}
+    let registry = std::sync::Arc::new(str_registry(consecutive(1)));
+    let handle = registry.handle(INLINE);
+    send_sync(&registry);
+    send_sync(&handle);
+    let other = registry.clone();
+    let seen = std::thread::spawn(move || {
+        let h = other.handle(INLINE);
+        h.try_acquire().unwrap().failure();
+        h.key().map(str::to_owned)
+    })
+    .join()
+    .unwrap();
+    assert_eq!(seen.as_deref(), Some(INLINE));
+    assert_eq!(handle.state(), State::Open, "one breaker for the key on both threads");
+}
+
+#[test]
 fn a_str_registry_removes_retains_and_lists_by_str() {
     let registry = str_registry(consecutive(1));
     for key in ["a:80", "b:80", SPILLED] {
