@@ -68,7 +68,11 @@ fn a_str_registry_and_its_handles_cross_threads() {
     .join()
     .unwrap();
     assert_eq!(seen.as_deref(), Some(INLINE));
-    assert_eq!(handle.state(), State::Open, "one breaker for the key on both threads");
+    assert_eq!(
+        handle.state(),
+        State::Open,
+        "one breaker for the key on both threads"
+    );
 }
 
 #[test]

@@ -182,7 +182,7 @@
 //! use std::time::Duration;
 //!
 //! let clock = ManualClock::new();
-//! let registry = Registry::<String>::builder(
+//! let registry = Registry::<str>::builder(
 //!         Breaker::builder().consecutive_failures(1).open_duration(Duration::from_secs(60)),
 //!     )
 //!     .build_with_clock(clock.clone())?;
@@ -251,10 +251,14 @@ struct Override<K, C> {
 /// One circuit breaker per key, created on first use; see the
 /// [module docs](self) for the design.
 ///
+/// `K` is the key type. For host names, a `Registry<str>` keeps each name
+/// inside its entry ([`Key`]); any sized `K: Hash + Eq` (a `String`, a
+/// `u64`, a type of your own) is kept as itself.
+///
 /// ```
 /// use failfast::{Breaker, Registry};
 ///
-/// let registry = Registry::<String>::builder(Breaker::builder().consecutive_failures(5))
+/// let registry = Registry::<str>::builder(Breaker::builder().consecutive_failures(5))
 ///     .capacity(100_000)
 ///     .build()?;
 /// // Once per upstream: a handle. Per request: the breaker's atomics only.
