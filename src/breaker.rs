@@ -557,6 +557,12 @@ impl<C: Clock> Breaker<C> {
     /// frees a probe's slot (invariant 5) and changes nothing else.
     ///
     /// Only this path reads the clock for a drop; a verdict never pays for it.
+    ///
+    /// The clock is the caller's and may panic (here, or in the verdict whose
+    /// panic is now unwinding through the permit). Then there is no time to
+    /// judge the call by: it is neutral, so a probe's slot is freed, and the
+    /// clock's panic goes on — unless the thread already unwinds, where a
+    /// second panic escaping this drop would abort the process.
     #[cold]
     pub(crate) fn on_drop(&self, ticket: Ticket) {
         let panicking = std::thread::panicking();
@@ -564,7 +570,20 @@ impl<C: Clock> Breaker<C> {
             // Its age is unknown: neutral, and no clock read.
             return self.drop_neutral(ticket);
         }
-        let now = self.now();
+        let now = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.now())) {
+            Ok(now) => now,
+            Err(panic) => {
+                if panicking {
+                    // As for the observer below: nothing may escape.
+                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        self.drop_neutral(ticket)
+                    }));
+                    return;
+                }
+                self.drop_neutral(ticket);
+                std::panic::resume_unwind(panic);
+            }
+        };
         let held = (ticket.start != UNTIMED).then(|| now.saturating_duration_since(ticket.start));
         let verdict = self.shared.config.judge_drop(held, panicking);
         if verdict == Verdict::Dropped {

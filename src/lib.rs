@@ -61,7 +61,12 @@
 //! its drop is neutral. An observer or hook that panics runs after the
 //! transition is complete and outside every CAS loop: the panic reaches the
 //! caller, the breaker keeps the state it reached, and a probe slot taken by
-//! the admission that ran the observer is given back.
+//! the admission that ran the observer is given back. A [`Clock`] of your own
+//! that panics reaches the caller the same way, and never aborts the process
+//! from a permit's drop: a call it leaves without a time to be judged by is
+//! neutral and frees its probe slot at once, except a success whose verdict
+//! was under way, which is lost (its probe slot comes back with the probe
+//! lease); `tests/panicking_clock.rs`.
 //!
 //! **Order of tower layers**: give the call its deadline with the layer's
 //! own `timeout` (inside the breaker, so an expired call is a failure and a
