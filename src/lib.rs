@@ -63,10 +63,13 @@
 //! caller, the breaker keeps the state it reached, and a probe slot taken by
 //! the admission that ran the observer is given back. A [`Clock`] of your own
 //! that panics reaches the caller the same way, and never aborts the process
-//! from a permit's drop: a call it leaves without a time to be judged by is
-//! neutral and frees its probe slot at once, except a success whose verdict
-//! was under way, which is lost (its probe slot comes back with the probe
-//! lease); `tests/panicking_clock.rs`.
+//! from a drop (a permit's, a registry handle's, a layer's): a call whose drop
+//! cannot read the clock either is neutral and frees its probe slot at once;
+//! one whose drop can is judged as a panic (a failure). A success reported
+//! through [`Permit::success`] or [`Permit::record`] whose clock read panics
+//! is lost instead — the permit was settled first, so an observer's panic can
+//! never count a verdict twice — and its probe slot comes back with the probe
+//! lease. `tests/panicking_clock.rs`.
 //!
 //! **Order of tower layers**: give the call its deadline with the layer's
 //! own `timeout` (inside the breaker, so an expired call is a failure and a

@@ -186,3 +186,138 @@ fn a_clock_that_panics_while_a_closed_call_unwinds_leaves_the_breaker_closed_and
         );
     }
 }
+
+/// A consecutive registry (one failure trips) on `clock`.
+fn registry(
+    clock: &Flaky,
+    slow: bool,
+) -> failfast::Registry<u64, std::collections::hash_map::RandomState, Flaky> {
+    let mut builder = Breaker::builder().consecutive_failures(1);
+    if slow {
+        builder = builder.slow_call_threshold(Duration::from_secs(1));
+    }
+    failfast::Registry::<u64>::builder(builder)
+        .build_with_clock(clock.clone())
+        .unwrap()
+}
+
+/// After a clock panic: the key's breaker is still CLOSED (the call whose
+/// verdict the clock broke was neutral) and still trips on a failure.
+fn still_works(registry: &failfast::Registry<u64, std::collections::hash_map::RandomState, Flaky>) {
+    let h = registry.handle(&1);
+    assert_eq!(h.state(), State::Closed, "the broken call was neutral");
+    h.try_acquire().unwrap().failure();
+    assert_eq!(h.state(), State::Open);
+}
+
+#[test]
+fn a_clock_that_panics_with_a_registry_handle_alive_does_not_abort() {
+    for slow in [false, true] {
+        let clock = Flaky::new();
+        let registry = registry(&clock, slow);
+        // A handle and a borrowed permit on the stack: the failure's clock
+        // read panics, and the handle drops while the thread unwinds.
+        must_panic(|| {
+            let handle = registry.handle(&1);
+            let permit = handle.try_acquire().unwrap();
+            clock.set_broken(true);
+            permit.failure();
+        });
+        clock.set_broken(false);
+        still_works(&registry);
+    }
+}
+
+#[test]
+fn a_clock_that_panics_with_a_permit_owning_its_handle_does_not_abort() {
+    for slow in [false, true] {
+        let clock = Flaky::new();
+        let registry = registry(&clock, slow);
+        // The permit owns a clone of the handle: it drops with the permit,
+        // after the breaker's own drop, while the thread unwinds.
+        let permit = registry.handle(&1).try_acquire_owned().unwrap();
+        must_panic(|| {
+            clock.set_broken(true);
+            permit.failure();
+        });
+        clock.set_broken(false);
+        still_works(&registry);
+
+        // Dropped without a verdict, not unwinding: a timed permit's drop
+        // reads the clock, whose panic goes on; the handle inside it then
+        // drops during that unwinding.
+        let clock = Flaky::new();
+        let registry = self::registry(&clock, slow);
+        let permit = registry.handle(&1).try_acquire_owned().unwrap();
+        clock.set_broken(true);
+        // (An untimed permit's drop reads no clock; only its handle's does,
+        // and that panic goes on as well.)
+        must_panic(|| drop(permit));
+        clock.set_broken(false);
+        still_works(&registry);
+    }
+}
+
+#[cfg(all(feature = "tower", feature = "metrics"))]
+mod layers {
+    use std::future::Future;
+    use std::pin::pin;
+    use std::task::{Context, Poll, Waker};
+
+    use failfast::export::metrics::CallMetrics;
+    use failfast::tower::FailFastLayer;
+    use tower::{Layer, Service};
+
+    use super::*;
+
+    fn block_on<F: Future>(f: F) -> F::Output {
+        let mut f = pin!(f);
+        let mut cx = Context::from_waker(Waker::noop());
+        loop {
+            if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+                return v;
+            }
+        }
+    }
+
+    #[test]
+    fn a_clock_that_panics_under_a_measured_layer_call_does_not_abort() {
+        for measured in [false, true] {
+            let clock = Flaky::new();
+            let breaker = Arc::new(
+                Breaker::builder()
+                    .consecutive_failures(1)
+                    .build_with_clock(clock.clone())
+                    .unwrap(),
+            );
+            let inner_clock = clock.clone();
+            let inner = tower::service_fn(move |_: u32| {
+                let clock = inner_clock.clone();
+                async move {
+                    // The handler panics with the clock broken: the layer's
+                    // permit drops while the thread unwinds.
+                    clock.set_broken(true);
+                    if clock.broken.load(Ordering::SeqCst) {
+                        panic!("deliberate");
+                    }
+                    Ok::<u32, std::io::Error>(1)
+                }
+            });
+            let layer = FailFastLayer::new(breaker.clone());
+            let layer = if measured {
+                layer.call_metrics(CallMetrics::new().call_duration(true))
+            } else {
+                layer
+            };
+            let mut service = layer.layer(inner);
+            must_panic(|| {
+                let _ = block_on(service.call(1));
+            });
+            clock.set_broken(false);
+            // The permit's drop had no time to judge the call by: neutral.
+            assert_eq!(breaker.state(), State::Closed, "measured = {measured}");
+            breaker.try_acquire().unwrap().failure();
+            assert_eq!(breaker.state(), State::Open, "measured = {measured}");
+        }
+    }
+}

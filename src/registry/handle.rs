@@ -266,8 +266,28 @@ impl<K: Key + ?Sized, C: Clock> Drop for Handle<K, C> {
     /// Releasing a handle counts as a use: the idle clock restarts now, so a
     /// breaker held for an hour is not evicted the moment it is let go.
     fn drop(&mut self) {
-        if self.entry.is_tracked() {
-            self.entry.touch(self.entry.breaker.now());
+        if !self.entry.is_tracked() {
+            return;
+        }
+        if std::thread::panicking() {
+            return self.stamp_unwinding();
+        }
+        self.entry.touch(self.entry.breaker.now());
+    }
+}
+
+impl<K: Key + ?Sized, C: Clock> Handle<K, C> {
+    /// The idle stamp of a handle dropped while its thread unwinds. The clock
+    /// is the caller's and may panic: a second panic escaping the drop would
+    /// abort the process. The stamp is only a hint for eviction, so a clock
+    /// that panics skips it. Out of line: the drop's common path stays small.
+    #[cold]
+    #[inline(never)]
+    fn stamp_unwinding(&self) {
+        let breaker = &self.entry.breaker;
+        let now = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| breaker.now()));
+        if let Ok(now) = now {
+            self.entry.touch(now);
         }
     }
 }

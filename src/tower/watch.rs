@@ -746,7 +746,12 @@ mod on {
             let breaker: &Breaker<C> = permit.breaker();
             let start = permit.started_at();
             let (ending, end) = if std::thread::panicking() {
-                (Ending::Panicked, watched.times().then(|| breaker.now()))
+                // A clock of the caller's that panics now would abort the
+                // process: the call then goes unmeasured.
+                let now = || {
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| breaker.now())).ok()
+                };
+                (Ending::Panicked, watched.times().then(now).flatten())
             } else {
                 let now = breaker.now();
                 let held = now.saturating_duration_since(start);
