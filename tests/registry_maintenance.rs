@@ -112,6 +112,27 @@ fn releasing_a_handle_restarts_the_idle_clock() {
     assert_eq!(r.sweep_at(1, Nanos::from_secs(161)), 1);
 }
 
+/// The same when the handle is dropped while its thread unwinds (the drop
+/// takes another path then, which must still stamp the entry).
+#[test]
+fn releasing_a_handle_during_a_panic_restarts_the_idle_clock() {
+    let clock = ManualClock::new();
+    let r = registry(&clock, Duration::from_secs(60), 1);
+    let h = r.handle(&1);
+    clock.set(Nanos::from_secs(100));
+    let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+        let _held = h;
+        std::panic::resume_unwind(Box::new("deliberate, without the panic hook"));
+    }));
+    assert!(unwound.is_err());
+    assert_eq!(
+        r.sweep_at(1, Nanos::from_secs(150)),
+        0,
+        "idle for 50 s only"
+    );
+    assert_eq!(r.sweep_at(1, Nanos::from_secs(161)), 1);
+}
+
 /// The two other idle rules, at their edges: an entry whose window holds a
 /// failure goes once it is idle *longer* than `forget_after`, and an OPEN one
 /// once it is idle longer than the TTL plus its longest open period.
