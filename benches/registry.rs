@@ -13,7 +13,7 @@
 use std::collections::hash_map::RandomState;
 use std::hint::black_box;
 use std::sync::atomic::AtomicU64;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion};
 use dashmap::DashMap;
@@ -41,6 +41,38 @@ fn order(n: u64, len: usize) -> Vec<String> {
         .collect()
 }
 
+/// 4096 keys in [`order`], handed out round and round.
+struct Lookups {
+    keys: Vec<String>,
+    i: usize,
+}
+
+impl Lookups {
+    fn over(n: u64) -> Lookups {
+        Lookups {
+            keys: order(n, 4096),
+            i: 0,
+        }
+    }
+
+    fn next(&mut self) -> &str {
+        self.i = (self.i + 1) & 4095;
+        &self.keys[self.i]
+    }
+}
+
+/// Times `handle` on `iters` keys never seen before, `next` onwards (the
+/// keys are built outside the timing).
+fn time_new_keys(iters: u64, next: &mut u64, mut handle: impl FnMut(&str)) -> Duration {
+    let keys: Vec<String> = (0..iters).map(|k| host(*next + k)).collect();
+    *next += iters;
+    let start = Instant::now();
+    for k in &keys {
+        handle(k);
+    }
+    start.elapsed()
+}
+
 /// The DashMap insert baseline's payload: the bytes of a breaker, without
 /// the config validation and `Arc` a standalone `Breaker::build` adds (the
 /// registry stamps its breakers from one shared, pre-validated template).
@@ -61,23 +93,18 @@ pub fn bench(c: &mut Criterion) {
             drop(hosts.handle_from(host(i).as_str()));
             map.insert(host(i), template().build().unwrap());
         }
-        let keys = order(n, 4096);
-        let mut i = 0usize;
-        let mut next = || {
-            i = (i + 1) & 4095;
-            &keys[i]
-        };
+        let mut keys = Lookups::over(n);
         g.bench_with_input(BenchmarkId::new("with", n), &n, |b, _| {
-            b.iter(|| registry.with(next().as_str(), |b| black_box(b.state())))
+            b.iter(|| registry.with(keys.next(), |b| black_box(b.state())))
         });
         g.bench_with_input(BenchmarkId::new("handle", n), &n, |b, _| {
-            b.iter(|| black_box(registry.handle(next().as_str())))
+            b.iter(|| black_box(registry.handle(keys.next())))
         });
         g.bench_with_input(BenchmarkId::new("handle_hostkey", n), &n, |b, _| {
-            b.iter(|| black_box(hosts.handle_from(next().as_str())))
+            b.iter(|| black_box(hosts.handle_from(keys.next())))
         });
         g.bench_with_input(BenchmarkId::new("dashmap_get", n), &n, |b, _| {
-            b.iter(|| map.get(next().as_str()).map(|b| black_box(b.state())))
+            b.iter(|| map.get(keys.next()).map(|b| black_box(b.state())))
         });
         assert_eq!((registry.len(), hosts.len()), (n as usize, n as usize));
         assert_eq!(
@@ -138,20 +165,15 @@ pub fn bench_str_keys(c: &mut Criterion) {
             drop(texts.handle(host(i).as_str()));
             map.insert(host(i), template().build().unwrap());
         }
-        let keys = order(n, 4096);
-        let mut i = 0usize;
-        let mut next = || {
-            i = (i + 1) & 4095;
-            &keys[i]
-        };
+        let mut keys = Lookups::over(n);
         g.bench_with_input(BenchmarkId::new("handle_string", n), &n, |b, _| {
-            b.iter(|| black_box(strings.handle(next().as_str())))
+            b.iter(|| black_box(strings.handle(keys.next())))
         });
         g.bench_with_input(BenchmarkId::new("handle_str", n), &n, |b, _| {
-            b.iter(|| black_box(texts.handle(next().as_str())))
+            b.iter(|| black_box(texts.handle(keys.next())))
         });
         g.bench_with_input(BenchmarkId::new("dashmap_get", n), &n, |b, _| {
-            b.iter(|| map.get(next().as_str()).map(|b| black_box(b.state())))
+            b.iter(|| map.get(keys.next()).map(|b| black_box(b.state())))
         });
         assert_eq!((strings.len(), texts.len()), (n as usize, n as usize));
     }
@@ -166,25 +188,17 @@ pub fn bench_str_keys(c: &mut Criterion) {
     let mut next_string = 100_000u64;
     g.bench_function("insert_new/string", |b| {
         b.iter_custom(|iters| {
-            let keys: Vec<String> = (0..iters).map(|k| host(next_string + k)).collect();
-            next_string += iters;
-            let start = Instant::now();
-            for k in &keys {
-                black_box(strings.handle(k.as_str()));
-            }
-            start.elapsed()
+            time_new_keys(iters, &mut next_string, |k| {
+                black_box(strings.handle(k));
+            })
         })
     });
     let mut next_str = 100_000u64;
     g.bench_function("insert_new/str", |b| {
         b.iter_custom(|iters| {
-            let keys: Vec<String> = (0..iters).map(|k| host(next_str + k)).collect();
-            next_str += iters;
-            let start = Instant::now();
-            for k in &keys {
-                black_box(texts.handle(k.as_str()));
-            }
-            start.elapsed()
+            time_new_keys(iters, &mut next_str, |k| {
+                black_box(texts.handle(k));
+            })
         })
     });
     g.finish();

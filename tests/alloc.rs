@@ -20,7 +20,9 @@ use std::time::Duration;
 use failfast::{Breaker, Builder, Bulkhead, CallError, ManualClock, Nanos, Outcome, State};
 
 mod counting_alloc;
+mod poll;
 use counting_alloc::allocations;
+use poll::block_on;
 
 const REPS: usize = 1_000;
 
@@ -340,17 +342,6 @@ fn a_trip_reported_to_the_outbox_allocates_nothing() {
 fn the_counter_counts() {
     // The harness itself: a Vec allocation is seen.
     assert_eq!(allocations(|| drop(black_box(vec![1u8; 16]))), 1);
-}
-
-/// Polls a future to completion with a no-op waker (failfast needs no runtime).
-fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    let mut f = std::pin::pin!(f);
-    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-    loop {
-        if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) {
-            return v;
-        }
-    }
 }
 
 #[cfg(target_os = "linux")]

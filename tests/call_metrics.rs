@@ -4,12 +4,13 @@
 //! Prometheus' naming rules; and the duration histogram, off, reads no
 //! clock (a counting clock proves it).
 
+mod poll;
+
+use poll::block_on;
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::pin::pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use failfast::export::metrics::{
@@ -21,16 +22,6 @@ use metrics::Unit;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use metrics_util::MetricKind;
 use tower::{Layer, Service};
-
-fn block_on<F: Future>(f: F) -> F::Output {
-    let mut f = pin!(f);
-    let mut cx = Context::from_waker(Waker::noop());
-    loop {
-        if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
-            return v;
-        }
-    }
-}
 
 /// A manual clock that counts its reads.
 #[derive(Clone, Default)]

@@ -2,23 +2,13 @@
 //! `call_async_or_else` answer a rejected call from the fallback, marked as
 //! such, and never run the fallback for an admitted call.
 
+mod poll;
+
+use poll::block_on;
 use std::cell::Cell;
-use std::future::Future;
-use std::pin::pin;
-use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use failfast::{Answer, Breaker, ManualClock, RejectReason, State};
-
-fn block_on<F: Future>(f: F) -> F::Output {
-    let mut f = pin!(f);
-    let mut cx = Context::from_waker(Waker::noop());
-    loop {
-        if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
-            return v;
-        }
-    }
-}
 
 fn open_breaker(clock: &ManualClock) -> Breaker<ManualClock> {
     let breaker = Breaker::builder()

@@ -6,6 +6,9 @@
 //! whose verdict was under way, which is lost; and the breaker never wedges:
 //! a probe's slot is freed at once, or by the probe lease.
 
+#[cfg(all(feature = "tower", feature = "metrics"))]
+mod poll;
+
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -260,25 +263,12 @@ fn a_clock_that_panics_with_a_permit_owning_its_handle_does_not_abort() {
 
 #[cfg(all(feature = "tower", feature = "metrics"))]
 mod layers {
-    use std::future::Future;
-    use std::pin::pin;
-    use std::task::{Context, Poll, Waker};
-
     use failfast::export::metrics::CallMetrics;
     use failfast::tower::FailFastLayer;
     use tower::{Layer, Service};
 
+    use super::poll::block_on;
     use super::*;
-
-    fn block_on<F: Future>(f: F) -> F::Output {
-        let mut f = pin!(f);
-        let mut cx = Context::from_waker(Waker::noop());
-        loop {
-            if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
-                return v;
-            }
-        }
-    }
 
     #[test]
     fn a_clock_that_panics_under_a_measured_layer_call_does_not_abort() {

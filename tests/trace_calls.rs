@@ -4,12 +4,14 @@
 //! rejection (an event, and nothing of a remote call), the endings without
 //! a verdict — and at most one INFO rejection per open period.
 
+mod poll;
+
+use poll::block_on;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::future::Future;
-use std::pin::pin;
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Waker};
 use std::time::Duration;
 
 use failfast::export::tracing::{CallSpan, REJECTED};
@@ -122,16 +124,6 @@ fn capturing() -> (Captured, impl Subscriber + Send + Sync) {
 
 // ---------------------------------------------------------------------------
 // Services and calls
-
-fn block_on<F: Future>(f: F) -> F::Output {
-    let mut f = pin!(f);
-    let mut cx = Context::from_waker(Waker::noop());
-    loop {
-        if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
-            return v;
-        }
-    }
-}
 
 /// What the inner (remote) service does with a request.
 #[derive(Copy, Clone)]
