@@ -165,6 +165,13 @@ impl<C: Clock> Breaker<C> {
         self.shared.clock.now()
     }
 
+    /// [`now`](Self::now) with a panic of the clock (a caller's `Clock` may
+    /// panic) caught: for the drops that read the clock, where a second panic
+    /// while the thread already unwinds would abort the process.
+    pub(crate) fn try_now(&self) -> Result<Nanos, Box<dyn core::any::Any + Send>> {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.now()))
+    }
+
     /// The current state (one atomic load).
     pub fn state(&self) -> State {
         self.cell.load().state()
@@ -570,18 +577,16 @@ impl<C: Clock> Breaker<C> {
             // Its age is unknown: neutral, and no clock read.
             return self.drop_neutral(ticket);
         }
-        let now = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.now())) {
+        let now = match self.try_now() {
             Ok(now) => now,
             Err(panic) => {
-                if panicking {
-                    // As for the observer below: nothing may escape.
-                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        self.drop_neutral(ticket)
-                    }));
-                    return;
-                }
+                // A neutral drop runs no user code (it frees a slot and
+                // counts), so it cannot panic in turn.
                 self.drop_neutral(ticket);
-                std::panic::resume_unwind(panic);
+                if !panicking {
+                    std::panic::resume_unwind(panic);
+                }
+                return;
             }
         };
         let held = (ticket.start != UNTIMED).then(|| now.saturating_duration_since(ticket.start));

@@ -14,19 +14,22 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use failfast::{Breaker, Clock, ManualClock, Nanos, State};
+use failfast::{Breaker, Builder, Clock, ManualClock, Nanos, State};
 
-/// A manual clock that panics while `broken` is set.
+/// A manual clock that panics while `broken` is set, and on the one read
+/// after `break_once`.
 #[derive(Clone)]
 struct Flaky {
     time: ManualClock,
     broken: Arc<AtomicBool>,
+    once: Arc<AtomicBool>,
 }
 
 impl Clock for Flaky {
     fn now(&self) -> Nanos {
-        // SeqCst: test code; the flag is set and read on one thread.
+        // SeqCst: test code; the flags are set and read on one thread.
         assert!(!self.broken.load(Ordering::SeqCst), "clock broken");
+        assert!(!self.once.swap(false, Ordering::SeqCst), "clock broken");
         self.time.now()
     }
 }
@@ -36,7 +39,12 @@ impl Flaky {
         Flaky {
             time: ManualClock::new(),
             broken: Arc::new(AtomicBool::new(false)),
+            once: Arc::new(AtomicBool::new(false)),
         }
+    }
+
+    fn break_once(&self) {
+        self.once.store(true, Ordering::SeqCst);
     }
 
     fn set_broken(&self, broken: bool) {
@@ -46,16 +54,26 @@ impl Flaky {
 
 const OPEN: Duration = Duration::from_secs(10);
 
+/// `builder`, timing its calls (a 1 s slow-call threshold) when `slow`: a
+/// timed admission reads the clock, so its permit's drop reads it too.
+fn timed_if(builder: Builder, slow: bool) -> Builder {
+    if slow {
+        builder.slow_call_threshold(Duration::from_secs(1))
+    } else {
+        builder
+    }
+}
+
 /// A consecutive breaker on `clock`, tripped and then past its open period:
 /// the next permit is the probe.
 fn ready_to_probe(clock: &Flaky, slow: bool) -> Breaker<Flaky> {
-    let mut builder = Breaker::builder()
-        .consecutive_failures(1)
-        .open_duration(OPEN)
-        .jitter(0.0);
-    if slow {
-        builder = builder.slow_call_threshold(Duration::from_secs(1));
-    }
+    let builder = timed_if(
+        Breaker::builder()
+            .consecutive_failures(1)
+            .open_duration(OPEN)
+            .jitter(0.0),
+        slow,
+    );
     let breaker = builder.build_with_clock(clock.clone()).unwrap();
     breaker.try_acquire().unwrap().failure();
     assert_eq!(breaker.state(), State::Open);
@@ -163,10 +181,7 @@ fn a_clock_that_panics_while_a_panicking_call_unwinds_frees_the_probe() {
 fn a_clock_that_panics_while_a_closed_call_unwinds_leaves_the_breaker_closed_and_working() {
     for slow in [false, true] {
         let clock = Flaky::new();
-        let mut builder = Breaker::builder().consecutive_failures(2);
-        if slow {
-            builder = builder.slow_call_threshold(Duration::from_secs(1));
-        }
+        let builder = timed_if(Breaker::builder().consecutive_failures(2), slow);
         let breaker = builder.build_with_clock(clock.clone()).unwrap();
         must_panic(|| {
             let _permit = breaker.try_acquire().expect("closed");
@@ -190,15 +205,30 @@ fn a_clock_that_panics_while_a_closed_call_unwinds_leaves_the_breaker_closed_and
     }
 }
 
+#[test]
+fn a_clock_that_panics_once_in_a_failure_is_read_again_by_the_drop_and_counts_a_panic() {
+    for slow in [false, true] {
+        let clock = Flaky::new();
+        let builder = timed_if(Breaker::builder().consecutive_failures(1), slow);
+        let breaker = builder.build_with_clock(clock.clone()).unwrap();
+        let permit = breaker.try_acquire().expect("closed");
+        // The failure's clock read panics; the permit's drop, unwinding,
+        // reads the clock again, which works: the call is judged as a panic,
+        // a failure, and the breaker trips.
+        clock.break_once();
+        must_panic(|| {
+            permit.failure();
+        });
+        assert_eq!(breaker.state(), State::Open, "slow = {slow}");
+    }
+}
+
 /// A consecutive registry (one failure trips) on `clock`.
 fn registry(
     clock: &Flaky,
     slow: bool,
 ) -> failfast::Registry<u64, std::collections::hash_map::RandomState, Flaky> {
-    let mut builder = Breaker::builder().consecutive_failures(1);
-    if slow {
-        builder = builder.slow_call_threshold(Duration::from_secs(1));
-    }
+    let builder = timed_if(Breaker::builder().consecutive_failures(1), slow);
     failfast::Registry::<u64>::builder(builder)
         .build_with_clock(clock.clone())
         .unwrap()

@@ -1,6 +1,5 @@
 //! [`RegistryBuilder`]: the consuming, validating builder of a [`Registry`].
 
-use core::borrow::Borrow;
 use core::fmt;
 use core::hash::{BuildHasher, Hash};
 use core::time::Duration;
@@ -12,7 +11,7 @@ use hashbrown::HashTable;
 use super::budget::{Budget, KeyBudget};
 use super::fleet::{Fleet, MaxOpen};
 use super::handle::{Entry, EntryArc, Kind};
-use super::key::{Key, KeyBytes, Stored};
+use super::key::{key_of, Key, KeyBytes, Stored};
 use super::shard::{ticks, Shard};
 use super::sweep::Schedule;
 use super::HostKey;
@@ -300,16 +299,14 @@ impl<K: Hash + Eq + Key + ?Sized, S: BuildHasher> RegistryBuilder<K, S> {
             let own = breaker
                 .build_shared(clock.clone())
                 .map_err(|e| for_key(&e, &Raw(&name)))?;
-            let hash = super::hash::key_hash(&self.hasher, Borrow::<K>::borrow(&key));
+            let hash = super::hash::key_hash(&self.hasher, key_of::<K>(&key));
             let entry = Override {
                 key,
                 hash,
                 shared: attach(own, &fleet),
             };
             // A key overridden twice: the last one wins.
-            let same = |o: &Override<Stored<K>, C>| {
-                Borrow::<K>::borrow(&o.key) == Borrow::<K>::borrow(&entry.key)
-            };
+            let same = |o: &Override<Stored<K>, C>| key_of::<K>(&o.key) == key_of::<K>(&entry.key);
             match overrides.find_entry(hash, same) {
                 Ok(mut found) => *found.get_mut() = entry,
                 Err(_) => {

@@ -6,7 +6,7 @@ use core::fmt;
 use core::hash::{BuildHasher, Hash};
 
 use super::handle::{Entry, EntryArc, Kind};
-use super::key::{Key, Stored};
+use super::key::{key_of, Key, Stored};
 use super::{builder, Handle, HostKey, Registry};
 use crate::breaker::Breaker;
 use crate::builder::Builder;
@@ -62,7 +62,7 @@ impl<K: Hash + Eq + Key + ?Sized, S: BuildHasher, C: Clock> Registry<K, S, C> {
         let hash = super::hash::key_hash(&self.hasher, key);
         self.shard(hash).remove(
             hash,
-            |k| k.borrow().borrow() == key,
+            |k| key_of::<K>(k).borrow() == key,
             now,
             &self.fleet,
             &self.budget,
@@ -85,7 +85,7 @@ impl<K: Hash + Eq + Key + ?Sized, S: BuildHasher, C: Clock> Registry<K, S, C> {
             .build_shared(self.shared.clock.clone())
             .map_err(|e| builder::for_key(&e, &key))?;
         let shared = builder::attach(own, &self.fleet);
-        let hash = super::hash::key_hash(&self.hasher, Borrow::<K>::borrow(&key));
+        let hash = super::hash::key_hash(&self.hasher, key_of::<K>(&key));
         // An upstream registered through discovery is known: the open cap
         // counts it from its first trip, success or not.
         let breaker = Breaker::from_shared(shared, super::hash::id_of(hash));
@@ -94,7 +94,7 @@ impl<K: Hash + Eq + Key + ?Sized, S: BuildHasher, C: Clock> Registry<K, S, C> {
         if let Some(k) = &entry.key {
             self.shard(hash).insert_pinned(
                 hash,
-                |other| Borrow::<K>::borrow(other) == Borrow::<K>::borrow(k),
+                |other| key_of::<K>(other) == key_of::<K>(k),
                 entry.clone(),
                 now,
                 &self.fleet,

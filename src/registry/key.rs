@@ -48,6 +48,12 @@ pub trait Key {
 /// The form a registry keeps a key of type `K` in.
 pub(crate) type Stored<K> = <K as Key>::Stored;
 
+/// The key a stored form stands for: what the registry hashes and compares.
+#[inline]
+pub(crate) fn key_of<K: Key + ?Sized>(stored: &Stored<K>) -> &K {
+    stored.borrow()
+}
+
 impl<K> Key for K {
     type Stored = K;
 }
@@ -159,8 +165,7 @@ where
 {
     #[inline]
     fn matches(&self, key: &K::Stored) -> bool {
-        let key: &K = key.borrow();
-        key.borrow() == self.key
+        key_of::<K>(key).borrow() == self.key
     }
 
     fn into_key(self) -> K::Stored {

@@ -748,9 +748,7 @@ mod on {
             let (ending, end) = if std::thread::panicking() {
                 // A clock of the caller's that panics now would abort the
                 // process: the call then goes unmeasured.
-                let now = || {
-                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| breaker.now())).ok()
-                };
+                let now = || breaker.try_now().ok();
                 (Ending::Panicked, watched.times().then(now).flatten())
             } else {
                 let now = breaker.now();
