@@ -36,6 +36,14 @@ pub fn bench(c: &mut Criterion) {
     });
     g.bench_function("quanta_raw", |b| b.iter(|| black_box(&clock).raw()));
     g.bench_function("instant_now", |b| b.iter(std::time::Instant::now));
+    // The coarse clock's read, through the `Clock` trait (feature
+    // `coarse-clock`): the floor of a rejection on `CoarseClock`.
+    #[cfg(feature = "coarse-clock")]
+    {
+        use failfast::Clock;
+        let coarse = failfast::CoarseClock::new();
+        g.bench_function("coarse_now", |b| b.iter(|| black_box(&coarse).now()));
+    }
 
     // Composite floors: the least any breaker path could cost.
     g.bench_function("call+load", |b| {

@@ -30,6 +30,16 @@ pub fn bench(c: &mut Criterion) {
     g.bench_function("std/try_acquire", |bn| {
         bn.iter(|| black_box(black_box(&b).try_acquire().is_err()))
     });
+    #[cfg(feature = "coarse-clock")]
+    {
+        let b = tripped(ff_consecutive_on(failfast::CoarseClock::new()));
+        g.bench_function("coarse/try_acquire", |bn| {
+            bn.iter(|| black_box(black_box(&b).try_acquire().is_err()))
+        });
+        g.bench_function("coarse/call", |bn| {
+            bn.iter(|| black_box(black_box(&b).call(work).is_err()))
+        });
+    }
     let b = tripped(ff_consecutive_on(ManualClock::new()));
     g.bench_function("manual/try_acquire", |bn| {
         bn.iter(|| black_box(black_box(&b).try_acquire().is_err()))

@@ -6,6 +6,8 @@ use std::hint::black_box;
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, Criterion};
 
+#[cfg(feature = "coarse-clock")]
+use crate::adapters::{ff_consecutive_on, trip, Failfast};
 use crate::adapters::{with_peer, work, Guard, WithGuard, PEERS};
 
 struct Measure<'a, 'g> {
@@ -33,6 +35,14 @@ pub fn bench(c: &mut Criterion) {
     // consecutive policy only (the rejection path does not touch the policy).
     for name in PEERS.into_iter().filter(|n| *n != "failsafe_default") {
         with_peer(name, true, Measure { group: &mut group });
+    }
+    // failfast on the kernel's coarse clock (feature `coarse-clock`): not in
+    // `PEERS`, since callgrind cannot see the vDSO code its read runs.
+    #[cfg(feature = "coarse-clock")]
+    {
+        let mut g = Failfast(ff_consecutive_on(failfast::CoarseClock::new()));
+        trip(&mut g);
+        Measure { group: &mut group }.with("failfast_coarse", g);
     }
     group.finish();
 }

@@ -15,7 +15,7 @@ mkdir -p "$KEEP"
 for _ in $(seq 1 "$RUNS"); do
     n=$(($(find "$KEEP" -mindepth 1 -maxdepth 1 -type d | wc -l) + 1))
     rm -rf "$CARGO_TARGET_DIR/criterion"
-    cargo bench --bench main -- --noplot ${FILTER:+"$FILTER"} >"$KEEP/log.$n" 2>&1
+    cargo bench --bench main --features coarse-clock -- --noplot ${FILTER:+"$FILTER"} >"$KEEP/log.$n" 2>&1
     cp -r "$CARGO_TARGET_DIR/criterion" "$KEEP/$n"
     echo "run $n done" >&2
 done

@@ -367,6 +367,7 @@ impl Builder {
 
     pub(crate) fn build_shared<C: Clock>(self, clock: C) -> Result<Arc<Shared<C>>, ConfigError> {
         let config = self.validate()?;
+        check_resolution(&config, clock.resolution())?;
         Ok(Arc::new(Shared::new(config, clock, self.observer)))
     }
 
@@ -585,4 +586,31 @@ impl Builder {
             id: self.id,
         }
     }
+}
+
+/// Refuses durations that `clock`'s steps cannot tell from zero: a slow-call
+/// threshold or a time-window bucket shorter than the clock's resolution (a
+/// coarse clock's tick). Every clock but a coarse one has a resolution of
+/// 1 ns, which every valid duration meets.
+fn check_resolution(config: &Config, resolution: Duration) -> Result<(), ConfigError> {
+    if let Some(threshold) = config.slow_call_threshold {
+        if threshold < resolution {
+            return Err(ConfigError::new(
+                "slow_call_threshold",
+                "at least the clock's resolution",
+                format_args!("{threshold:?} on a clock of {resolution:?} steps"),
+            ));
+        }
+    }
+    if let WindowKind::Time { length, buckets } = config.window {
+        let bucket = length / buckets.max(1);
+        if bucket < resolution {
+            return Err(ConfigError::new(
+                "time_window.length",
+                "at least buckets × the clock's resolution",
+                format_args!("{length:?} in {buckets} buckets of {bucket:?}, on a clock of {resolution:?} steps"),
+            ));
+        }
+    }
+    Ok(())
 }

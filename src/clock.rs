@@ -1,11 +1,14 @@
-//! Time as a number: [`Nanos`], the [`Clock`] trait and three clocks.
+//! Time as a number: [`Nanos`], the [`Clock`] trait and three clocks (four
+//! with feature `coarse-clock`).
 //!
 //! Every time-taking method of the crate has an `_at(now)` twin, so a proxy can
 //! read its clock once per event-loop tick and a test can drive time by hand
 //! with [`ManualClock`]. No clock here starts a thread: [`QuantaClock`] reads the
 //! TSC with `quanta::Clock::raw` and scales the difference to its origin with
 //! one multiply and a fixed shift, and never uses `quanta`'s `recent()`, which
-//! needs an upkeep thread.
+//! needs an upkeep thread. `CoarseClock` (feature `coarse-clock`) reads the
+//! time the kernel keeps at each scheduler tick, with no counter read at all,
+//! for breakers read far more often than their durations need precision.
 
 use core::fmt;
 use core::time::Duration;
@@ -124,6 +127,16 @@ impl fmt::Debug for Nanos {
 pub trait Clock: Send + Sync + 'static {
     /// The current instant.
     fn now(&self) -> Nanos;
+
+    /// The least step between two different readings: 1 ns unless the clock
+    /// is coarse. A breaker refuses to build with a slow-call threshold or a
+    /// time-window bucket shorter than this ([`ConfigError`]), since such a
+    /// clock could not tell their durations apart from zero.
+    ///
+    /// [`ConfigError`]: crate::ConfigError
+    fn resolution(&self) -> Duration {
+        Duration::from_nanos(1)
+    }
 }
 
 /// The default clock: `quanta::Clock::raw` (one TSC read) scaled against an origin.
@@ -321,6 +334,127 @@ impl<C: Clock> Clock for std::sync::Arc<C> {
     #[inline]
     fn now(&self) -> Nanos {
         (**self).now()
+    }
+
+    fn resolution(&self) -> Duration {
+        (**self).resolution()
+    }
+}
+
+/// A clock that reads the kernel's coarse monotonic time
+/// (`CLOCK_MONOTONIC_COARSE`, through the vDSO): the time of the last
+/// scheduler tick, so it moves in steps of 1–10 ms (see
+/// [`resolution`](Clock::resolution)), never goes backwards, and costs no
+/// counter read at all.
+///
+/// For a breaker that is read far more often than its durations need
+/// precision, as in a proxy that keeps one per upstream host: each OPEN
+/// rejection reads the clock, and on the 2-vCPU virtual machines the
+/// benchmarks ran on, this read costs about a third of a TSC read
+/// ([`QuantaClock`]) and a sixth of `Instant::now` (`benches/README.md`, "A
+/// coarse clock"). The price is precision: an open period ends up to one
+/// step late, a call's duration is known to within one step, and a breaker
+/// refuses to build with a slow-call threshold or a time-window bucket
+/// shorter than one step.
+///
+/// Linux and Android only have such a clock; elsewhere this reads
+/// [`std::time::Instant`] and its resolution is 1 ns. Feature `coarse-clock`.
+///
+/// ```
+/// use failfast::{Breaker, Clock, CoarseClock};
+///
+/// let clock = CoarseClock::new();
+/// assert!(clock.resolution() <= std::time::Duration::from_millis(10));
+/// let breaker = Breaker::builder()
+///     .consecutive_failures(5)
+///     .build_with_clock(clock)?;
+/// assert!(breaker.try_acquire().is_ok());
+/// # Ok::<(), failfast::ConfigError>(())
+/// ```
+#[cfg(feature = "coarse-clock")]
+#[cfg_attr(docsrs, doc(cfg(feature = "coarse-clock")))]
+#[derive(Clone, Debug)]
+pub struct CoarseClock {
+    /// The coarse reading at construction, in nanoseconds.
+    origin: u64,
+}
+
+#[cfg(feature = "coarse-clock")]
+impl CoarseClock {
+    /// A clock whose origin is now.
+    pub fn new() -> CoarseClock {
+        CoarseClock {
+            origin: coarse::read(),
+        }
+    }
+}
+
+#[cfg(feature = "coarse-clock")]
+impl Default for CoarseClock {
+    fn default() -> Self {
+        CoarseClock::new()
+    }
+}
+
+#[cfg(feature = "coarse-clock")]
+impl Clock for CoarseClock {
+    #[inline]
+    fn now(&self) -> Nanos {
+        // Saturating: as a monotonic clock it never reads below the origin.
+        Nanos(coarse::read().saturating_sub(self.origin))
+    }
+
+    fn resolution(&self) -> Duration {
+        coarse::resolution()
+    }
+}
+
+/// The coarse monotonic clock of the kernel, in nanoseconds.
+#[cfg(all(
+    feature = "coarse-clock",
+    any(target_os = "linux", target_os = "android")
+))]
+mod coarse {
+    use core::time::Duration;
+
+    use rustix::time::{clock_getres, clock_gettime, ClockId, Timespec};
+
+    #[inline]
+    pub(super) fn read() -> u64 {
+        nanos(clock_gettime(ClockId::MonotonicCoarse))
+    }
+
+    pub(super) fn resolution() -> Duration {
+        Duration::from_nanos(nanos(clock_getres(ClockId::MonotonicCoarse)).max(1))
+    }
+
+    /// A monotonic reading is never negative; 2⁶⁴ ns is 584 years of uptime.
+    #[inline]
+    fn nanos(t: Timespec) -> u64 {
+        let secs = u64::try_from(t.tv_sec).unwrap_or(0);
+        let nanos = u64::try_from(t.tv_nsec).unwrap_or(0);
+        secs.saturating_mul(1_000_000_000).saturating_add(nanos)
+    }
+}
+
+/// No coarse clock on this platform: `Instant`, against a process-wide origin.
+#[cfg(all(
+    feature = "coarse-clock",
+    not(any(target_os = "linux", target_os = "android"))
+))]
+mod coarse {
+    use core::time::Duration;
+    use std::sync::OnceLock;
+    use std::time::Instant;
+
+    pub(super) fn read() -> u64 {
+        static ORIGIN: OnceLock<Instant> = OnceLock::new();
+        let since = ORIGIN.get_or_init(Instant::now).elapsed();
+        u64::try_from(since.as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    pub(super) fn resolution() -> Duration {
+        Duration::from_nanos(1)
     }
 }
 

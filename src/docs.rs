@@ -423,6 +423,9 @@
 //!   per-call span fields and rejection events.
 //! * `metrics`: `metrics` 0.24 (the facade), written at scrape time; with
 //!   `tower`, per-call series through handles registered once per layer.
+//! * `coarse-clock`: `rustix` 1 with only `time` (no default features), on
+//!   Linux and Android: a safe `clock_gettime(CLOCK_MONOTONIC_COARSE)`,
+//!   through the vDSO, for `CoarseClock`.
 //! * `redis`: `redis` 1.2 (redis-rs, no default features: `tokio-comp`,
 //!   `connection-manager`, `script`, `cluster-async`), `futures-util` (scripts
 //!   in flight at once) and `tokio` with `sync`, `time` and `macros` for the

@@ -109,6 +109,7 @@
 //! | `tracing` | `export::tracing`: an event per transition; with `tower`, what the breaker did to each call on its span (`trace_calls`) | `tracing` |
 //! | `metrics` | `export::metrics`: gauges and counters through the `metrics` facade, exported at scrape time; with `tower`, per-call rejections, fallbacks and an opt-in duration histogram (`call_metrics`) | `metrics` |
 //! | `redis` | `redis`: trips shared across replicas through Redis 7+ (single server or cluster), `RedisSync`, a tokio task you start | `redis` (redis-rs), `futures-util`, `tokio` (`sync`, `time`) |
+//! | `coarse-clock` | `CoarseClock`: the kernel's coarse monotonic clock (1–10 ms steps), for the cheapest OPEN rejection that reads the time | `rustix` (Linux and Android; `time` only) |
 //!
 //! # Trips shared across replicas
 //!
@@ -172,6 +173,8 @@ pub use breaker::Breaker;
 pub use builder::{Builder, MAX_DURATION};
 pub use bulkhead::{Bulkhead, BulkheadPermit};
 pub use call::CallError;
+#[cfg(feature = "coarse-clock")]
+pub use clock::CoarseClock;
 pub use clock::{Clock, ManualClock, Nanos, QuantaClock, StdClock};
 pub use error::{ConfigError, RejectReason, Rejected};
 pub use fallback::Answer;
