@@ -104,8 +104,9 @@ impl WithGuard for Loop {
 
 /// N admitted successes through the permit API, time read inside or passed.
 fn permits(b: &Breaker, n: u64, at: bool, step: u64) -> u64 {
-    let mut now = b.now();
-    measured(|| {
+    let start = b.now();
+    measured(move || {
+        let mut now = start;
         let mut ran = 0;
         for _ in 0..n {
             let p = if at {
