@@ -68,12 +68,16 @@ impl Flags {
     /// Where a success goes.
     #[inline(always)]
     pub(crate) fn success_path(self) -> SuccessPath {
+        // Tested in this order: each test is two instructions on the path
+        // of every kind after it. The time window's path, which also reads
+        // the clock, goes before the count window's (callgrind `ff_time`
+        // 87 -> 85, `ff_count` 45 -> 47).
         if self.bits & Self::PATH_PLAIN != 0 {
             SuccessPath::Plain
-        } else if self.bits & Self::PATH_COUNT != 0 {
-            SuccessPath::Count(NonZeroU32::from(self.size))
         } else if self.bits & Self::PATH_TIME != 0 {
             SuccessPath::Time
+        } else if self.bits & Self::PATH_COUNT != 0 {
+            SuccessPath::Count(NonZeroU32::from(self.size))
         } else {
             SuccessPath::General
         }
