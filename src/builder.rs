@@ -602,8 +602,12 @@ fn check_resolution(config: &Config, resolution: Duration) -> Result<(), ConfigE
             ));
         }
     }
-    if let WindowKind::Time { length, buckets } = config.window {
-        let bucket = length / buckets.max(1);
+    // The bucket width the window itself uses (`Shape::Time`), not a second
+    // division of the length.
+    if let (WindowKind::Time { length, buckets }, Shape::Time { width, .. }) =
+        (config.window, config.shape)
+    {
+        let bucket = Duration::from_nanos(width.get());
         if bucket < resolution {
             return Err(ConfigError::new(
                 "time_window.length",

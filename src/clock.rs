@@ -349,8 +349,8 @@ impl<C: Clock> Clock for std::sync::Arc<C> {
 ///
 /// For a breaker that is read far more often than its durations need
 /// precision, as in a proxy that keeps one per upstream host: each OPEN
-/// rejection reads the clock, and on the 2-vCPU virtual machines the
-/// benchmarks ran on, this read costs about a third of a TSC read
+/// rejection reads the clock, and on the 2-vCPU virtual machine the
+/// benchmarks ran on, this read costs 0.43× a TSC read
 /// ([`QuantaClock`]) and a sixth of `Instant::now` (`benches/README.md`, "A
 /// coarse clock"). The price is precision: an open period ends up to one
 /// step late, a call's duration is known to within one step, and a breaker
