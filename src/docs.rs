@@ -223,7 +223,11 @@
 //! * **A full time-window bucket halves its counts** (one CAS) instead of
 //!   stopping: at 2²⁰ calls in one bucket its rates stay those of its calls,
 //!   weighted toward the recent ones; a bucket that stopped counting went
-//!   blind to the failures that followed a million successes.
+//!   blind to the failures that followed a million successes. The test is on
+//!   the value the call's `fetch_add` returns, and the halving follows the
+//!   add (the call that found the bucket full is halved with the rest), so a
+//!   healthy call touches its bucket once (loom `time_window_halving`, bug
+//!   `bucket-halve-store`).
 //! * **A success takes one of four paths**, chosen once at build (the
 //!   breaker's flags hold the choice): a plain breaker (no window, no
 //!   slow-call threshold, no counters) has the shortest, one load and one
@@ -254,16 +258,20 @@
 //!   catalogue). Without the mark, a healthy call is one `fetch_add` on the
 //!   cursor and one load of the entry it overwrites, out of line; a second
 //!   RMW happens only when that entry held a failure or a slow call.
-//! * **The time window's current epoch is one word with its bucket's
-//!   index** (`e << 10 | e % B`), and its bucket width is a constant slot
-//!   beside it: a call in the current epoch checks `now` against the epoch's
-//!   bounds (one multiplication) and needs no division and no read of the
-//!   shared config; only a call in another epoch divides, out of line.
+//! * **The time window's current epoch is one word with its bucket's body
+//!   slot** (`e << 11 | (1 + e % B)`), and its bucket width is the constant
+//!   body slot 0: a call in the current epoch checks `now` against the
+//!   epoch's bounds (one multiplication) and needs no division, no addition
+//!   to find its bucket and no read of the shared config; only a call in
+//!   another epoch divides, out of line. Bounds-checking the bucket's slot
+//!   proves the width's slot is there too, so the body is checked once.
 //!   Packed words order as their epochs, so the rotation (one CAS, whose
 //!   winner zeroes the skipped buckets; loom `time_window_rotation`, bug
-//!   `time-rotate-store`) and the reset (`fetch_max`) are unchanged. The
-//!   epoch field has 54 bits: with a bucket width of 1000–1023 ns, times more
-//!   than 570 years after the clock's origin count in the last epoch.
+//!   `time-rotate-store`) and the reset (`fetch_max`) are unchanged. The head
+//!   starts at epoch 0's word, not 0, which would name the width's slot (bug
+//!   `time-head-names-the-width`). The epoch field has 53 bits: with a bucket
+//!   width of 1000–2047 ns, times more than 285 years after the clock's
+//!   origin count in the last epoch.
 //! * **A window's head word lives in its storage's header.** The count
 //!   window's cursor (with the clean mark) and the time window's epoch word
 //!   sit in the `ThinArc`'s header beside the slice's length, so a healthy

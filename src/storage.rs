@@ -23,15 +23,15 @@ pub(crate) struct Storage(Option<SlotArc>);
 
 impl Storage {
     /// Slots for a window of `shape` followed by the counters (if
-    /// `counts_calls`), all zero but the window's constants
-    /// ([`Shape::initial`]).
+    /// `counts_calls`), all zero but the window's head and constants
+    /// ([`Shape::initial_head`], [`Shape::initial`]).
     pub(crate) fn new(counts_calls: bool, shape: Shape) -> Storage {
         let len = if counts_calls { counters::SLOTS } else { 0 } + shape.slots();
         if len == 0 {
             return Storage(None);
         }
         Storage(Some(SlotArc::from_header_and_iter(
-            AtomicU64::new(0),
+            AtomicU64::new(shape.initial_head()),
             (0..len).map(|i| AtomicU64::new(shape.initial(i))),
         )))
     }

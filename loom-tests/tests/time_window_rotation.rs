@@ -1,5 +1,5 @@
 //! The time window's rotation (`window/time.rs`): the head packs the current
-//! epoch with its bucket's index, and the first writer of a newer epoch moves
+//! epoch with its bucket's body slot, and the first writer of a newer epoch moves
 //! it with one CAS, as the winner zeroing the buckets it skipped. A writer
 //! holding an older epoch never moves the head back, so a later epoch's call
 //! is never lost, whatever the interleaving. Buckets of 1 s, 2 of them.

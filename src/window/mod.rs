@@ -137,6 +137,16 @@ impl Shape {
         }
     }
 
+    /// The value the head of a window of this shape starts with: 0, but for
+    /// the time window's, which names epoch 0's bucket slot (`time::pack`):
+    /// a head of 0 would name the width's slot.
+    pub(crate) fn initial_head(self) -> u64 {
+        match self {
+            Shape::Time { buckets, .. } => time::pack(0, buckets.get()),
+            _ => 0,
+        }
+    }
+
     /// The value body slot `i` of a window of this shape starts with: 0,
     /// but for the time window's width (`time::WIDTH_SLOT`).
     pub(crate) fn initial(self, i: usize) -> u64 {

@@ -1,27 +1,30 @@
 //! The time-based window: the calls of the last `length`, in B buckets.
 //!
 //! Layout: the head is the current epoch `e` (`now / width`, where
-//! `width = length / B`) packed with its bucket's index, `e << 10 | e % B`
-//! ([`pack`]); the body's first word is `width`, written once when the
-//! storage is made (the success path reads it there, next to the epoch,
-//! instead of through the shared configuration); body word `1 + e % B` holds
-//! epoch `e`'s counts packed as `calls:22 | failures:21 | slow:21`.
+//! `width = length / B`) packed with its bucket's body slot,
+//! `e << 11 | (1 + e % B)` ([`pack`]); the body's first word is `width`,
+//! written once when the storage is made (the success path reads it there,
+//! next to the epoch, instead of through the shared configuration); body word
+//! `1 + e % B` holds epoch `e`'s counts packed as
+//! `calls:22 | failures:21 | slow:21`.
 //!
 //! A call in the current epoch needs no division: its time lies in
 //! `[e * width, (e + 1) * width)`, one multiplication and one compare, and
-//! the index is the word's low bits. Only a call in another epoch divides.
-//! The packed word orders as the epoch does (the index is below the epoch's
-//! bits and smaller than 2¹⁰), so the rotation's CAS and the reset's
-//! `fetch_max` compare packed words as they compared epochs.
+//! its bucket's slot is the word's low bits, with nothing to add. Only a call
+//! in another epoch divides. The packed word orders as the epoch does (the
+//! slot is below the epoch's bits and smaller than 2¹¹), so the rotation's
+//! CAS and the reset's `fetch_max` compare packed words as they compared
+//! epochs.
 //!
 //! No timer rotates the buckets. The first writer that sees a newer epoch
 //! advances it with one CAS and, as the winner, zeroes the buckets it skipped.
 //! A healthy call is one load of the epoch word and one of the width, a
-//! multiplication and a compare, one load of the bucket and one `fetch_add`.
+//! multiplication and a compare, and one `fetch_add` on the bucket.
 //!
 //! A bucket never silently stops counting. The writer that finds it holding
-//! [`BUCKET_LIMIT`] (2²⁰) calls halves all three counts with one CAS before
-//! adding its own, so the bucket's failure and slow-call rates stay those of
+//! [`BUCKET_LIMIT`] (2²⁰) calls — as its `fetch_add` returns it, so the
+//! healthy path reads the bucket once — halves all three counts, its own call
+//! with them, with one CAS, so the bucket's failure and slow-call rates stay those of
 //! its calls (weighted toward the recent ones once it has halved) at any
 //! request rate — 200k requests a second to one host fill a 10 s bucket
 //! twice over. The fields leave room for 2²⁰ writers racing past the check.
@@ -58,16 +61,17 @@ pub(crate) fn width(length: Duration, buckets: u32) -> u64 {
     (w.min(u128::from(u64::MAX)) as u64).max(1)
 }
 
-/// Bits of the head below the epoch: its bucket's index (`e % B < 2¹⁰`).
-const INDEX_BITS: u32 = 10;
-const INDEX_MASK: u64 = (1 << INDEX_BITS) - 1;
-const _: () = assert!(super::MAX_TIME_BUCKETS <= 1 << INDEX_BITS);
-/// The last epoch the head holds (2⁵⁴ − 1). A width of at least 1024 ns
-/// never reaches it (`u64::MAX / 1024 < 2⁵⁴`); a narrower one (1000..1024 ns:
-/// a `length` under 1024 ns per bucket, at any bucket count) reaches it only
-/// 2⁵⁴ widths (over 570 years) after the clock's origin, and counts every
+/// Bits of the head below the epoch: its bucket's body slot
+/// (`1 + e % B <= 1024 < 2¹¹`).
+const SLOT_BITS: u32 = 11;
+const SLOT_MASK: u64 = (1 << SLOT_BITS) - 1;
+const _: () = assert!(FIRST_BUCKET as u64 + super::MAX_TIME_BUCKETS as u64 <= SLOT_MASK);
+/// The last epoch the head holds (2⁵³ − 1). A width of at least 2048 ns
+/// never reaches it (`u64::MAX / 2048 < 2⁵³`); a narrower one (1000..2048 ns:
+/// a `length` under 2048 ns per bucket, at any bucket count) reaches it only
+/// 2⁵³ widths (over 285 years) after the clock's origin, and counts every
 /// later time in that last epoch.
-pub(crate) const MAX_EPOCH: u64 = u64::MAX >> INDEX_BITS;
+pub(crate) const MAX_EPOCH: u64 = u64::MAX >> SLOT_BITS;
 
 /// The epoch of `now`: its bucket's number since the origin (at most
 /// [`MAX_EPOCH`]).
@@ -76,17 +80,23 @@ pub(crate) fn epoch_at(now: Nanos, width: u64) -> u64 {
     (now.as_nanos() / width).min(MAX_EPOCH)
 }
 
+/// The body slot of the bucket of `epoch`.
+#[inline]
+fn slot_of(epoch: u64, buckets: u32) -> usize {
+    FIRST_BUCKET + (epoch % u64::from(buckets)) as usize
+}
+
 /// The head's word for `epoch` (at most [`MAX_EPOCH`]): the epoch, then
-/// its bucket's index.
+/// its bucket's body slot.
 #[inline]
 pub(crate) fn pack(epoch: u64, buckets: u32) -> u64 {
-    (epoch << INDEX_BITS) | (epoch % u64::from(buckets))
+    (epoch << SLOT_BITS) | slot_of(epoch, buckets) as u64
 }
 
 /// The epoch of a word of the head.
 #[inline(always)]
 pub(crate) fn epoch_of(word: u64) -> u64 {
-    word >> INDEX_BITS
+    word >> SLOT_BITS
 }
 
 /// Records one call at `now`; `buckets` gives B, asked for only when the
@@ -99,42 +109,50 @@ pub(crate) fn record(
     failure: bool,
     slow: bool,
 ) {
-    let [width, bucket_slots @ ..] = slots.body() else {
-        return; // never: a time window's body has B + 1 slots
-    };
-    // Relaxed: a constant, written before the storage was shared.
-    let width = width.load(Ordering::Relaxed);
+    let body = slots.body();
     // Relaxed: the epoch orders nothing else; a stale read only makes this
     // writer try to rotate (CAS) or write one bucket late, which the module
     // docs count as racing skew.
     let word = slots.head().load(Ordering::Relaxed);
+    // The bucket of the word's epoch, at the slot the word holds. Looked up
+    // first: finding it proves the body holds the width's slot (0) too, so
+    // reading the width checks nothing.
+    let Some(current) = body.get((word & SLOT_MASK) as usize) else {
+        return; // never: the word's slot is at most B
+    };
+    let Some(width) = body.get(WIDTH_SLOT) else {
+        return; // never: see above
+    };
+    // Relaxed: a constant, written before the storage was shared.
+    let width = width.load(Ordering::Relaxed);
     // The current epoch's first nanosecond. No overflow: the word's epoch
     // is some `t / width` with `t` a `u64`, or less (`MAX_EPOCH`).
     let start = epoch_of(word).wrapping_mul(width);
-    let index = if now.as_nanos().wrapping_sub(start) < width {
-        word & INDEX_MASK // the current epoch: no division
+    let bucket = if now.as_nanos().wrapping_sub(start) < width {
+        current // the current epoch: no division
     } else {
-        match enter(slots, width, buckets, word, now) {
-            Some(index) => index,
-            None => return, // older than the whole window: nothing to count it in
-        }
+        let Some(slot) = enter(slots, width, buckets, word, now) else {
+            return; // older than the whole window: nothing to count it in
+        };
+        let Some(bucket) = body.get(slot) else {
+            return; // never: the slot is at most B
+        };
+        bucket
     };
-    let Some(bucket) = bucket_slots.get(index as usize) else {
-        return; // never: the index is below B
-    };
-    // Relaxed: statistics (see above).
-    let seen = bucket.load(Ordering::Relaxed);
-    if seen & CALLS_MASK >= BUCKET_LIMIT {
-        halve(bucket, seen);
-    }
     let add = (1 << CALLS_SHIFT)
         | (u64::from(failure) << FAILURES_SHIFT)
         | (u64::from(slow) << SLOW_SHIFT);
-    bucket.fetch_add(add, Ordering::Relaxed);
+    // Relaxed: statistics (see above).
+    let seen = bucket.fetch_add(add, Ordering::Relaxed);
+    // Tested on what the add returned, not on a load before it: no second
+    // access to the bucket on the healthy path.
+    if seen & CALLS_MASK >= BUCKET_LIMIT {
+        halve(bucket, seen.wrapping_add(add));
+    }
 }
 
 /// A call outside the epoch `word` holds: rotates to its epoch if it is
-/// newer; its bucket's index, or `None` when it is older than the window.
+/// newer; its bucket's body slot, or `None` when it is older than the window.
 /// Out of line: at most once per width per writer in steady traffic. It
 /// alone needs B, so only it asks for it (the success path reads it from
 /// the shared configuration, a pointer away).
@@ -146,7 +164,7 @@ fn enter(
     buckets: impl FnOnce() -> u32,
     word: u64,
     now: Nanos,
-) -> Option<u64> {
+) -> Option<usize> {
     let buckets = buckets();
     // `max`: a zero width (never: the storage writes it) divides nothing.
     let epoch = epoch_at(now, width.max(1));
@@ -156,11 +174,12 @@ fn enter(
     } else if current - epoch >= u64::from(buckets) {
         return None;
     }
-    Some(epoch % u64::from(buckets))
+    Some(slot_of(epoch, buckets))
 }
 
-/// Halves a full bucket's three counts, keeping its rates. A CAS loop, not a
-/// store: a store would wipe out the calls added since `seen`. Stops as soon
+/// Halves a full bucket's three counts, keeping its rates; `seen` is what
+/// the caller's `fetch_add` left. A CAS loop, not a store: a store would wipe
+/// out the calls added since `seen`. Stops as soon
 /// as the bucket is below the limit (another writer halved it, or a rotation
 /// zeroed it).
 #[cold]
@@ -169,7 +188,7 @@ fn halve(bucket: &AtomicU64, mut seen: u64) {
         let half = (((seen >> CALLS_SHIFT) & CALLS_MASK) / 2) << CALLS_SHIFT
             | (((seen >> FAILURES_SHIFT) & FIELD21_MASK) / 2) << FAILURES_SHIFT
             | (((seen >> SLOW_SHIFT) & FIELD21_MASK) / 2) << SLOW_SHIFT;
-        // Relaxed: statistics, as for the `fetch_add` it precedes.
+        // Relaxed: statistics, as for the `fetch_add` before it.
         match bucket.compare_exchange_weak(seen, half, Ordering::Relaxed, Ordering::Relaxed) {
             Ok(_) => return,
             Err(actual) => seen = actual,
@@ -195,8 +214,7 @@ fn rotate(slots: Slots<'_>, buckets: u32, seen: u64, epoch: u64) {
                 let skipped = (epoch - epoch_of(current)).min(u64::from(buckets));
                 for e in (epoch + 1 - skipped)..=epoch {
                     // Relaxed: see above.
-                    slots.body()[FIRST_BUCKET + (e % u64::from(buckets)) as usize]
-                        .store(0, Ordering::Relaxed);
+                    slots.body()[slot_of(e, buckets)].store(0, Ordering::Relaxed);
                 }
                 return;
             }
@@ -217,8 +235,7 @@ pub(crate) fn counts(slots: Slots<'_>, width: u64, buckets: u32, now: Nanos) -> 
         if e > current {
             continue; // not rotated in yet: that bucket still holds an old epoch
         }
-        let b =
-            slots.body()[FIRST_BUCKET + (e % u64::from(buckets)) as usize].load(Ordering::Relaxed);
+        let b = slots.body()[slot_of(e, buckets)].load(Ordering::Relaxed);
         total.calls += ((b >> CALLS_SHIFT) & CALLS_MASK) as u32;
         total.failures += ((b >> FAILURES_SHIFT) & FIELD21_MASK) as u32;
         total.slow += ((b >> SLOW_SHIFT) & FIELD21_MASK) as u32;
@@ -250,7 +267,7 @@ mod tests {
     }
     fn window_of(b: u32, width: u64) -> SlotArc {
         SlotArc::from_header_and_iter(
-            AtomicU64::new(0),
+            AtomicU64::new(pack(0, b)),
             (0..slots_for(b)).map(|i| AtomicU64::new(if i == WIDTH_SLOT { width } else { 0 })),
         )
     }
@@ -303,13 +320,21 @@ mod tests {
         let full = BUCKET_LIMIT | (BUCKET_LIMIT / 4) << FAILURES_SHIFT | 6 << SLOW_SHIFT;
         w.slice[FIRST_BUCKET].store(full, Ordering::Relaxed);
         record(Slots::new(&w), || 1, at(0), true, true);
+        // The call that found it full counts, and is halved with the rest:
+        // (LIMIT + 1) / 2 calls, (LIMIT / 4 + 1) / 2 failures, 7 / 2 slow.
         assert_eq!(
             counts(Slots::new(&w), W, 1, at(0)),
             WindowCounts {
-                calls: (BUCKET_LIMIT / 2 + 1) as u32,
-                failures: (BUCKET_LIMIT / 8 + 1) as u32,
-                slow: 3 + 1,
+                calls: (BUCKET_LIMIT / 2) as u32,
+                failures: (BUCKET_LIMIT / 8) as u32,
+                slow: 3,
             }
+        );
+        // The next call finds it below the limit and only adds.
+        record(Slots::new(&w), || 1, at(0), false, false);
+        assert_eq!(
+            counts(Slots::new(&w), W, 1, at(0)).calls,
+            (BUCKET_LIMIT / 2 + 1) as u32
         );
     }
 
@@ -321,7 +346,7 @@ mod tests {
             record(Slots::new(&w), || 1, at(0), i % 4 == 0, i % 10 == 0);
         }
         let c = counts(Slots::new(&w), W, 1, at(0));
-        assert!(u64::from(c.calls) <= BUCKET_LIMIT + 1, "{c:?}");
+        assert!(u64::from(c.calls) <= BUCKET_LIMIT, "{c:?}");
         assert!((c.failure_rate() - 0.25).abs() < 0.001, "{c:?}");
         assert!((c.slow_call_rate() - 0.1).abs() < 0.001, "{c:?}");
     }
@@ -364,7 +389,7 @@ mod tests {
             for (i, &e) in epochs.iter().enumerate() {
                 let w = pack(e, b);
                 assert_eq!(epoch_of(w), e, "b {b} e {e}");
-                assert_eq!(w & INDEX_MASK, e % bb, "b {b} e {e}");
+                assert_eq!(w & SLOT_MASK, 1 + e % bb, "b {b} e {e}");
                 if let Some(&next) = epochs.get(i + 1) {
                     assert!(w < pack(next, b), "b {b}: {e} < {next}");
                 }
@@ -372,17 +397,17 @@ mod tests {
         }
     }
 
-    /// A width of 1024 ns or more never reaches the last epoch the word
+    /// A width of 2048 ns or more never reaches the last epoch the word
     /// holds, so its epoch is the plain division at every time; a narrower
-    /// one reaches it 2⁵⁴ widths after the origin and stays there.
+    /// one reaches it 2⁵³ widths after the origin and stays there.
     #[test]
     fn the_epoch_is_the_division_below_the_last_one() {
-        for width in [1024, 1025, 1_000_000, u64::MAX / 3, u64::MAX] {
+        for width in [2048, 2049, 1_000_000, u64::MAX / 3, u64::MAX] {
             for t in [0, 1, width - 1, width, u64::MAX - 1, u64::MAX] {
                 assert_eq!(epoch_at(at(t), width), t / width, "{t} / {width}");
             }
         }
-        for width in [1000, 1001, 1023] {
+        for width in [1000, 1001, 1024, 2047] {
             let last = MAX_EPOCH * width;
             assert_eq!(epoch_at(at(last - 1), width), MAX_EPOCH - 1, "{width}");
             assert_eq!(epoch_at(at(last), width), MAX_EPOCH, "{width}");
@@ -394,7 +419,13 @@ mod tests {
     /// a call still counts, in the last epoch, and later ones with it.
     #[test]
     fn calls_at_the_end_of_time_count_in_the_last_epoch() {
-        for (width, b) in [(1000, 1024), (1023, 600), (1024, 1024), (W, 4)] {
+        for (width, b) in [
+            (1000, 1024),
+            (1023, 600),
+            (2047, 1024),
+            (2048, 1024),
+            (W, 4),
+        ] {
             let w = window_of(b, width);
             record(Slots::new(&w), || b, Nanos::NEVER, true, false);
             record(Slots::new(&w), || b, Nanos::NEVER, false, true);
@@ -496,10 +527,10 @@ mod tests {
 
     proptest! {
         /// The window, rotations and all, counts what the model counts, at
-        /// widths of 1024 ns and more (where every epoch is the division).
+        /// widths of 2048 ns and more (where every epoch is the division).
         #[test]
         fn the_window_counts_what_the_model_counts(
-            (width, b, ops) in (prop_oneof![Just(1024u64), Just(W * 1024), 1024u64..1 << 40], 1u32..=12)
+            (width, b, ops) in (prop_oneof![Just(2048u64), Just(W * 1024), 2048u64..1 << 40], 1u32..=12)
                 .prop_flat_map(|(width, b)| (Just(width), Just(b), ops(width)))
         ) {
             let w = window_of(b, width);
