@@ -137,6 +137,9 @@ impl Rejected {
     /// assert_eq!(rejected.to_string(), "payments: circuit forced open");
     /// # Ok::<(), failfast::ConfigError>(())
     /// ```
+    // The link to the tower layer resolves only with feature `tower` (as on
+    // docs.rs); without it, a plain `cargo doc` need not warn about it.
+    #[cfg_attr(not(feature = "tower"), allow(rustdoc::broken_intra_doc_links))]
     #[must_use]
     pub fn with_upstream(self, upstream: impl Into<String>) -> Rejected {
         self.named(Arc::new(upstream.into()))
