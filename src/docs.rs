@@ -270,8 +270,8 @@
 //!   `time-rotate-store`) and the reset (`fetch_max`) are unchanged. The head
 //!   starts at epoch 0's word, not 0, which would name the width's slot (bug
 //!   `time-head-names-the-width`). The epoch field has 53 bits: with a bucket
-//!   width of 1000–2047 ns, times more than 285 years after the clock's
-//!   origin count in the last epoch.
+//!   width of 1000–2047 ns, times 2⁵³ widths or more after the clock's
+//!   origin (285 years at 1000 ns) count in the last epoch.
 //! * **A window's head word lives in its storage's header.** The count
 //!   window's cursor (with the clean mark) and the time window's epoch word
 //!   sit in the `ThinArc`'s header beside the slice's length, so a healthy

@@ -27,7 +27,7 @@
 //! with them, with one CAS, so the bucket's failure and slow-call rates stay those of
 //! its calls (weighted toward the recent ones once it has halved) at any
 //! request rate — 200k requests a second to one host fill a 10 s bucket
-//! twice over. The fields leave room for 2²⁰ writers racing past the check.
+//! twice over. The fields leave room for 2²⁰ − 1 writers racing past it.
 
 use core::time::Duration;
 
@@ -40,8 +40,8 @@ const FAILURES_SHIFT: u32 = 22;
 const SLOW_SHIFT: u32 = 43;
 const CALLS_MASK: u64 = (1 << 22) - 1;
 const FIELD21_MASK: u64 = (1 << 21) - 1;
-/// A bucket holding this many calls is halved before the next one is added.
-/// Small under loom, so a model reaches it in a few calls.
+/// A call whose `fetch_add` finds this many calls halves the bucket, itself
+/// included. Small under loom, so a model reaches it in a few calls.
 pub(crate) const BUCKET_LIMIT: u64 = if cfg!(failfast_loom) { 4 } else { 1 << 20 };
 
 /// The body slot holding the width, a constant.
@@ -335,6 +335,25 @@ mod tests {
         assert_eq!(
             counts(Slots::new(&w), W, 1, at(0)).calls,
             (BUCKET_LIMIT / 2 + 1) as u32
+        );
+    }
+
+    /// Halving starts with the call that finds the bucket full, not with
+    /// the one that fills it: LIMIT − 1 calls and one more hold LIMIT; the
+    /// next halves them, itself included: LIMIT + 1 calls to LIMIT / 2.
+    #[test]
+    fn the_call_that_fills_a_bucket_is_counted_the_next_halves_it() {
+        let w = window(1);
+        w.slice[FIRST_BUCKET].store(BUCKET_LIMIT - 1, Ordering::Relaxed);
+        record(Slots::new(&w), || 1, at(0), false, false);
+        assert_eq!(
+            counts(Slots::new(&w), W, 1, at(0)).calls,
+            BUCKET_LIMIT as u32
+        );
+        record(Slots::new(&w), || 1, at(0), false, false);
+        assert_eq!(
+            counts(Slots::new(&w), W, 1, at(0)).calls,
+            (BUCKET_LIMIT / 2) as u32
         );
     }
 
