@@ -24,9 +24,9 @@
 //! A bucket never silently stops counting. The writer that finds it holding
 //! [`BUCKET_LIMIT`] (2²⁰) calls — as its `fetch_add` returns it, so the
 //! healthy path reads the bucket once — halves all three counts, its own call
-//! with them, with one CAS, so the bucket's failure and slow-call rates stay those of
-//! its calls (weighted toward the recent ones once it has halved) at any
-//! request rate — 200k requests a second to one host fill a 10 s bucket
+//! with them, with one CAS, so the bucket's failure and slow-call rates stay
+//! those of its calls (weighted toward the recent ones once it has halved) at
+//! any request rate — 200k requests a second to one host fill a 10 s bucket
 //! twice over. The fields leave room for 2²⁰ − 1 writers racing past it.
 
 use core::time::Duration;
@@ -179,9 +179,8 @@ fn enter(
 
 /// Halves a full bucket's three counts, keeping its rates; `seen` is what
 /// the caller's `fetch_add` left. A CAS loop, not a store: a store would wipe
-/// out the calls added since `seen`. Stops as soon
-/// as the bucket is below the limit (another writer halved it, or a rotation
-/// zeroed it).
+/// out the calls added since `seen`. Stops as soon as the bucket is below the
+/// limit (another writer halved it, or a rotation zeroed it).
 #[cold]
 fn halve(bucket: &AtomicU64, mut seen: u64) {
     while seen & CALLS_MASK >= BUCKET_LIMIT {
