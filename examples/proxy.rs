@@ -66,10 +66,10 @@ use std::time::{Duration, Instant};
 
 use failfast::share::Outbox;
 use failfast::tower::{
-    error_response, mark_stale, status_json, Fallback, FallbackLayer, HttpClassifier, Keyed,
-    KeyedLayer, Recover,
+    error_response, mark_stale, status_json, DownstreamBody, Fallback, FallbackLayer,
+    HttpClassifier, Keyed, KeyedLayer, Recover,
 };
-use failfast::{Breaker, Builder, Registry, Transition};
+use failfast::{Breaker, Builder, DownstreamError, DownstreamKind, Fault, Registry, Transition};
 use http::uri::{Authority, Scheme, Uri};
 use http::HeaderValue;
 use http_body_util::{combinators::BoxBody, BodyExt, Full};
@@ -81,12 +81,11 @@ use tokio::net::TcpListener;
 use tower::{Layer, ServiceExt};
 
 type Body = BoxBody<Bytes, hyper::Error>;
-type Breakers = Keyed<
-    Client<HttpConnector, Incoming>,
-    Authority,
-    failfast::tower::AuthorityKey,
-    HttpClassifier,
->;
+/// A client's request body as it goes upstream: its errors, stalls and
+/// excess marked as the client's, so they never count against an upstream.
+type Upload = DownstreamBody<Incoming>;
+type Breakers =
+    Keyed<Client<HttpConnector, Upload>, Authority, failfast::tower::AuthorityKey, HttpClassifier>;
 /// The breakers, their answers' bodies boxed, and the stale answers in front.
 type Upstreams = Fallback<
     tower::util::MapResponse<Breakers, fn(Response<Incoming>) -> Response<Body>>,
@@ -109,6 +108,13 @@ const KEPT_TRANSITIONS: usize = 1024;
 pub struct Settings {
     /// The per-call timeout (a timed-out call is a failure, and slow).
     pub timeout: Duration,
+    /// How long a client's request body may send no bytes before the call
+    /// is failed as the client's fault (408, neutral for the breaker);
+    /// shorter than `timeout`, so a stalled upload is never cut as the
+    /// upstream's timeout.
+    pub body_timeout: Duration,
+    /// The largest request body forwarded (413 past it, neutral).
+    pub max_body: u64,
     /// How long a client may take to send a whole request head.
     pub header_timeout: Duration,
     /// How long a pooled upstream connection may stay idle.
@@ -132,6 +138,8 @@ impl Default for Settings {
     fn default() -> Self {
         Settings {
             timeout: Duration::from_secs(5),
+            body_timeout: Duration::from_secs(2),
+            max_body: 16 * 1024 * 1024,
             header_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(30),
             status_limit: 100,
@@ -175,7 +183,7 @@ pub fn proxy(
             // Without a timer hyper never closes idle pooled connections.
             .pool_timer(TokioTimer::new())
             .pool_idle_timeout(settings.idle_timeout)
-            .build_http::<Incoming>();
+            .build_http::<Upload>();
         let service = KeyedLayer::new(registry.clone())
             .classify(HttpClassifier::new())
             .timeout(settings.timeout)
@@ -381,6 +389,12 @@ async fn forward(mut req: Request<Incoming>, proxy: &Proxy) -> Response<Body> {
         Err((status, why)) => return text(status, why),
     }
     req.headers_mut().remove(http::header::HOST);
+    let settings = &proxy.settings;
+    let req = req.map(|body| {
+        DownstreamBody::new(body)
+            .idle_timeout(settings.body_timeout)
+            .max_bytes(settings.max_body)
+    });
     let key = stale_key(&req);
     match proxy.service.clone().oneshot(req).await {
         Ok(response) => match key {
@@ -393,9 +407,38 @@ async fn forward(mut req: Request<Incoming>, proxy: &Proxy) -> Response<Body> {
                 .boxed()
         }) {
             Some(response) => response, // 503 + Retry-After, or 504
-            None => text(StatusCode::BAD_GATEWAY, format!("{err}\n")),
+            None => failed_call(&err),
         },
     }
+}
+
+/// The answer to a call that failed: the client's fault (its body broke,
+/// stalled or was too large: neutral for the breaker) as a 4xx, the
+/// proxy's own (out of file descriptors: neutral too) as a 503, the
+/// upstream's as a 502.
+fn failed_call(err: &tower::BoxError) -> Response<Body> {
+    let status = match Fault::of(&**err) {
+        Fault::Downstream => match downstream_kind(err) {
+            Some(DownstreamKind::Stalled(_)) => StatusCode::REQUEST_TIMEOUT,
+            Some(DownstreamKind::TooLarge(_)) => StatusCode::PAYLOAD_TOO_LARGE,
+            _ => StatusCode::BAD_REQUEST,
+        },
+        Fault::Local => StatusCode::SERVICE_UNAVAILABLE,
+        _ => StatusCode::BAD_GATEWAY,
+    };
+    text(status, format!("{err}\n"))
+}
+
+/// What went wrong with the client's body, read off the error's chain.
+fn downstream_kind(err: &tower::BoxError) -> Option<DownstreamKind> {
+    let mut next: Option<&(dyn std::error::Error + 'static)> = Some(&**err);
+    while let Some(e) = next {
+        if let Some(d) = e.downcast_ref::<DownstreamError>() {
+            return Some(d.kind());
+        }
+        next = e.source();
+    }
+    None
 }
 
 // ---------------------------------------------------------------------------
@@ -514,10 +557,10 @@ impl StaleCache {
 #[derive(Clone)]
 pub struct StaleAnswers(Arc<StaleCache>);
 
-impl Recover<Request<Incoming>, Response<Body>> for StaleAnswers {
+impl Recover<Request<Upload>, Response<Body>> for StaleAnswers {
     type Memo = Option<String>;
 
-    fn remember(&self, req: &Request<Incoming>) -> Option<String> {
+    fn remember(&self, req: &Request<Upload>) -> Option<String> {
         stale_key(req)
     }
 
@@ -620,6 +663,9 @@ options:
   --admin ADDR            serve the status page (/_failfast) here only
                           [default: on --listen]
   --timeout MS            per-call timeout [default: 5000]
+  --body-timeout MS       fail a call whose request body sends nothing this
+                          long, as the client's fault (408); shorter than
+                          --timeout [default: 2000, or half of --timeout]
   --header-timeout MS     close a connection whose request head is not
                           complete by then [default: 10000]
   --idle-timeout MS       close pooled upstream connections idle this long
@@ -670,6 +716,7 @@ pub fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Cli, String>
         redis: None,
         replica: None,
     };
+    let mut body_timeout = None;
     while let Some(arg) = args.next() {
         let mut value = |what: &str| {
             args.next()
@@ -698,6 +745,7 @@ pub fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Cli, String>
                 }
             }
             "--timeout" => options.settings.timeout = millis(&arg, &value("MS")?)?,
+            "--body-timeout" => body_timeout = Some(millis(&arg, &value("MS")?)?),
             "--header-timeout" => options.settings.header_timeout = millis(&arg, &value("MS")?)?,
             "--idle-timeout" => options.settings.idle_timeout = millis(&arg, &value("MS")?)?,
             "--status-limit" => {
@@ -720,6 +768,15 @@ pub fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Cli, String>
     } else if options.routes.is_empty() {
         return Err("no routes: give --route NAME=HOST:PORT or --demo".to_owned());
     }
+    let timeout = options.settings.timeout;
+    options.settings.body_timeout = match body_timeout {
+        Some(body) if body >= timeout => {
+            return Err("--body-timeout must be shorter than --timeout".to_owned());
+        }
+        Some(body) => body,
+        // The default, kept below the call timeout.
+        None => options.settings.body_timeout.min(timeout / 2),
+    };
     if options.admin == Some(options.listen) && options.listen.port() != 0 {
         return Err("--admin must differ from --listen".to_owned());
     }
@@ -760,12 +817,15 @@ fn millis(flag: &str, s: &str) -> Result<Duration, String> {
     }
 }
 
-/// The breaker every upstream gets.
+/// The breaker every upstream gets. Five calls in a row that clients gave
+/// up on after 250 ms, with no answer between them, open it: a hung
+/// upstream behind clients more impatient than the slow-call threshold.
 pub fn template() -> Builder {
     Breaker::builder()
         .failure_rate(0.5)
         .slow_call_rate(0.5)
         .slow_call_threshold(Duration::from_millis(500))
+        .unanswered(5, Duration::from_millis(250))
         .count_window(20)
         .min_calls(10)
         .open_duration(Duration::from_secs(10))

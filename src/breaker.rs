@@ -223,7 +223,7 @@ impl<C: Clock> Breaker<C> {
                 // Nothing to time or count: the load was the whole admission.
                 return Ok(Ticket::new(s.generation(), false, UNTIMED));
             }
-            let start = if self.flags.times_calls() {
+            let start = if self.flags.dates_admission() {
                 self.now()
             } else {
                 UNTIMED
@@ -473,7 +473,7 @@ impl<C: Clock> Breaker<C> {
         outcome: Outcome,
         now: Nanos,
     ) -> Option<Transition> {
-        let slow = outcome != Outcome::Ignored
+        let slow = !matches!(outcome, Outcome::Ignored | Outcome::Neutral)
             && self.flags.times_calls()
             && self.shared.config.is_slow(ticket.start, now);
         if let Some(c) = self.counters() {
@@ -521,11 +521,20 @@ impl<C: Clock> Breaker<C> {
     /// How a call that got no verdict ended (see [`on_drop`](Self::on_drop)),
     /// recorded like a verdict. Out of line: only drops come here, and the
     /// verdict paths above stay as short as they were.
+    ///
+    /// A ticket whose response head came ([`Ticket::is_answered`]: a stream
+    /// judged by its progress) is slow when its head was, whenever it ends.
     #[inline(never)]
-    fn on_ending(&self, ticket: Ticket, verdict: Verdict, now: Nanos) -> Option<Transition> {
+    pub(crate) fn on_ending(
+        &self,
+        ticket: Ticket,
+        verdict: Verdict,
+        now: Nanos,
+    ) -> Option<Transition> {
         let slow = match verdict {
-            Verdict::Ignored | Verdict::Dropped => false,
+            Verdict::Ignored | Verdict::Neutral | Verdict::Dropped | Verdict::Unanswered => false,
             Verdict::AbandonedSlow => true,
+            _ if ticket.is_answered() => ticket.head_was_slow(),
             _ => self.shared.config.is_slow(ticket.start, now),
         };
         if let Some(c) = self.counters() {
@@ -589,8 +598,7 @@ impl<C: Clock> Breaker<C> {
                 return;
             }
         };
-        let held = (ticket.start != UNTIMED).then(|| now.saturating_duration_since(ticket.start));
-        let verdict = self.shared.config.judge_drop(held, panicking);
+        let verdict = self.judge_drop(ticket, now, panicking);
         if verdict == Verdict::Dropped {
             return self.drop_neutral(ticket);
         }
@@ -605,6 +613,20 @@ impl<C: Clock> Breaker<C> {
         } else {
             let _ = self.on_ending(ticket, verdict, now);
         }
+    }
+
+    /// What a permit with `ticket`, dropped without a verdict at `now`,
+    /// tells about the dependency (pure; the table on [`Verdict`]): by its
+    /// age since admission, or, once its response head came, by how long no
+    /// bytes had come ([`Config::judge_stream_drop`]).
+    pub(crate) fn judge_drop(&self, ticket: Ticket, now: Nanos, panicking: bool) -> Verdict {
+        let config = &self.shared.config;
+        if ticket.is_answered() {
+            return config
+                .judge_stream_drop(now.saturating_duration_since(ticket.start), panicking);
+        }
+        let held = (ticket.start != UNTIMED).then(|| now.saturating_duration_since(ticket.start));
+        config.judge_drop(held, panicking)
     }
 
     /// A drop that means nothing: frees a probe's slot, counts it, and does
@@ -629,12 +651,20 @@ impl<C: Clock> Breaker<C> {
     ) -> Option<Transition> {
         let generation = s.generation();
         let counts_runs = self.flags.counts_runs();
-        let run = self
+        let runs = self
             .cell
             .update_from(s, now, |s| {
                 machine::closed_run(s, generation, verdict, counts_runs)
             })
             .value?;
+        if verdict == Verdict::Unanswered {
+            // Not a call outcome for the window: only its own run judges it.
+            if !self.shared.config.unanswered_trips(runs.unanswered()) {
+                return None;
+            }
+            let counts = self.window().counts(now);
+            return self.trip(generation, Reason::Unresponsive, now, counts, runs);
+        }
         if !verdict.counts() {
             return None;
         }
@@ -645,25 +675,33 @@ impl<C: Clock> Breaker<C> {
             return None; // a fast success never trips
         }
         let counts = window.counts(now);
-        let reason = self.shared.config.trip_reason(run, counts)?;
-        self.trip(generation, reason, now, counts)
+        let reason = self.shared.config.trip_reason(runs.count(), counts)?;
+        self.trip(generation, reason, now, counts, runs)
     }
 
     /// CLOSED → OPEN (or a shadow trip in MetricsOnly) for generation
-    /// `generation`, if the trip gate admits it.
+    /// `generation`, if the trip gate admits it. `decided` is the word whose
+    /// runs the trip was decided on: the transition reports those runs, as
+    /// it reports the window's `counts`, and not the runs of the word the
+    /// trip's CAS replaced, which a racing verdict of the same generation
+    /// may have changed in between (a success ending the run the trip was
+    /// decided on would otherwise report a consecutive-failures trip with a
+    /// run of 0).
     fn trip(
         &self,
         generation: u32,
         reason: Reason,
         now: Nanos,
         counts: WindowCounts,
+        decided: Snapshot,
     ) -> Option<Transition> {
         let u = self.through_gate(now, |s, counted| machine::trip(s, generation, counted))?;
         let to = u.entered?;
         if to.state() == State::MetricsOnly {
             self.window().reset(now);
         }
-        Some(self.report(u.seen, to, reason, now, counts))
+        let from = u.seen.with_runs_of(decided);
+        Some(self.report(from, to, reason, now, counts))
     }
 
     /// Runs a trip decision, `decide(word, counted)`, through the trip gate.
@@ -765,7 +803,8 @@ impl<C: Clock> Breaker<C> {
             at: now,
             breaker_id: self.id,
             window,
-            consecutive_failures: if from.is_half_open() { 0 } else { from.count() },
+            consecutive_failures: runs_of(from).0,
+            unanswered_calls: runs_of(from).1,
             probe_successes: if from.is_half_open() {
                 from.successes()
             } else {
@@ -896,22 +935,34 @@ impl<C: Clock> Breaker<C> {
             failure_rate: enough.then(|| window.failure_rate()),
             slow_call_rate: enough.then(|| window.slow_call_rate()),
             window,
-            consecutive_failures: if s.is_half_open() { 0 } else { s.count() },
+            consecutive_failures: runs_of(s).0,
+            unanswered_calls: runs_of(s).1,
             trips_in_a_row: s.trips(),
             calls: self.counters().map(|c| c.read()),
         }
     }
 
     /// Whether this breaker is indistinguishable from a fresh one at `now`:
-    /// Closed, no failure run, and no failure or slow call in its window.
+    /// Closed, no run of failures or unanswered calls, and no failure or
+    /// slow call in its window.
     /// The registry evicts only such breakers.
     pub fn is_pristine_at(&self, now: Nanos) -> bool {
         let s = self.cell.load();
-        if !s.is_closed() || s.count() != 0 || s.trips() != 0 {
+        if !s.is_closed() || s.count() != 0 || s.unanswered() != 0 || s.trips() != 0 {
             return false;
         }
         let w = self.window().counts(now);
         w.failures == 0 && w.slow == 0
+    }
+}
+
+/// The runs a word holds, (consecutive failures, unanswered calls): only
+/// Closed and MetricsOnly keep them; the same bits hold a probe round's
+/// counts while HalfOpen and a remote trip's span while Open.
+fn runs_of(s: Snapshot) -> (u32, u32) {
+    match s.state() {
+        State::Closed | State::MetricsOnly => (s.count(), s.unanswered()),
+        _ => (0, 0),
     }
 }
 

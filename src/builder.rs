@@ -8,7 +8,7 @@ use crate::breaker::{Breaker, Shared};
 use crate::clock::{Clock, Nanos, QuantaClock};
 use crate::error::ConfigError;
 use crate::observe::Observer;
-use crate::policy::{Backoff, Config, Rate};
+use crate::policy::{Backoff, Config, Rate, Unanswered};
 use crate::state::{COUNT_MAX, SUCCESS_MAX};
 use crate::sync::Arc;
 use crate::window::{Shape, WindowKind, MAX_COUNT_WINDOW, MAX_TIME_BUCKETS};
@@ -68,6 +68,8 @@ pub struct Builder {
     probes: u32,
     probe_lease: Option<Duration>,
     abandoned_after: Option<Duration>,
+    /// `unanswered(calls, after)`, as called last.
+    unanswered: Option<(u32, Duration)>,
     open_base: Duration,
     multiplier: f64,
     cap: Option<Duration>,
@@ -91,6 +93,7 @@ impl Default for Builder {
             probes: 1,
             probe_lease: None,
             abandoned_after: None,
+            unanswered: None,
             open_base: Duration::from_secs(30),
             multiplier: 2.0,
             cap: None,
@@ -115,6 +118,7 @@ impl fmt::Debug for Builder {
             .field("probes", &self.probes)
             .field("probe_lease", &self.probe_lease)
             .field("abandoned_after", &self.abandoned_after)
+            .field("unanswered", &self.unanswered)
             .field("open_base", &self.open_base)
             .field("multiplier", &self.multiplier)
             .field("cap", &self.cap)
@@ -269,6 +273,57 @@ impl Builder {
         self
     }
 
+    /// The unanswered rule: `calls` in a row, each dropped by its caller
+    /// before any answer came and after being held at least `after`, with no
+    /// verdict between them, trip the breaker ([`Reason::Unresponsive`]).
+    /// Off by default.
+    ///
+    /// It sees a hung upstream behind impatient clients. Clients that give
+    /// up at 300 ms on a breaker whose slow-call threshold is 500 ms drop
+    /// every call early; early drops are neutral (a drop proves nothing
+    /// alone), so without this rule the breaker never opens while every
+    /// call reaches the hung upstream. Against a healthy upstream, cancels
+    /// come before its answers (younger than `after`), and any answer —
+    /// a success, a failure, a business error — ends the run.
+    ///
+    /// `calls`: 1..=255. `after`: more than zero and shorter than
+    /// `abandoned_after` and the slow-call threshold (a drop that old is
+    /// already counted as abandoned). A half-open probe dropped unanswered
+    /// after `after` fails its round ([`Reason::ProbeAbandoned`]). Only a
+    /// call whose admission read the clock has an age (see
+    /// [`abandoned_after`](Self::abandoned_after)); a response that began
+    /// to arrive is answered (its stream is judged by its progress).
+    ///
+    /// The run lives in the breaker's state word and is written only by
+    /// unanswered drops; a success that ends it is the first success after
+    /// them, which takes the verdict's slower path once, as the first
+    /// success after a failure does.
+    ///
+    /// ```
+    /// use failfast::{Breaker, ManualClock, Nanos, Reason, State};
+    /// use std::time::Duration;
+    ///
+    /// let clock = ManualClock::new();
+    /// let breaker = Breaker::builder()
+    ///     .slow_call_threshold(Duration::from_millis(500))
+    ///     .unanswered(3, Duration::from_millis(200))
+    ///     .build_with_clock(clock.clone())?;
+    /// for _ in 0..3 {
+    ///     let permit = breaker.try_acquire().unwrap();
+    ///     clock.advance(Duration::from_millis(300)); // the client gives up at 300 ms
+    ///     drop(permit);
+    /// }
+    /// assert_eq!(breaker.state(), State::Open);
+    /// # Ok::<(), failfast::ConfigError>(())
+    /// ```
+    ///
+    /// [`Reason::Unresponsive`]: crate::Reason::Unresponsive
+    /// [`Reason::ProbeAbandoned`]: crate::Reason::ProbeAbandoned
+    pub fn unanswered(mut self, calls: u32, after: Duration) -> Self {
+        self.unanswered = Some((calls, after));
+        self
+    }
+
     /// The first open period (> 0).
     pub fn open_duration(mut self, base: Duration) -> Self {
         self.open_base = base;
@@ -402,11 +457,14 @@ impl Builder {
                 self.slow_call_threshold,
             ));
         }
-        if self.consecutive_failures.is_none() && failure_rate.is_none() && slow_call_rate.is_none()
+        if self.consecutive_failures.is_none()
+            && failure_rate.is_none()
+            && slow_call_rate.is_none()
+            && self.unanswered.is_none()
         {
             return Err(ConfigError::new(
                 "trip condition",
-                "at least one of consecutive_failures, failure_rate, slow_call_rate",
+                "at least one of consecutive_failures, failure_rate, slow_call_rate, unanswered",
                 "none",
             ));
         }
@@ -504,6 +562,25 @@ impl Builder {
                 abandoned_after,
             ));
         }
+        let unanswered = match self.unanswered {
+            None => None,
+            Some((calls, _)) if !(1..=SUCCESS_MAX).contains(&calls) => {
+                return Err(ConfigError::new("unanswered.calls", "1..=255", calls));
+            }
+            Some((calls, after)) => {
+                let limit = self
+                    .slow_call_threshold
+                    .map_or(abandoned_after, |t| t.min(abandoned_after));
+                if after.is_zero() || after >= limit {
+                    return Err(ConfigError::new(
+                        "unanswered.after",
+                        "> 0 and shorter than abandoned_after and the slow-call threshold",
+                        format_args!("{after:?} (the shorter of the two is {limit:?})"),
+                    ));
+                }
+                Some(Unanswered { calls, after })
+            }
+        };
         Ok(Config {
             consecutive_failures: self.consecutive_failures,
             failure_rate,
@@ -518,6 +595,7 @@ impl Builder {
             probes: self.probes,
             probe_lease,
             abandoned_after,
+            unanswered,
             backoff: Backoff::new(self.open_base, self.multiplier, cap, self.jitter),
             count_calls: self.count_calls,
             plain: window == WindowKind::None
@@ -550,6 +628,7 @@ pub(crate) struct Knobs {
     pub(crate) probes: u32,
     pub(crate) probe_lease: Option<Duration>,
     pub(crate) abandoned_after: Option<Duration>,
+    pub(crate) unanswered: Option<(u32, Duration)>,
     pub(crate) open_base: Duration,
     /// `backoff(multiplier, cap)` as called last; `None` for the default
     /// backoff and after `backoff_off()`.
@@ -574,6 +653,7 @@ impl Builder {
             probes: self.probes,
             probe_lease: self.probe_lease,
             abandoned_after: self.abandoned_after,
+            unanswered: self.unanswered,
             open_base: self.open_base,
             // `backoff()` is the only setter of the cap, and sets it always.
             backoff: match (self.backoff_off, self.cap) {

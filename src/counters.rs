@@ -11,7 +11,7 @@ use crate::outcome::Verdict;
 use crate::sync::{AtomicU64, Ordering};
 
 /// Slots the counters take.
-pub(crate) const SLOTS: usize = 9;
+pub(crate) const SLOTS: usize = 11;
 
 const ADMITTED: usize = 0;
 const REJECTED: usize = 1;
@@ -22,6 +22,8 @@ const DROPPED: usize = 5;
 const ABANDONED: usize = 6;
 const PANICKED: usize = 7;
 const SLOW: usize = 8;
+const NEUTRAL: usize = 9;
+const UNANSWERED: usize = 10;
 
 /// The counters in `slots` (exactly [`SLOTS`] of them).
 #[derive(Copy, Clone)]
@@ -53,7 +55,9 @@ impl<'a> Counters<'a> {
             Verdict::Success => SUCCESSES,
             Verdict::Failure => FAILURES,
             Verdict::Ignored => IGNORED,
+            Verdict::Neutral => NEUTRAL,
             Verdict::Dropped => DROPPED,
+            Verdict::Unanswered => UNANSWERED,
             Verdict::AbandonedSlow | Verdict::AbandonedFailure => ABANDONED,
             Verdict::Panicked => PANICKED,
         });
@@ -70,7 +74,9 @@ impl<'a> Counters<'a> {
             successes: n(SUCCESSES),
             failures: n(FAILURES),
             ignored: n(IGNORED),
+            neutral: n(NEUTRAL),
             dropped: n(DROPPED),
+            unanswered: n(UNANSWERED),
             abandoned: n(ABANDONED),
             panicked: n(PANICKED),
             slow: n(SLOW),

@@ -149,6 +149,7 @@ mod error;
 #[cfg_attr(docsrs, doc(cfg(any(feature = "tracing", feature = "metrics"))))]
 pub mod export;
 mod fallback;
+mod fault;
 mod machine;
 mod observe;
 mod outcome;
@@ -181,6 +182,7 @@ pub use clock::CoarseClock;
 pub use clock::{Clock, ManualClock, Nanos, QuantaClock, StdClock};
 pub use error::{ConfigError, RejectReason, Rejected};
 pub use fallback::Answer;
+pub use fault::{DownstreamError, DownstreamKind, Fault};
 pub use observe::{BreakerSnapshot, CallCounts, Observer, Reason, Transition};
 pub use outcome::Outcome;
 pub use permit::{OwnedPermit, Permit};

@@ -18,6 +18,8 @@ use crate::error::RejectReason;
 use crate::observe::Reason;
 use crate::outcome::Verdict;
 use crate::policy::Config;
+#[cfg(all(test, not(failfast_loom)))]
+use crate::state::SUCCESS_MAX;
 use crate::state::{Next, Snapshot, State, SPAN_UNIT_NANOS};
 
 /// What admission decides for a word.
@@ -158,35 +160,43 @@ pub(crate) const fn round_start(s: Snapshot) -> Snapshot {
         .with_counted(s.is_counted())
 }
 
-/// The run of consecutive failures after a verdict of generation
-/// `generation` in CLOSED (or MetricsOnly), or `None` if the generation
-/// moved on. A success also marks the breaker proven.
+/// The runs after a verdict of generation `generation` in CLOSED (or
+/// MetricsOnly): the word with its run of consecutive failures and its run
+/// of unanswered calls, or `None` if the generation moved on. A success
+/// also marks the breaker proven.
 ///
-/// A failure extends the run when the policy counts runs; a success or an
-/// ignored call (a business error) ends it; a drop or a slow abandonment is
-/// no evidence either way and leaves it (so an outer timeout that drops a
-/// hung call's permit cannot keep resetting it).
+/// A failure extends the failure run when the policy counts runs; a
+/// success or an ignored call (a business error) ends it; a drop, a slow
+/// abandonment or a neutral verdict is no evidence either way and leaves it
+/// (so an outer timeout that drops a hung call's permit cannot keep
+/// resetting it, nor can a client mixing in broken requests). An unanswered
+/// drop extends the unanswered run; any answer (success, failure, business
+/// error) ends it; nothing else touches it.
 #[inline]
 pub(crate) fn closed_run(
     s: Snapshot,
     generation: u32,
     verdict: Verdict,
     counts_runs: bool,
-) -> Next<Option<u32>> {
+) -> Next<Option<Snapshot>> {
     if s.generation() != generation {
         return Next::Keep(None);
     }
     let next = match verdict {
         v if v.is_failure() && counts_runs => s.with_count(s.count().saturating_add(1)),
-        Verdict::Dropped | Verdict::AbandonedSlow => s,
+        Verdict::Dropped | Verdict::AbandonedSlow | Verdict::Neutral | Verdict::Unanswered => s,
         Verdict::Success => s.with_count(0).with_proven(),
         _ => s.with_count(0),
     };
-    let run = Some(next.count());
+    let next = match verdict {
+        Verdict::Unanswered => next.with_unanswered(s.unanswered().saturating_add(1)),
+        v if v.is_answer() => next.with_unanswered(0),
+        _ => next,
+    };
     if next == s {
-        Next::Keep(run) // invariant 8: no write when nothing changes
+        Next::Keep(Some(next)) // invariant 8: no write when nothing changes
     } else {
-        Next::Count(next, run)
+        Next::Count(next, Some(next))
     }
 }
 
@@ -216,8 +226,9 @@ pub(crate) fn trip(s: Snapshot, generation: u32, counted: bool) -> Next<bool> {
 /// last).
 ///
 /// Invariant 6: a slow success fails the round. Invariant 5: a probe whose
-/// caller gave up on it (abandoned) fails the round; a probe dropped early,
-/// or ignored, frees its slot for another probe of the same round.
+/// caller gave up on it (abandoned, or unanswered under the unanswered rule)
+/// fails the round; a probe dropped early, ignored, or neutral frees its
+/// slot for another probe of the same round.
 #[inline]
 pub(crate) fn probe_verdict(
     s: Snapshot,
@@ -238,11 +249,13 @@ pub(crate) fn probe_verdict(
         )
     };
     match verdict {
-        Verdict::Ignored | Verdict::Dropped => {
+        Verdict::Ignored | Verdict::Neutral | Verdict::Dropped => {
             Next::Count(s.with_count(s.count().saturating_sub(1)), None)
         }
         Verdict::Failure | Verdict::Panicked => reopen(Reason::ProbeFailed),
-        Verdict::AbandonedSlow | Verdict::AbandonedFailure => reopen(Reason::ProbeAbandoned),
+        Verdict::AbandonedSlow | Verdict::AbandonedFailure | Verdict::Unanswered => {
+            reopen(Reason::ProbeAbandoned)
+        }
         Verdict::Success if slow => reopen(Reason::ProbeSlow),
         Verdict::Success if s.successes() + 1 >= probes => Next::Enter(
             s.enter(State::Closed).with_trips(0).with_proven(),
@@ -378,33 +391,79 @@ mod tests {
     #[test]
     fn the_run_grows_on_failures_and_ends_on_a_success_or_business_error() {
         let s = Snapshot::INITIAL.with_count(2);
+        let counted = |next: Snapshot| Next::Count(next, Some(next));
         assert_eq!(
             closed_run(s, 0, Verdict::Failure, true),
-            Next::Count(s.with_count(3), Some(3))
+            counted(s.with_count(3))
         );
         assert_eq!(
             closed_run(s, 0, Verdict::Panicked, true),
-            Next::Count(s.with_count(3), Some(3))
+            counted(s.with_count(3))
         );
         assert_eq!(
             closed_run(s, 0, Verdict::Success, true),
-            Next::Count(Snapshot::INITIAL.with_proven(), Some(0))
+            counted(Snapshot::INITIAL.with_proven())
         );
         assert_eq!(
             closed_run(s, 0, Verdict::Ignored, true),
-            Next::Count(Snapshot::INITIAL, Some(0))
+            counted(Snapshot::INITIAL)
         );
-        for no_evidence in [Verdict::Dropped, Verdict::AbandonedSlow] {
-            assert_eq!(closed_run(s, 0, no_evidence, true), Next::Keep(Some(2)));
+        for no_evidence in [Verdict::Dropped, Verdict::AbandonedSlow, Verdict::Neutral] {
+            assert_eq!(
+                closed_run(s, 0, no_evidence, true),
+                Next::Keep(Some(s)),
+                "{no_evidence:?}"
+            );
         }
         // A settled breaker's success writes nothing.
         let settled = Snapshot::INITIAL.with_proven();
         assert_eq!(
             closed_run(settled, 0, Verdict::Success, true),
-            Next::Keep(Some(0))
+            Next::Keep(Some(settled))
         );
         // A verdict of another generation changes nothing.
         assert_eq!(closed_run(s, 1, Verdict::Failure, true), Next::Keep(None));
+    }
+
+    #[test]
+    fn the_unanswered_run_grows_on_unanswered_drops_and_ends_on_any_answer() {
+        let s = Snapshot::INITIAL.with_count(2).with_unanswered(4);
+        let counted = |next: Snapshot| Next::Count(next, Some(next));
+        assert_eq!(
+            closed_run(s, 0, Verdict::Unanswered, true),
+            counted(s.with_unanswered(5)),
+            "an unanswered drop leaves the failure run and extends its own"
+        );
+        assert_eq!(
+            closed_run(s.with_unanswered(SUCCESS_MAX), 0, Verdict::Unanswered, true),
+            Next::Keep(Some(s.with_unanswered(SUCCESS_MAX))),
+            "saturates"
+        );
+        assert_eq!(
+            closed_run(s, 0, Verdict::Success, true),
+            counted(Snapshot::INITIAL.with_proven())
+        );
+        assert_eq!(
+            closed_run(s, 0, Verdict::Failure, true),
+            counted(s.with_count(3).with_unanswered(0)),
+            "a failure is an answer"
+        );
+        assert_eq!(
+            closed_run(s, 0, Verdict::Ignored, true),
+            counted(Snapshot::INITIAL)
+        );
+        for no_answer in [Verdict::Dropped, Verdict::Neutral, Verdict::AbandonedSlow] {
+            assert_eq!(
+                closed_run(s, 0, no_answer, true),
+                Next::Keep(Some(s)),
+                "{no_answer:?}"
+            );
+        }
+        assert_eq!(
+            closed_run(s, 0, Verdict::AbandonedFailure, true),
+            counted(s.with_count(3)),
+            "an abandoned call is a failure but no answer"
+        );
     }
 
     #[test]
@@ -455,6 +514,7 @@ mod tests {
             (Verdict::Success, true, Reason::ProbeSlow),
             (Verdict::AbandonedSlow, true, Reason::ProbeAbandoned),
             (Verdict::AbandonedFailure, false, Reason::ProbeAbandoned),
+            (Verdict::Unanswered, false, Reason::ProbeAbandoned),
         ] {
             let Next::Enter(open, Some(r)) =
                 probe_verdict(round, round.generation(), verdict, slow, 1)
@@ -467,9 +527,9 @@ mod tests {
     }
 
     #[test]
-    fn a_dropped_or_ignored_probe_frees_its_slot_and_a_stale_one_nothing() {
+    fn a_dropped_ignored_or_neutral_probe_frees_its_slot_and_a_stale_one_nothing() {
         let round = round_start(open(1)).with_count(2);
-        for freed in [Verdict::Dropped, Verdict::Ignored] {
+        for freed in [Verdict::Dropped, Verdict::Ignored, Verdict::Neutral] {
             assert_eq!(
                 probe_verdict(round, round.generation(), freed, false, 2),
                 Next::Count(round.with_count(1), None)

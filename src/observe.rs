@@ -23,6 +23,13 @@ pub enum Reason {
     FailureRate,
     /// Closed → Open: the window's slow-call rate reached the threshold.
     SlowCallRate,
+    /// Closed → Open: calls in a row ended without any answer — each dropped
+    /// by its caller, after at least the `unanswered` rule's age, with no
+    /// verdict between them (see
+    /// [`Builder::unanswered`](crate::Builder::unanswered)). A hung upstream
+    /// behind impatient clients: nothing is ever slow or failed, yet nothing
+    /// comes back.
+    Unresponsive,
     /// Open → HalfOpen: the open duration passed; the request that won the CAS is the first probe.
     OpenElapsed,
     /// HalfOpen → HalfOpen: the probe lease ran out before the round finished; a new round starts.
@@ -56,6 +63,7 @@ impl Reason {
             Reason::ConsecutiveFailures => "consecutive_failures",
             Reason::FailureRate => "failure_rate",
             Reason::SlowCallRate => "slow_call_rate",
+            Reason::Unresponsive => "unresponsive",
             Reason::OpenElapsed => "open_elapsed",
             Reason::ProbeLeaseExpired => "probe_lease_expired",
             Reason::ProbeFailed => "probe_failed",
@@ -77,6 +85,7 @@ impl Reason {
             Reason::ConsecutiveFailures
                 | Reason::FailureRate
                 | Reason::SlowCallRate
+                | Reason::Unresponsive
                 | Reason::ProbeFailed
                 | Reason::ProbeSlow
                 | Reason::ProbeAbandoned
@@ -112,8 +121,13 @@ pub struct Transition {
     pub breaker_id: u32,
     /// The window's counts when it happened (zero without a window).
     pub window: WindowCounts,
-    /// Consecutive failures when it happened (Closed only).
+    /// Consecutive failures when it happened (from Closed or MetricsOnly;
+    /// 0 from any other state).
     pub consecutive_failures: u32,
+    /// Unanswered calls in a row when it happened (from Closed or
+    /// MetricsOnly; 0 from any other state): the count behind a
+    /// [`Reason::Unresponsive`] trip.
+    pub unanswered_calls: u32,
     /// Probe successes of the round when it happened (HalfOpen only).
     pub probe_successes: u32,
     /// Trips in a row after the transition (the backoff exponent).
@@ -179,8 +193,11 @@ pub struct BreakerSnapshot {
     pub failure_rate: Option<f64>,
     /// The window's slow-call rate, or `None` below `min_calls` (as above).
     pub slow_call_rate: Option<f64>,
-    /// Consecutive failures (Closed and MetricsOnly).
+    /// Consecutive failures (Closed and MetricsOnly; 0 otherwise).
     pub consecutive_failures: u32,
+    /// Calls in a row that ended without an answer (Closed and MetricsOnly;
+    /// 0 otherwise; see [`Builder::unanswered`](crate::Builder::unanswered)).
+    pub unanswered_calls: u32,
     /// Trips in a row (the backoff exponent).
     pub trips_in_a_row: u32,
     /// Lifetime call counters, if the breaker keeps them
@@ -202,9 +219,17 @@ pub struct CallCounts {
     pub failures: u64,
     /// Verdicts: ignored (business errors).
     pub ignored: u64,
+    /// Verdicts: neutral (the caller's or the client's fault, not the
+    /// dependency's: [`Outcome::Neutral`](crate::Outcome::Neutral)).
+    pub neutral: u64,
     /// Permits dropped without a verdict before they could mean anything
-    /// (sooner than the slow-call threshold and `abandoned_after`): neutral.
+    /// (sooner than the slow-call threshold and `abandoned_after`, and than
+    /// the `unanswered` rule's age when it is on): neutral.
     pub dropped: u64,
+    /// Permits dropped early, before any answer, but after the `unanswered`
+    /// rule's age: each one extends the run of unanswered calls
+    /// ([`Builder::unanswered`](crate::Builder::unanswered)).
+    pub unanswered: u64,
     /// Permits dropped without a verdict after the call hung (counted as slow
     /// calls or failures, see [`Builder::abandoned_after`](crate::Builder::abandoned_after)).
     pub abandoned: u64,

@@ -16,6 +16,15 @@ pub enum Outcome {
     /// up: it never counts against it, and it ends a run of consecutive failures
     /// like a success. A probe that ends `Ignored` frees its slot.
     Ignored,
+    /// The call says nothing about the dependency because something else
+    /// failed it: the caller's own side (out of file descriptors or buffers,
+    /// see [`Fault::Local`](crate::Fault::Local)) or the client a proxy
+    /// serves (a request body that broke, stalled or ended early, see
+    /// [`Fault::Downstream`](crate::Fault::Downstream)). It is not counted,
+    /// it does **not** end a run of consecutive failures (unlike `Ignored`,
+    /// so a client cannot keep a failing upstream closed by mixing in broken
+    /// requests), and a probe that ends `Neutral` frees its slot.
+    Neutral,
 }
 
 impl Outcome {
@@ -39,6 +48,7 @@ impl Outcome {
             Outcome::Success => "success",
             Outcome::Failure => "failure",
             Outcome::Ignored => "ignored",
+            Outcome::Neutral => "neutral",
         }
     }
 }
@@ -53,7 +63,9 @@ impl Outcome {
 /// | `Success` | reported | a success (slow if past the threshold); ends a failure run | counts toward closing; slow → reopens |
 /// | `Failure` | reported | a failure; extends the run | reopens (`ProbeFailed`) |
 /// | `Ignored` | reported (business error) | nothing; ends the run | frees its slot |
-/// | `Dropped` | dropped before the slow-call threshold and `abandoned_after`, or with no known start | nothing; the run stays | frees its slot |
+/// | `Neutral` | reported (the caller's or the client's fault, not the dependency's) | nothing; the run stays | frees its slot |
+/// | `Dropped` | dropped before the slow-call threshold and `abandoned_after`, or with no known start, or after the response head while bytes kept coming | nothing; the run stays | frees its slot |
+/// | `Unanswered` | dropped early, before any answer, after at least the `unanswered` rule's age (the rule on) | adds one to the unanswered run; `K` in a row trip ([`Reason::Unresponsive`](crate::Reason::Unresponsive)) | reopens (`ProbeAbandoned`) |
 /// | `AbandonedSlow` | dropped after the slow-call threshold, or after `abandoned_after` when the policy has a slow-call rate | a slow call; the run stays | reopens (`ProbeAbandoned`) |
 /// | `AbandonedFailure` | dropped after `abandoned_after`, the policy has no slow-call rate | a failure (slow if past the threshold); extends the run | reopens (`ProbeAbandoned`) |
 /// | `Panicked` | dropped while the thread panics | a failure; extends the run | reopens (`ProbeFailed`) |
@@ -62,7 +74,9 @@ pub(crate) enum Verdict {
     Success,
     Failure,
     Ignored,
+    Neutral,
     Dropped,
+    Unanswered,
     AbandonedSlow,
     AbandonedFailure,
     Panicked,
@@ -78,10 +92,22 @@ impl Verdict {
         )
     }
 
-    /// Whether it counts in a window at all (not ignored, not dropped early).
+    /// Whether it counts in a window at all (not ignored, neutral or
+    /// dropped early).
     #[inline]
     pub(crate) const fn counts(self) -> bool {
-        !matches!(self, Verdict::Ignored | Verdict::Dropped)
+        !matches!(
+            self,
+            Verdict::Ignored | Verdict::Neutral | Verdict::Dropped | Verdict::Unanswered
+        )
+    }
+
+    /// Whether it is an answer from the dependency (a verdict its caller
+    /// reported: success, failure, business error), which ends a run of
+    /// unanswered calls. Drops, panics and neutral verdicts are not.
+    #[inline]
+    pub(crate) const fn is_answer(self) -> bool {
+        matches!(self, Verdict::Success | Verdict::Failure | Verdict::Ignored)
     }
 }
 
@@ -92,6 +118,7 @@ impl From<Outcome> for Verdict {
             Outcome::Success => Verdict::Success,
             Outcome::Failure => Verdict::Failure,
             Outcome::Ignored => Verdict::Ignored,
+            Outcome::Neutral => Verdict::Neutral,
         }
     }
 }

@@ -274,9 +274,54 @@ impl<C: Clock, B: Deref<Target = Breaker<C>>> OwnedPermit<C, B> {
             None => self.breaker.verdict_time(self.ticket, outcome),
         };
         self.done = true;
-        if let Some(t) = self.breaker.on_verdict(self.ticket, outcome, now) {
+        let transition = if self.ticket.is_answered() {
+            // A stream: slow if its head was (`on_ending`), not by its length.
+            self.breaker.on_ending(self.ticket, outcome.into(), now)
+        } else {
+            self.breaker.on_verdict(self.ticket, outcome, now)
+        };
+        if let Some(t) = transition {
             then(&self.breaker, &t);
         }
+    }
+
+    /// The response head came at `now`: from here the call is a stream,
+    /// judged by its progress rather than its age (see
+    /// [`Config::judge_stream_drop`](crate::policy::Config)). Whether the
+    /// head was slow is decided now and kept for the verdict at the end.
+    #[cfg(feature = "tower")]
+    pub(crate) fn answered_at(&mut self, now: Nanos) {
+        let start = self.ticket.start;
+        let slow = start != crate::ticket::UNTIMED && self.breaker.config().is_slow(start, now);
+        self.ticket = self.ticket.answered(now, slow);
+    }
+
+    /// The stream made progress at `now` (a frame arrived): a drop is judged
+    /// by the time since.
+    #[cfg(feature = "tower")]
+    pub(crate) fn progress_at(&mut self, now: Nanos) {
+        self.ticket.progress_at(now);
+    }
+
+    /// Whether a call ending at `end` is slow, as the breaker judges it: a
+    /// stream by its head, any other call by its duration (never without
+    /// an end, or without a slow-call threshold).
+    #[cfg(all(feature = "tower", any(feature = "tracing", feature = "metrics")))]
+    pub(crate) fn is_slow_at(&self, end: Option<Nanos>) -> bool {
+        if self.ticket.is_answered() {
+            return self.ticket.head_was_slow();
+        }
+        let start = self.ticket.start;
+        end.is_some_and(|end| {
+            start != crate::ticket::UNTIMED && self.breaker.config().is_slow(start, end)
+        })
+    }
+
+    /// What dropping this permit at `now` would record, without recording
+    /// it (the breaker's own judgement, for a layer that names the ending).
+    #[cfg(all(feature = "tower", any(feature = "tracing", feature = "metrics")))]
+    pub(crate) fn judge_drop_at(&self, now: Nanos, panicking: bool) -> crate::outcome::Verdict {
+        self.breaker.judge_drop(self.ticket, now, panicking)
     }
 
     /// Restarts the call's clock at `now`: for a permit taken ahead of its

@@ -64,6 +64,9 @@ impl Flags {
     const HAS_WINDOW: u16 = 1 << 6;
     /// Runs of consecutive failures trip the breaker.
     const COUNTS_RUNS: u16 = 1 << 7;
+    /// A drop is judged by its age though calls are not timed (the
+    /// unanswered rule): CLOSED admission reads the clock.
+    const DATES_DROPS: u16 = 1 << 8;
 
     /// Where a success goes.
     #[inline(always)]
@@ -84,10 +87,17 @@ impl Flags {
     }
 
     /// CLOSED admission is the word's load alone: no clock read for a
-    /// timed call, no counter to bump.
+    /// timed call or a dated drop, no counter to bump.
     #[inline(always)]
     pub(crate) const fn admits_bare(self) -> bool {
-        self.bits & (Self::TIMES_CALLS | Self::COUNTS_CALLS) == 0
+        self.bits & (Self::TIMES_CALLS | Self::DATES_DROPS | Self::COUNTS_CALLS) == 0
+    }
+
+    /// CLOSED admission reads the clock: the call is timed, or its drop
+    /// is judged by its age.
+    #[inline(always)]
+    pub(crate) const fn dates_admission(self) -> bool {
+        self.bits & (Self::TIMES_CALLS | Self::DATES_DROPS) != 0
     }
 
     #[inline(always)]
@@ -246,6 +256,15 @@ pub(crate) fn jitter_unit(seed: u64, generation: u32) -> u64 {
     (z ^ (z >> 31)) >> 32
 }
 
+/// The unanswered rule ([`Builder::unanswered`](crate::Builder::unanswered)):
+/// `calls` in a row (1..=255), each dropped without any answer after at
+/// least `after` (shorter than `abandoned_after`), trip the breaker.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Unanswered {
+    pub(crate) calls: u32,
+    pub(crate) after: Duration,
+}
+
 /// A validated breaker configuration. Built by [`Builder`](crate::Builder);
 /// read through its getters.
 ///
@@ -282,6 +301,9 @@ pub struct Config {
     /// A permit dropped without a verdict after at least this long was
     /// abandoned by a caller that gave up on a hung call (see [`Ending`]).
     pub(crate) abandoned_after: Duration,
+    /// The unanswered rule, when on: this many calls in a row, each dropped
+    /// before any answer after at least this long, trip the breaker.
+    pub(crate) unanswered: Option<Unanswered>,
     pub(crate) backoff: Backoff,
     pub(crate) count_calls: bool,
     /// No window, no slow-call threshold, no call counters: a success has
@@ -335,6 +357,13 @@ impl Config {
     /// counts against the dependency (see [`Builder::abandoned_after`](crate::Builder::abandoned_after)).
     pub fn abandoned_after(&self) -> Duration {
         self.abandoned_after
+    }
+
+    /// The unanswered rule, if on: how many calls in a row, each dropped
+    /// without any answer after at least how long, trip the breaker (see
+    /// [`Builder::unanswered`](crate::Builder::unanswered)).
+    pub fn unanswered(&self) -> Option<(u32, Duration)> {
+        self.unanswered.map(|u| (u.calls, u.after))
     }
 
     /// The un-jittered open duration after `trips` trips in a row (1 = first).
@@ -411,6 +440,9 @@ impl Config {
         if self.consecutive_failures.is_some() {
             bits |= Flags::COUNTS_RUNS;
         }
+        if self.unanswered.is_some() {
+            bits |= Flags::DATES_DROPS;
+        }
         // A success takes a path of its own only when the general one has
         // nothing more to do for it: no slow-call timing, no call counters.
         let window_only = !self.measures_time() && !self.count_calls;
@@ -450,12 +482,47 @@ impl Config {
         let abandoned = held >= self.abandoned_after;
         let slow = matches!(self.slow_call_threshold, Some(t) if held >= t);
         match (abandoned, slow) {
+            (false, false) if matches!(self.unanswered, Some(u) if held >= u.after) => {
+                Verdict::Unanswered
+            }
             (false, false) => Verdict::Dropped,
-            // The slow-call rate already counts a hung call against the
-            // dependency; counting it as a failure too would count it twice.
-            (true, _) if self.slow_call_rate.is_none() => Verdict::AbandonedFailure,
-            _ => Verdict::AbandonedSlow,
+            (true, _) => self.abandoned(),
+            (false, true) => Verdict::AbandonedSlow,
         }
+    }
+
+    /// Pure: what a permit dropped after its response began to arrive tells,
+    /// given how long no bytes had come (`idle`, since the head or the last
+    /// frame). The stream is judged by its progress, not its age: flowing
+    /// when dropped, the client went away and it is neutral; stalled for
+    /// `abandoned_after` or more, the upstream stopped sending, and it counts
+    /// as a drop after a hung call does. The slow-call threshold and the
+    /// unanswered rule do not apply: the head came, and was judged slow or
+    /// not when it came.
+    pub(crate) fn judge_stream_drop(&self, idle: Duration, panicking: bool) -> Verdict {
+        if panicking {
+            Verdict::Panicked
+        } else if idle >= self.abandoned_after {
+            self.abandoned()
+        } else {
+            Verdict::Dropped
+        }
+    }
+
+    /// A call abandoned after it hung: slow when the policy has a slow-call
+    /// rate, which already counts a hung call against the dependency
+    /// (counting it as a failure too would count it twice); else a failure.
+    fn abandoned(&self) -> Verdict {
+        if self.slow_call_rate.is_some() {
+            Verdict::AbandonedSlow
+        } else {
+            Verdict::AbandonedFailure
+        }
+    }
+
+    /// Pure: does a run of `unanswered` calls trip the breaker?
+    pub(crate) fn unanswered_trips(&self, unanswered: u32) -> bool {
+        matches!(self.unanswered, Some(u) if unanswered >= u.calls)
     }
 
     /// Pure: should a CLOSED breaker with these counts trip, and why?
@@ -498,6 +565,7 @@ impl Config {
             probes,
             probe_lease: lease,
             abandoned_after: threshold.unwrap_or(lease),
+            unanswered: None,
             backoff: Backoff::new(Duration::from_secs(10), 2.0, Duration::from_secs(60), 0.0),
             count_calls: false,
             plain: threshold.is_none(),
@@ -614,8 +682,19 @@ mod tests {
                 false,
                 true,
             ),
+            (
+                "consecutive, unanswered rule",
+                flags(consecutive().unanswered(3, Duration::from_millis(1))),
+                false,
+                false,
+            ),
         ] {
             assert_eq!(f.admits_bare(), bare, "{name}: admits bare");
+            assert_eq!(
+                f.dates_admission(),
+                !bare && !f.counts_calls(),
+                "{name}: dates"
+            );
             assert_eq!(f.has_window(), window, "{name}: has a window");
         }
     }

@@ -11,7 +11,7 @@
 //! | 33    | 1  | proven     | a success was recorded at least once (sticky; a trip gate may spare unproven breakers its budget) |
 //! | 34    | 1  | counted    | Open/HalfOpen: this ejection holds a slot of the trip gate's budget |
 //! | 35–49 | 15 | count      | Closed: consecutive failures (saturating) · HalfOpen: probe slots taken in this round |
-//! | 50–57 | 8  | successes  | HalfOpen: fast successful probes in this round |
+//! | 50–57 | 8  | successes  | HalfOpen: fast successful probes in this round · Closed: unanswered calls in a row (saturating) |
 //! | 35–57 | 23 | span       | Open (the two fields above, unused while Open): a remote trip's open period in units of 2²⁴ ns (≈ 16.8 ms; up to 39 h); 0 = the backoff schedule's |
 //! | 58–63 | 6  | trips      | trips in a row (the backoff exponent), saturating at 63; cleared on Closed |
 //!
@@ -26,12 +26,12 @@
 //!
 //! | mode        | count            | successes   | trips | counted | admits                                  |
 //! |-------------|------------------|-------------|-------|---------|-----------------------------------------|
-//! | Closed      | consecutive fails | 0          | 0     | 0       | everyone (one load)                     |
+//! | Closed      | consecutive fails | unanswered | 0     | 0       | everyone (one load)                     |
 //! | Open        | span (0: local)  | span        | ≥ 1   | 0 or 1  | no one before `since + open`; then the CAS winner, as probe 1 |
 //! | HalfOpen    | probes taken ≤ P | ≤ P         | ≥ 1   | 0 or 1  | up to P probes per round                |
 //! | ForcedOpen  | 0                | 0           | kept  | 0       | no one                                  |
 //! | Disabled    | 0                | 0           | 0     | 0       | everyone; records nothing               |
-//! | MetricsOnly | consecutive fails | 0          | 0     | 0       | everyone; records and evaluates, never rejects |
+//! | MetricsOnly | consecutive fails | unanswered | 0     | 0       | everyone; records and evaluates, never rejects |
 //!
 //! `proven` and `detached` may be set in any mode and are never cleared.
 //!
@@ -74,6 +74,10 @@ pub(crate) const SUCCESS_MAX: u32 = (1 << 8) - 1;
 const SUCCESS_MASK: u64 = (SUCCESS_MAX as u64) << SUCCESS_SHIFT;
 /// While Open, count and successes together hold the open span.
 const SPAN_MASK: u64 = COUNT_MASK | SUCCESS_MASK;
+/// While Closed, count and successes hold the two runs a success ends:
+/// consecutive failures and unanswered calls. A success in a breaker with
+/// either is news and takes the slow path, which clears them.
+const RUNS_MASK: u64 = COUNT_MASK | SUCCESS_MASK;
 const SPAN_MAX: u32 = (1 << 23) - 1;
 /// The unit of an open span: 2²⁴ ns ≈ 16.8 ms.
 pub(crate) const SPAN_UNIT_NANOS: u64 = 1 << 24;
@@ -213,11 +217,12 @@ impl Snapshot {
         self.0 & MODE_MASK == State::HalfOpen.code() << MODE_SHIFT
     }
 
-    /// Closed, proven, and no failure run: a fast success has nothing to
-    /// write (invariant 8). One mask and one compare.
+    /// Closed, proven, and no run of failures or of unanswered calls: a
+    /// fast success has nothing to write (invariant 8). One mask and one
+    /// compare.
     #[inline]
     pub(crate) const fn is_settled_closed(self) -> bool {
-        self.0 & (MODE_MASK | PROVEN | COUNT_MASK) == PROVEN
+        self.0 & (MODE_MASK | PROVEN | RUNS_MASK) == PROVEN
     }
 
     /// [`is_settled_closed`](Self::is_settled_closed) in generation
@@ -228,7 +233,7 @@ impl Snapshot {
     pub(crate) const fn is_settled_closed_in(self, generation: u32) -> bool {
         // A ticket's generation was read from a word, so it fits the 29
         // bits the shift keeps.
-        self.0 & (MODE_MASK | GEN_MASK | PROVEN | COUNT_MASK)
+        self.0 & (MODE_MASK | GEN_MASK | PROVEN | RUNS_MASK)
             == PROVEN | (generation << GEN_SHIFT) as u64
     }
 
@@ -256,8 +261,20 @@ impl Snapshot {
         ((self.0 & COUNT_MASK) >> COUNT_SHIFT) as u32
     }
 
+    /// HalfOpen: fast successful probes of the round.
     pub(crate) const fn successes(self) -> u32 {
         ((self.0 & SUCCESS_MASK) >> SUCCESS_SHIFT) as u32
+    }
+
+    /// Closed / MetricsOnly: calls in a row dropped before any answer (the
+    /// `unanswered` rule); the same bits as [`successes`](Self::successes).
+    pub(crate) const fn unanswered(self) -> u32 {
+        self.successes()
+    }
+
+    /// Sets the unanswered run, saturating at [`SUCCESS_MAX`].
+    pub(crate) const fn with_unanswered(self, calls: u32) -> Snapshot {
+        self.with_successes(calls)
     }
 
     pub(crate) const fn trips(self) -> u32 {
@@ -311,6 +328,12 @@ impl Snapshot {
             successes
         };
         Snapshot((self.0 & !SUCCESS_MASK) | ((s as u64) << SUCCESS_SHIFT))
+    }
+
+    /// This word with the runs (the count and successes fields) of
+    /// `other`: for reporting the runs a decision was made on.
+    pub(crate) const fn with_runs_of(self, other: Snapshot) -> Snapshot {
+        Snapshot((self.0 & !RUNS_MASK) | (other.0 & RUNS_MASK))
     }
 
     /// Open: a remote trip's open period in units of [`SPAN_UNIT_NANOS`],
@@ -547,6 +570,13 @@ mod tests {
             "a run"
         );
         assert!(!settled.with_count(COUNT_MAX).is_settled_closed_in(GEN_MAX));
+        assert!(
+            !settled.with_unanswered(1).is_settled_closed_in(GEN_MAX),
+            "an unanswered run"
+        );
+        assert!(!settled
+            .with_unanswered(SUCCESS_MAX)
+            .is_settled_closed_in(GEN_MAX));
         let unproven = Snapshot::INITIAL.with_generation(GEN_MAX);
         assert!(!unproven.is_settled_closed_in(GEN_MAX), "never proven");
         for state in State::all().into_iter().filter(|s| *s != State::Closed) {
@@ -680,11 +710,12 @@ mod tests {
         assert!(!closed.is_settled_closed(), "not proven yet");
         assert!(closed.with_proven().is_settled_closed());
         assert!(!closed.with_proven().with_count(1).is_settled_closed());
+        assert!(!closed.with_proven().with_unanswered(1).is_settled_closed());
         assert!(!closed
             .with_proven()
             .with_state(State::MetricsOnly)
             .is_settled_closed());
-        // Trips, generation and successes do not matter.
+        // Trips and generation do not matter.
         assert!(closed
             .with_proven()
             .with_generation(9)

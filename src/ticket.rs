@@ -18,10 +18,12 @@ pub(crate) struct Ticket {
     pub(crate) start: Nanos,
     /// The generation (bits 0–31), then `probe` (bit 32), the
     /// [`RoundStart`] (bits 33–34), the trips in a row when the round
-    /// started (bits 35–40, ≤ 63) and the probe successes of a superseded
-    /// round (bits 41–48, ≤ 255). One word rather than fields, so building
-    /// a ticket from the state word is a shift and an or, not a store and
-    /// a reload.
+    /// started (bits 35–40, ≤ 63), the probe successes of a superseded
+    /// round (bits 41–48, ≤ 255), and two bits a layer sets when the
+    /// response head has come and the permit rides on with the body:
+    /// `answered` (bit 49) and whether the head came slow (bit 50). One word
+    /// rather than fields, so building a ticket from the state word is a
+    /// shift and an or, not a store and a reload.
     tag: u64,
 }
 
@@ -31,6 +33,8 @@ const TRIPS_SHIFT: u32 = 35;
 const TRIPS_MASK: u64 = 0x3f;
 const PRIOR_SHIFT: u32 = 41;
 const PRIOR_MASK: u64 = 0xff;
+const ANSWERED: u64 = 1 << 49;
+const SLOW_HEAD: u64 = 1 << 50;
 
 /// How an admission started a probe round, if it did.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -103,6 +107,37 @@ impl Ticket {
     pub(crate) const fn prior_successes(&self) -> u32 {
         ((self.tag >> PRIOR_SHIFT) & PRIOR_MASK) as u32
     }
+
+    /// The response head came at `at`, and was slow or not: from now on the
+    /// call is a stream, judged by its progress. `start` becomes the instant
+    /// of the last progress (the head, then each frame: see
+    /// [`progress_at`](Self::progress_at)), and the head's slowness is kept
+    /// for the verdict at the end.
+    #[cfg(feature = "tower")]
+    pub(crate) const fn answered(self, at: Nanos, slow: bool) -> Ticket {
+        Ticket {
+            start: at,
+            tag: self.tag | ANSWERED | if slow { SLOW_HEAD } else { 0 },
+        }
+    }
+
+    /// A stream made progress at `at` (a frame arrived).
+    #[cfg(feature = "tower")]
+    pub(crate) fn progress_at(&mut self, at: Nanos) {
+        self.start = at;
+    }
+
+    /// Whether the response head came (see [`answered`](Self::answered)).
+    #[inline]
+    pub(crate) const fn is_answered(&self) -> bool {
+        self.tag & ANSWERED != 0
+    }
+
+    /// Whether the response head came past the slow-call threshold.
+    #[inline]
+    pub(crate) const fn head_was_slow(&self) -> bool {
+        self.tag & SLOW_HEAD != 0
+    }
 }
 
 #[cfg(test)]
@@ -126,10 +161,34 @@ mod tests {
 
         let t = Ticket::new(u32::MAX, false, UNTIMED);
         assert!(!t.is_probe());
+        assert!(!t.is_answered() && !t.head_was_slow());
         assert_eq!(
             (t.generation(), t.round(), t.trips()),
             (u32::MAX, RoundStart::None, 0)
         );
+    }
+
+    #[cfg(feature = "tower")]
+    #[test]
+    fn an_answered_ticket_keeps_its_fields_and_moves_its_start() {
+        let t = Ticket::round_start(7, RoundStart::Superseded, 63, 255, Nanos::from_nanos(9));
+        let mut a = t.answered(Nanos::from_nanos(20), true);
+        assert!(a.is_answered() && a.head_was_slow());
+        assert_eq!(
+            (
+                a.generation(),
+                a.is_probe(),
+                a.round(),
+                a.trips(),
+                a.prior_successes()
+            ),
+            (7, true, RoundStart::Superseded, 63, 255)
+        );
+        assert_eq!(a.start, Nanos::from_nanos(20));
+        a.progress_at(Nanos::from_nanos(30));
+        assert_eq!(a.start, Nanos::from_nanos(30));
+        let fast = Ticket::new(1, false, Nanos::ZERO).answered(Nanos::from_nanos(5), false);
+        assert!(fast.is_answered() && !fast.head_was_slow());
     }
 
     #[test]

@@ -190,6 +190,7 @@ fn slow_rate_without_threshold_is_refused() {
 #[test]
 fn no_trip_condition_is_refused() {
     refused(Breaker::builder(), "trip condition", "consecutive_failures");
+    refused(Breaker::builder(), "trip condition", "unanswered");
     // A threshold alone is not a trip condition either.
     refused(
         Breaker::builder().slow_call_threshold(Duration::from_millis(100)),
@@ -442,4 +443,43 @@ fn abandoned_after_defaults_to_the_slow_threshold_else_the_probe_lease() {
             .abandoned_after(Duration::from_secs(2)),
     );
     assert_eq!(c.abandoned_after(), Duration::from_secs(2));
+}
+
+#[test]
+fn the_unanswered_rule_is_checked_against_the_drops_already_counted() {
+    let ms = Duration::from_millis;
+    for calls in [0, 256, u32::MAX] {
+        refused(
+            valid().unanswered(calls, ms(100)),
+            "unanswered.calls",
+            "1..=255",
+        );
+    }
+    refused(
+        valid().unanswered(5, Duration::ZERO),
+        "unanswered.after",
+        "> 0",
+    );
+    // A drop that old is already counted as abandoned (or slow): the rule
+    // would never see one.
+    let err = refused(
+        valid().abandoned_after(ms(300)).unanswered(5, ms(300)),
+        "unanswered.after",
+        "shorter than abandoned_after",
+    );
+    assert!(err.found().contains("300ms"), "{err}");
+    refused(
+        valid()
+            .slow_call_threshold(ms(200))
+            .abandoned_after(ms(900))
+            .unanswered(5, ms(250)),
+        "unanswered.after",
+        "slow-call threshold",
+    );
+    // Valid edges; and the rule alone is a trip condition.
+    let config = accepted(valid().abandoned_after(ms(300)).unanswered(255, ms(299)));
+    assert_eq!(config.unanswered(), Some((255, ms(299))));
+    let config = accepted(Breaker::builder().unanswered(1, ms(1)));
+    assert_eq!(config.unanswered(), Some((1, ms(1))));
+    assert_eq!(accepted(valid()).unanswered(), None, "off by default");
 }

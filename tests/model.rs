@@ -35,6 +35,13 @@
 //!   not after a fast success (a success can only lower a rate — except by
 //!   bringing the window up to `min_calls`, where the crate waits for the
 //!   next failure or slow call; invariant 8 keeps successes to one write).
+//! * A neutral verdict (the caller's or the client's fault) is not counted
+//!   and ends no run; a probe's frees its slot.
+//! * The unanswered rule, when on: a drop before the slow-call threshold and
+//!   `abandoned_after` but after the rule's age is *unanswered*; it extends a
+//!   run of unanswered calls that any reported success, failure or business
+//!   error ends, and that trips the breaker (`Unresponsive`) at the rule's
+//!   count; an unanswered probe fails its round (`ProbeAbandoned`).
 //! * A permit dropped without a verdict is judged by how long it was held
 //!   (the crate's table of endings): before the slow-call threshold and
 //!   `abandoned_after` it frees a probe's slot but neither counts nor ends a
@@ -42,8 +49,9 @@
 //!   them it counts as a slow call (the policy has a slow-call rate) or a
 //!   failure (it has none), and a probe fails its round; dropped while the
 //!   thread panics it is a failure. A permit whose admission did not read
-//!   the clock (`try_acquire` in CLOSED without a slow-call threshold) has no
-//!   age: its drop is neutral unless the thread panics.
+//!   the clock (`try_acquire` in CLOSED without a slow-call threshold or the
+//!   unanswered rule) has no age: its drop is neutral unless the thread
+//!   panics.
 //!
 //! # What the model chooses not to compare
 //!
@@ -115,6 +123,9 @@ struct Spec {
     probes: u32,
     lease_ms: Option<u64>,
     abandoned_after_ms: Option<u64>,
+    /// `unanswered(calls, after)`, only where valid (after shorter than
+    /// `abandoned_after` and the slow-call threshold).
+    unanswered: Option<(u32, u64)>,
     base_ms: u64,
     /// `backoff(multiplier, base × cap_factor)`, or the default (2, max(base, 300 s)).
     backoff: Option<(Multiplier, u64)>,
@@ -167,6 +178,9 @@ impl Spec {
         if let Some(a) = self.abandoned_after_ms {
             b = b.abandoned_after(Duration::from_millis(a));
         }
+        if let Some((calls, after_ms)) = self.unanswered {
+            b = b.unanswered(calls, Duration::from_millis(after_ms));
+        }
         if let Some((m, factor)) = self.backoff {
             b = b.backoff(m.as_f64(), Duration::from_millis(self.base_ms * factor));
         }
@@ -214,12 +228,14 @@ fn spec_strategy() -> impl Strategy<Value = Spec> {
             1u32..=9,
         ),
         prop::option::weighted(0.4, 1u64..=1500),
+        prop::option::weighted(0.4, (1u32..=4, any::<Index>())),
     )
         .prop_map(
             |(
                 (consecutive, failure, slow, threshold, window, min_ix, set_min),
                 (probes, lease_ms, base_ms, backoff, jitter, id, count_calls, manual, failing),
                 abandoned_after_ms,
+                unanswered,
             )| {
                 let mut s = Spec {
                     consecutive,
@@ -231,6 +247,7 @@ fn spec_strategy() -> impl Strategy<Value = Spec> {
                     probes,
                     lease_ms,
                     abandoned_after_ms,
+                    unanswered: None,
                     base_ms,
                     backoff,
                     jitter,
@@ -247,6 +264,20 @@ fn spec_strategy() -> impl Strategy<Value = Spec> {
                     && s.slow_permille.is_none()
                 {
                     s.consecutive = Some(1 + id % 3);
+                }
+                if let Some((calls, after_ix)) = unanswered {
+                    // The rule's age must be shorter than abandoned_after
+                    // and the slow-call threshold (the builder refuses it
+                    // otherwise): drawn below the shorter of the two.
+                    let lease_ms = s.lease_ms.unwrap_or(base_ms);
+                    let abandoned = s
+                        .abandoned_after_ms
+                        .or(s.slow_threshold_ms)
+                        .unwrap_or(lease_ms);
+                    let limit = s.slow_threshold_ms.map_or(abandoned, |t| t.min(abandoned));
+                    if limit > 1 {
+                        s.unanswered = Some((calls, 1 + after_ix.index(limit as usize - 1) as u64));
+                    }
                 }
                 if set_min {
                     s.min_calls = match s.window {
@@ -276,6 +307,7 @@ struct Policy {
     probes: u32,
     lease: Duration,
     abandoned_after: Duration,
+    unanswered: Option<(u32, Duration)>,
     base_ns: u128,
     multiplier: Multiplier,
     cap_ns: u128,
@@ -331,6 +363,9 @@ impl Policy {
             probes: s.probes,
             lease,
             abandoned_after,
+            unanswered: s
+                .unanswered
+                .map(|(calls, ms)| (calls, Duration::from_millis(ms))),
             base_ns,
             multiplier,
             cap_ns,
@@ -382,6 +417,7 @@ struct Ticket {
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Ending {
     Dropped,
+    Unanswered,
     AbandonedSlow,
     AbandonedFailure,
     Panicked,
@@ -400,6 +436,7 @@ struct Expected {
     at: Nanos,
     window: WindowCounts,
     consecutive_failures: u32,
+    unanswered_calls: u32,
     trips_in_a_row: u32,
     /// The un-jittered step when `to` is Open.
     open_step: Option<Duration>,
@@ -412,6 +449,8 @@ struct Model {
     generation: u32,
     /// Consecutive failures (Closed, MetricsOnly).
     run: u32,
+    /// Unanswered calls in a row (Closed, MetricsOnly).
+    unanswered: u32,
     /// Probe slots taken / fast successes in this round (HalfOpen).
     taken: u32,
     successes: u32,
@@ -432,6 +471,7 @@ impl Model {
             mode: State::Closed,
             generation: 0,
             run: 0,
+            unanswered: 0,
             taken: 0,
             successes: 0,
             trips: 0,
@@ -477,9 +517,11 @@ impl Model {
     fn enter(&mut self, to: State, reason: Reason, now: Nanos, window: WindowCounts) -> Expected {
         let from = self.mode;
         let run_before = self.run;
+        let unanswered_before = self.unanswered;
         self.mode = to;
         self.generation = self.generation.wrapping_add(1);
         self.run = 0;
+        self.unanswered = 0;
         self.taken = 0;
         self.successes = 0;
         self.since = now;
@@ -498,6 +540,7 @@ impl Model {
             at: now,
             window,
             consecutive_failures: run_before,
+            unanswered_calls: unanswered_before,
             trips_in_a_row: self.trips,
             open_step,
         }
@@ -507,7 +550,9 @@ impl Model {
     /// (`try_acquire` without a slow-call threshold), which reads the clock
     /// only outside CLOSED.
     fn acquire(&mut self, now: Nanos, timed: bool) -> (Admission, Option<Expected>) {
-        let untimed = !timed && self.p.slow_threshold.is_none();
+        // A clock-free admission reads the clock anyway when the breaker
+        // times calls or dates drops (the unanswered rule).
+        let untimed = !timed && self.p.slow_threshold.is_none() && self.p.unanswered.is_none();
         let admit = |m: &mut Model, probe: bool| {
             m.counters.admitted += 1;
             let closed = m.mode == State::Closed && !probe;
@@ -589,19 +634,23 @@ impl Model {
     }
 
     fn verdict(&mut self, t: Ticket, outcome: Outcome, now: Nanos) -> Option<Expected> {
-        let slow =
-            outcome != Outcome::Ignored && self.p.is_slow(now.saturating_duration_since(t.start));
+        let slow = !matches!(outcome, Outcome::Ignored | Outcome::Neutral)
+            && self.p.is_slow(now.saturating_duration_since(t.start));
         match outcome {
             Outcome::Success => self.counters.successes += 1,
             Outcome::Failure => self.counters.failures += 1,
             Outcome::Ignored => self.counters.ignored += 1,
+            Outcome::Neutral => self.counters.neutral += 1,
         }
         self.counters.slow += u64::from(slow);
         if t.generation != self.generation {
             return None; // stale: changes nothing
         }
         match self.mode {
+            // Neutral: not the dependency's doing, no evidence either way.
+            State::Closed | State::MetricsOnly if outcome == Outcome::Neutral => None,
             State::Closed | State::MetricsOnly => {
+                self.unanswered = 0; // an answer ends the unanswered run
                 self.record_closed(outcome == Outcome::Failure, Some(outcome), slow, now)
             }
             State::HalfOpen if t.probe => self.record_probe(outcome, slow, now),
@@ -624,6 +673,9 @@ impl Model {
                 let abandoned = held >= self.p.abandoned_after;
                 let slow = self.p.is_slow(held);
                 match (abandoned, slow) {
+                    (false, false) if matches!(self.p.unanswered, Some((_, a)) if held >= a) => {
+                        Ending::Unanswered
+                    }
                     (false, false) => Ending::Dropped,
                     (true, _) if self.p.slow_permille.is_none() => Ending::AbandonedFailure,
                     _ => Ending::AbandonedSlow,
@@ -631,12 +683,13 @@ impl Model {
             }
         };
         let slow = match ending {
-            Ending::Dropped => false,
+            Ending::Dropped | Ending::Unanswered => false,
             Ending::AbandonedSlow => true,
             _ => held.is_some_and(|h| self.p.is_slow(h)),
         };
         match ending {
             Ending::Dropped => self.counters.dropped += 1,
+            Ending::Unanswered => self.counters.unanswered += 1,
             Ending::AbandonedSlow | Ending::AbandonedFailure => self.counters.abandoned += 1,
             Ending::Panicked => self.counters.panicked += 1,
         }
@@ -646,6 +699,19 @@ impl Model {
         }
         let failure = matches!(ending, Ending::AbandonedFailure | Ending::Panicked);
         match self.mode {
+            State::Closed | State::MetricsOnly if ending == Ending::Unanswered => {
+                self.unanswered = (self.unanswered + 1).min(255);
+                let (calls, _) = self.p.unanswered.expect("only with the rule on");
+                if self.unanswered < calls {
+                    return None;
+                }
+                let w = self.window(now);
+                if self.mode == State::MetricsOnly {
+                    return Some(self.enter(State::MetricsOnly, Reason::Unresponsive, now, w));
+                }
+                self.trips = 1;
+                Some(self.enter(State::Open, Reason::Unresponsive, now, w))
+            }
             State::Closed | State::MetricsOnly if ending != Ending::Dropped => {
                 self.record_closed(failure, None, slow, now)
             }
@@ -720,7 +786,7 @@ impl Model {
     fn record_probe(&mut self, outcome: Outcome, slow: bool, now: Nanos) -> Option<Expected> {
         let z = WindowCounts::default();
         match outcome {
-            Outcome::Ignored => {
+            Outcome::Ignored | Outcome::Neutral => {
                 self.taken = self.taken.saturating_sub(1);
                 None
             }
@@ -805,6 +871,7 @@ fn op_strategy(manual: bool, failing: u32) -> BoxedStrategy<Op> {
         failing => Just(Outcome::Failure),
         10 - failing => Just(Outcome::Success),
         2 => Just(Outcome::Ignored),
+        1 => Just(Outcome::Neutral),
     ];
     let took = prop_oneof![
         3 => (0u64..=20).prop_map(Took::Ms),
@@ -919,6 +986,7 @@ impl Pair {
                     t.at,
                     t.window,
                     t.consecutive_failures,
+                    t.unanswered_calls,
                     t.trips_in_a_row,
                     t.breaker_id,
                 );
@@ -930,12 +998,13 @@ impl Pair {
                     e.at,
                     e.window,
                     e.consecutive_failures,
+                    e.unanswered_calls,
                     e.trips_in_a_row,
                     self.breaker.id(),
                 );
                 assert_eq!(
                     got, want,
-                    "transition (from, to, reason, generation, at, window, run, trips, id)"
+                    "transition (from, to, reason, generation, at, window, run, unanswered, trips, id)"
                 );
                 self.check_open_for(t.open_for, e.open_step);
                 Some(*t)
@@ -1106,6 +1175,7 @@ impl Pair {
             snap.retry_after,
             snap.window,
             snap.consecutive_failures,
+            snap.unanswered_calls,
             snap.trips_in_a_row,
             snap.calls,
         );
@@ -1117,12 +1187,13 @@ impl Pair {
                 .then(|| (m.since + m.open_for).saturating_duration_since(self.now)),
             m.window(self.now),
             m.run,
+            m.unanswered,
             m.trips,
             m.p.count_calls.then_some(m.counters),
         );
         assert_eq!(
             got, want,
-            "snapshot (state, generation, time in state, retry_after, window, run, trips, calls)"
+            "snapshot (state, generation, time in state, retry_after, window, run, unanswered, trips, calls)"
         );
         assert_eq!(self.breaker.state(), m.mode);
     }

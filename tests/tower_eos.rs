@@ -1,6 +1,6 @@
 //! Classification at the end of the response stream (`AtEnd` mode): gRPC
 //! statuses in trailers and in trailers-only heads, bodies that fail
-//! halfway, bodies dropped unread, the time a body takes, and the adapter
+//! halfway, bodies dropped unread, slowness judged at the head, and the adapter
 //! from tower-http's classifiers, through `FailFastLayer` (and, last, the
 //! keyed layer's own `classify_at_end`).
 
@@ -335,7 +335,7 @@ async fn an_empty_body_is_recorded_at_the_head() {
 }
 
 #[tokio::test]
-async fn the_call_lasts_until_the_body_ends() {
+async fn a_stream_is_slow_by_its_head_not_by_the_length_of_its_body() {
     let clock = ManualClock::new();
     let breaker = Arc::new(
         Breaker::builder()
@@ -351,6 +351,7 @@ async fn the_call_lasts_until_the_body_ends() {
         .layer(server(Arc::default(), GRPC, || {
             Scripted::default().data("m").grpc_status("0")
         }));
+    // A fast head and a body that takes its time: a healthy stream.
     let response = svc
         .ready()
         .await
@@ -358,10 +359,18 @@ async fn the_call_lasts_until_the_body_ends() {
         .call(http::Request::new(()))
         .await
         .unwrap();
-    clock.advance(Duration::from_millis(250)); // the body takes its time
+    clock.advance(Duration::from_millis(250));
     response.into_body().collect().await.unwrap();
     let window = breaker.snapshot().window;
-    assert_eq!((window.calls, window.slow, window.failures), (1, 1, 0));
+    assert_eq!((window.calls, window.slow, window.failures), (1, 0, 0));
+
+    // A head that came after the threshold: slow, however quick the body.
+    let call = svc.ready().await.unwrap().call(http::Request::new(()));
+    clock.advance(Duration::from_millis(250));
+    let response = call.await.unwrap();
+    response.into_body().collect().await.unwrap();
+    let window = breaker.snapshot().window;
+    assert_eq!((window.calls, window.slow, window.failures), (2, 1, 0));
 }
 
 #[cfg(feature = "tower-http")]

@@ -4,7 +4,7 @@ use core::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::parts::{BackoffConfig, Preset, TimeWindowConfig};
+use super::parts::{BackoffConfig, Preset, TimeWindowConfig, UnansweredConfig};
 use super::{duration, Text};
 use crate::builder::Builder;
 use crate::error::ConfigError;
@@ -76,6 +76,9 @@ pub struct BreakerConfig {
     /// [`Builder::abandoned_after`], as duration text.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub abandoned_after: Option<String>,
+    /// [`Builder::unanswered`]: `{ calls = 5, after = "250ms" }`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unanswered: Option<UnansweredConfig>,
     /// [`Builder::open_duration`], as duration text.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub open_duration: Option<String>,
@@ -168,6 +171,12 @@ impl BreakerConfig {
         if let Some(after) = &self.abandoned_after {
             b = b.abandoned_after(duration::parse("abandoned_after", after)?);
         }
+        if let Some(rule) = &self.unanswered {
+            b = b.unanswered(
+                rule.calls,
+                duration::parse("unanswered.after", &rule.after)?,
+            );
+        }
         if let Some(base) = &self.open_duration {
             b = b.open_duration(duration::parse("open_duration", base)?);
         }
@@ -221,6 +230,7 @@ impl BreakerConfig {
                 .abandoned_after
                 .clone()
                 .or_else(|| self.abandoned_after.clone()),
+            unanswered: over.unanswered.clone().or_else(|| self.unanswered.clone()),
             open_duration: over
                 .open_duration
                 .clone()
@@ -286,6 +296,9 @@ impl From<&Builder> for BreakerConfig {
             half_open_probes: changed(k.probes, default.probes),
             probe_lease: text(k.probe_lease),
             abandoned_after: text(k.abandoned_after),
+            unanswered: k
+                .unanswered
+                .map(|(calls, after)| UnansweredConfig::new(calls, duration::format(after))),
             open_duration: changed(k.open_base, default.open_base).map(duration::format),
             backoff,
             jitter: changed(k.jitter, default.jitter),

@@ -66,6 +66,36 @@ impl TimeWindowConfig {
     }
 }
 
+/// The unanswered rule ([`Builder::unanswered`](crate::Builder::unanswered)):
+/// `unanswered = { calls = 5, after = "250ms" }`, both fields required.
+///
+/// ```
+/// use failfast::config::UnansweredConfig;
+///
+/// let rule = UnansweredConfig::new(5, "250ms");
+/// assert_eq!((rule.calls, rule.after.as_str()), (5, "250ms"));
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct UnansweredConfig {
+    /// How many unanswered calls in a row trip the breaker (1..=255).
+    pub calls: u32,
+    /// How long a call must be held before its drop counts as unanswered,
+    /// as text (`"250ms"`).
+    pub after: String,
+}
+
+impl UnansweredConfig {
+    /// `calls` in a row, each held at least `after` (duration text).
+    pub fn new(calls: u32, after: impl Into<String>) -> UnansweredConfig {
+        UnansweredConfig {
+            calls,
+            after: after.into(),
+        }
+    }
+}
+
 /// How the open period grows with each trip in a row: `backoff = "off"`
 /// ([`Builder::backoff_off`](crate::Builder::backoff_off)) or
 /// `backoff = { multiplier = 2.0, cap = "5m" }`

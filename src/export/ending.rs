@@ -13,9 +13,11 @@ use core::fmt;
 /// | `slow` | ran, classified a success, at or past the slow-call threshold | a success and a slow call |
 /// | `failure` | ran and failed (or timed out in the layer) | a failure (slow too if past the threshold) |
 /// | `ignored` | ran, a business error (4xx) | nothing |
+/// | `neutral` | ran, and failed by no fault of the upstream (the caller's own resources, the client's request body) | nothing |
 /// | `rejected` | did not run: the breaker turned it away | a rejection |
-/// | `dropped` | its future was dropped early (the client went away) | nothing |
-/// | `abandoned` | its future was dropped after the slow-call threshold or `abandoned_after` | a slow call or a failure |
+/// | `dropped` | its future was dropped early (the client went away), or its stream while bytes kept coming | nothing |
+/// | `unanswered` | its future was dropped early, before any answer, after the `unanswered` rule's age | one more unanswered call in a row |
+/// | `abandoned` | its future was dropped after the slow-call threshold or `abandoned_after`, or its stream after no bytes came for `abandoned_after` | a slow call or a failure |
 /// | `panicked` | a panic unwound through it | a failure |
 ///
 /// ```
@@ -23,7 +25,10 @@ use core::fmt;
 ///
 /// // The `outcome` labels of the call duration histogram: every ending but `rejected`.
 /// let labels = Ending::TIMED.map(Ending::as_str);
-/// assert_eq!(labels, ["success", "slow", "failure", "ignored", "dropped", "abandoned", "panicked"]);
+/// assert_eq!(
+///     labels,
+///     ["success", "slow", "failure", "ignored", "neutral", "dropped", "unanswered", "abandoned", "panicked"]
+/// );
 /// // A span's OpenTelemetry status: a rejection is an error, a business error is not.
 /// assert!(Ending::Rejected.is_error());
 /// assert!(!Ending::Ignored.is_error());
@@ -40,10 +45,14 @@ pub enum Ending {
     Failure,
     /// Ran; a business error.
     Ignored,
+    /// Ran; failed by no fault of the upstream.
+    Neutral,
     /// Turned away by the breaker.
     Rejected,
     /// Given up early, without a verdict.
     Dropped,
+    /// Given up early, before any answer, after the `unanswered` rule's age.
+    Unanswered,
     /// Given up after it hung, without a verdict.
     Abandoned,
     /// A panic unwound through it.
@@ -52,25 +61,29 @@ pub enum Ending {
 
 impl Ending {
     /// Every ending, in a fixed order.
-    pub const ALL: [Ending; 8] = [
+    pub const ALL: [Ending; 10] = [
         Ending::Success,
         Ending::Slow,
         Ending::Failure,
         Ending::Ignored,
+        Ending::Neutral,
         Ending::Rejected,
         Ending::Dropped,
+        Ending::Unanswered,
         Ending::Abandoned,
         Ending::Panicked,
     ];
 
     /// The endings of admitted calls (all but `Rejected`): the `outcome`
     /// labels of the call duration histogram, in a fixed order.
-    pub const TIMED: [Ending; 7] = [
+    pub const TIMED: [Ending; 9] = [
         Ending::Success,
         Ending::Slow,
         Ending::Failure,
         Ending::Ignored,
+        Ending::Neutral,
         Ending::Dropped,
+        Ending::Unanswered,
         Ending::Abandoned,
         Ending::Panicked,
     ];
@@ -89,8 +102,10 @@ impl Ending {
             Ending::Slow => "slow",
             Ending::Failure => "failure",
             Ending::Ignored => "ignored",
+            Ending::Neutral => "neutral",
             Ending::Rejected => "rejected",
             Ending::Dropped => "dropped",
+            Ending::Unanswered => "unanswered",
             Ending::Abandoned => "abandoned",
             Ending::Panicked => "panicked",
         }
@@ -102,6 +117,21 @@ impl Ending {
             self,
             Ending::Failure | Ending::Rejected | Ending::Abandoned | Ending::Panicked
         )
+    }
+}
+
+impl Ending {
+    /// The ending of a permit dropped without a verdict, as the breaker
+    /// judged the drop.
+    #[cfg(all(feature = "tower", any(feature = "tracing", feature = "metrics")))]
+    pub(crate) fn of_drop(verdict: crate::outcome::Verdict) -> Ending {
+        use crate::outcome::Verdict;
+        match verdict {
+            Verdict::Unanswered => Ending::Unanswered,
+            Verdict::AbandonedSlow | Verdict::AbandonedFailure => Ending::Abandoned,
+            Verdict::Panicked => Ending::Panicked,
+            _ => Ending::Dropped,
+        }
     }
 }
 

@@ -24,7 +24,7 @@ fn reason_index(reason: RejectReason) -> Option<usize> {
 /// recording through them hashes no label and allocates nothing.
 pub(crate) struct Meters {
     rejected: [Counter; 3],
-    durations: Option<[Histogram; 7]>,
+    durations: Option<[Histogram; Ending::TIMED.len()]>,
 }
 
 impl Meters {

@@ -128,7 +128,9 @@ pub(crate) fn add_calls(to: &mut CallCounts, c: &CallCounts) {
         successes,
         failures,
         ignored,
+        neutral,
         dropped,
+        unanswered,
         abandoned,
         panicked,
         slow,
@@ -138,7 +140,9 @@ pub(crate) fn add_calls(to: &mut CallCounts, c: &CallCounts) {
     to.successes += successes;
     to.failures += failures;
     to.ignored += ignored;
+    to.neutral += neutral;
     to.dropped += dropped;
+    to.unanswered += unanswered;
     to.abandoned += abandoned;
     to.panicked += panicked;
     to.slow += slow;

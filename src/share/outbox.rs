@@ -176,6 +176,7 @@ mod tests {
             breaker_id: 7,
             window: WindowCounts::default(),
             consecutive_failures: 0,
+            unanswered_calls: 0,
             probe_successes: 0,
             trips_in_a_row: 1,
             open_for,

@@ -327,7 +327,7 @@ impl<S, Req, Cl, C> Service<Req> for Eject<S, Cl, C>
 where
     S: Service<Req>,
     S::Error: Into<BoxError>,
-    Cl: Classify<S::Response, S::Error> + Clone,
+    Cl: Classify<S::Response, BoxError> + Clone,
     C: Clock,
 {
     type Response = S::Response;

@@ -31,6 +31,12 @@ impl<Eos, K, C: Clock> Pending<Eos, K, C> {
         let outcome = classify(self.eos);
         self.permit.record(outcome, None, self.reporter.as_deref());
     }
+
+    /// A frame arrived: the stream is making progress now. One clock read
+    /// per frame, and only while a verdict is pending.
+    fn progress(&mut self) {
+        self.permit.progress_now();
+    }
 }
 
 pin_project! {
@@ -43,7 +49,16 @@ pin_project! {
     /// | yields a trailers frame | what [`ClassifyEos::classify_eos`] says of the trailers |
     /// | ends without trailers (or says [`is_end_stream`](Body::is_end_stream) after its last data frame) | `classify_eos(None)` |
     /// | yields an error | [`ClassifyEos::classify_body_error`] (a failure by default) |
-    /// | is dropped before its end (the client went away) | nothing: the call counts as ignored, and a probe frees its slot |
+    /// | is dropped before its end while bytes kept coming (the client went away) | nothing: neutral, and a probe frees its slot |
+    /// | is dropped before its end after no bytes came for `abandoned_after` or more (the upstream stalled) | as a call abandoned after it hung: a slow call when the policy has a slow-call rate, else a failure; a probe's round fails |
+    ///
+    /// A stream is judged by its progress, not its age: from the head on,
+    /// each frame restarts the time a drop is judged by (one clock read per
+    /// frame, only while the verdict is pending), so a long download, a
+    /// server-streaming RPC or an event stream that a client cancels after
+    /// minutes of healthy bytes counts for nothing. Whether the call was
+    /// slow is decided at the head (the time to the response head against
+    /// the slow-call threshold), not by the length of the body.
     ///
     /// When the head decided (a trailers-only gRPC response, a 5xx), or the
     /// body was empty to begin with, the verdict was recorded at the head and
@@ -122,7 +137,7 @@ where
     ) -> Poll<Option<Result<Frame<B::Data>, B::Error>>> {
         let mut this = self.project();
         let frame = ready!(this.inner.as_mut().poll_frame(cx));
-        let Some(pending) = this.pending.take() else {
+        let Some(mut pending) = this.pending.take() else {
             return Poll::Ready(frame);
         };
         match &frame {
@@ -130,7 +145,10 @@ where
                 Some(trailers) => pending.settle(|eos| eos.classify_eos(Some(trailers))),
                 // A consumer may stop polling once the body says it ended.
                 None if this.inner.is_end_stream() => pending.settle(|eos| eos.classify_eos(None)),
-                None => *this.pending = Some(pending),
+                None => {
+                    pending.progress();
+                    *this.pending = Some(pending);
+                }
             },
             Some(Err(_)) => pending.settle(ClassifyEos::classify_body_error),
             None => pending.settle(|eos| eos.classify_eos(None)),
@@ -161,15 +179,15 @@ type Carried<B, Eos, C, K> = http::Response<PermitBody<B, Eos, C, K>>;
 
 /// What an [`AtEnd`] response future does with a resolved call: record the
 /// head's verdict now, or move the permit into the body.
-fn hand_off<B, E, G, C, K>(
+fn hand_off<B, G, C, K>(
     classify: &G,
-    result: Result<http::Response<B>, E>,
+    result: Result<http::Response<B>, BoxError>,
     permit: Option<Held<K, C>>,
     reporter: Option<Arc<Reporter<K>>>,
-) -> Result<Carried<B, G::Eos, C, K>, E>
+) -> Result<Carried<B, G::Eos, C, K>, BoxError>
 where
     B: Body,
-    G: ClassifyStream<B, E>,
+    G: ClassifyStream<B, BoxError>,
     C: Clock,
 {
     let Some(permit) = permit else {
@@ -192,10 +210,16 @@ where
             pending.settle(|eos| eos.classify_eos(None));
             Ok(response.map(PermitBody::passing))
         }
-        Ok(response) => Ok(response.map(|inner| PermitBody {
-            inner,
-            pending: Some(pending),
-        })),
+        Ok(response) => {
+            // The head came: from here the call is a stream, judged by its
+            // progress (and slow or not by the time to this head).
+            let mut pending = pending;
+            pending.permit.answered_now();
+            Ok(response.map(|inner| PermitBody {
+                inner,
+                pending: Some(pending),
+            }))
+        }
         Err(err) => {
             // No body to wait for: the classifier deferred an error.
             pending.settle(ClassifyEos::classify_body_error);
@@ -209,7 +233,7 @@ where
     F: Future<Output = Result<http::Response<B>, E>>,
     E: Into<BoxError>,
     B: Body,
-    G: ClassifyStream<B, E>,
+    G: ClassifyStream<B, BoxError>,
     C: Clock,
 {
     type Output = Result<Carried<B, G::Eos, C, K>, BoxError>;

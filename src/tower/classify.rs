@@ -1,25 +1,40 @@
 //! Turning a service's result into an [`Outcome`]: [`Classify`],
-//! [`DefaultClassifier`] and [`HttpClassifier`].
+//! [`DefaultClassifier`] and [`HttpClassifier`], and who an error is the
+//! fault of ([`FaultFn`]).
+
+use core::fmt;
+use std::error::Error;
 
 use http::StatusCode;
+use tower::BoxError;
 
 use super::stream::{ClassifyStream, HeadOutcome, Verdict};
+use crate::fault::Fault;
 use crate::outcome::Outcome;
 
 /// Decides what a call's result means to the breaker.
 ///
 /// Any `Fn(&Result<T, E>) -> Outcome` classifies; so do [`DefaultClassifier`]
-/// (`Ok` = success, `Err` = failure) and [`HttpClassifier`].
+/// (`Ok` = success, an upstream's `Err` = failure) and [`HttpClassifier`].
+///
+/// The layers convert the inner service's error into a [`BoxError`] before
+/// they classify (they return it boxed anyway), so a classifier in a layer
+/// sees `Result<S::Response, BoxError>` and can read the error's `source()`
+/// chain: who failed the call ([`Fault::of`]), a downcast to the client's
+/// own error types.
 ///
 /// ```
 /// use failfast::tower::Classify;
-/// use failfast::Outcome;
+/// use failfast::{Fault, Outcome};
+/// use tower::BoxError;
 ///
 /// // A gRPC-ish status carried in the response: 8 (RESOURCE_EXHAUSTED) is a soft failure.
-/// let classify = |r: &Result<u32, std::io::Error>| match r {
+/// let classify = |r: &Result<u32, BoxError>| match r {
 ///     Ok(0) => Outcome::Success,
-///     Ok(8) | Err(_) => Outcome::Failure,
+///     Ok(8) => Outcome::Failure,
 ///     Ok(_) => Outcome::Ignored,
+///     Err(e) if Fault::of(&**e).is_upstream() => Outcome::Failure,
+///     Err(_) => Outcome::Neutral, // the proxy's own fault, or its client's
 /// };
 /// assert_eq!(classify.classify(&Ok(8)), Outcome::Failure);
 /// ```
@@ -37,29 +52,56 @@ where
     }
 }
 
-/// `Ok` is a success, `Err` a failure ([`Outcome::of_result`]).
+/// Who an error is the fault of: [`Fault::of`] by default; give a shipped
+/// classifier your own (`HttpClassifier::new().fault(..)`) to recognise an
+/// error type it cannot see through.
+pub type FaultFn = fn(&(dyn Error + 'static)) -> Fault;
+
+/// What an error from the service counts as: `upstream` when `fault` blames
+/// the upstream, else [`Outcome::Neutral`] (the caller's own side or its
+/// client's: not the dependency's doing, and not evidence it is up).
+pub(crate) fn outcome_of_error(fault: FaultFn, error: &BoxError, upstream: Outcome) -> Outcome {
+    if fault(&**error).is_upstream() {
+        upstream
+    } else {
+        Outcome::Neutral
+    }
+}
+
+/// `Ok` is a success; an `Err` is a failure when it is the upstream's fault
+/// ([`Fault::of`]) and neutral when it is not (the proxy out of file
+/// descriptors, a client's broken request body).
 ///
 /// ```
 /// use failfast::tower::{Classify, DefaultClassifier};
-/// use failfast::Outcome;
+/// use failfast::{DownstreamError, Outcome};
+/// use tower::BoxError;
 ///
-/// assert_eq!(DefaultClassifier.classify(&Ok::<_, ()>(503)), Outcome::Success); // it reads no status
-/// assert_eq!(DefaultClassifier.classify(&Err::<(), _>("reset")), Outcome::Failure);
+/// let ok: Result<u16, BoxError> = Ok(503);
+/// assert_eq!(DefaultClassifier.classify(&ok), Outcome::Success); // it reads no status
+/// let reset: Result<(), BoxError> = Err(std::io::Error::from(std::io::ErrorKind::ConnectionReset).into());
+/// assert_eq!(DefaultClassifier.classify(&reset), Outcome::Failure);
+/// let broken_upload: Result<(), BoxError> = Err(DownstreamError::failed("bad chunk").into());
+/// assert_eq!(DefaultClassifier.classify(&broken_upload), Outcome::Neutral);
 /// ```
 #[derive(Copy, Clone, Debug, Default)]
 pub struct DefaultClassifier;
 
-impl<T, E> Classify<T, E> for DefaultClassifier {
-    fn classify(&self, result: &Result<T, E>) -> Outcome {
-        Outcome::of_result(result)
+impl<T> Classify<T, BoxError> for DefaultClassifier {
+    fn classify(&self, result: &Result<T, BoxError>) -> Outcome {
+        match result {
+            Ok(_) => Outcome::Success,
+            Err(e) => outcome_of_error(Fault::of, e, Outcome::Failure),
+        }
     }
 }
 
-/// Classifies `Result<http::Response<B>, E>`.
+/// Classifies `Result<http::Response<B>, BoxError>`.
 ///
 /// | result | default outcome | set with |
 /// |---|---|---|
-/// | `Err(_)`: connection refused or reset, timeout, protocol error | failure | [`errors`](Self::errors) |
+/// | `Err(_)` the upstream's fault: connection refused or reset, timeout, protocol error | failure | [`errors`](Self::errors) |
+/// | `Err(_)` not the upstream's fault: the caller out of file descriptors or buffers, the client's request body broken or stalled | neutral | [`fault`](Self::fault) decides whose fault it is |
 /// | 5xx | failure | [`server_errors`](Self::server_errors) |
 /// | 429 Too Many Requests | failure (the upstream asks for less load) | [`too_many_requests`](Self::too_many_requests) |
 /// | other 4xx | ignored (the upstream answered: a business error) | [`client_errors`](Self::client_errors) |
@@ -69,25 +111,55 @@ impl<T, E> Classify<T, E> for DefaultClassifier {
 /// ```
 /// use failfast::tower::{Classify, HttpClassifier};
 /// use failfast::Outcome;
+/// use tower::BoxError;
 ///
 /// let classify = HttpClassifier::new().status(404, Outcome::Failure);
-/// let response = |code: u16| Ok::<_, ()>(http::Response::builder().status(code).body(()).unwrap());
+/// let response = |code: u16| Ok::<_, BoxError>(http::Response::builder().status(code).body(()).unwrap());
 /// assert_eq!(classify.classify(&response(200)), Outcome::Success);
 /// assert_eq!(classify.classify(&response(422)), Outcome::Ignored);
 /// assert_eq!(classify.classify(&response(429)), Outcome::Failure);
 /// assert_eq!(classify.classify(&response(404)), Outcome::Failure);
 /// assert_eq!(classify.classify(&response(503)), Outcome::Failure);
-/// assert_eq!(classify.classify(&Err::<http::Response<()>, _>(())), Outcome::Failure);
+/// let refused: BoxError = std::io::Error::from(std::io::ErrorKind::ConnectionRefused).into();
+/// assert_eq!(classify.classify(&Err::<http::Response<()>, _>(refused)), Outcome::Failure);
 /// ```
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[derive(Copy, Clone)]
 pub struct HttpClassifier {
     successes: Outcome,
     client_errors: Outcome,
     too_many_requests: Outcome,
     server_errors: Outcome,
     errors: Outcome,
+    fault: FaultFn,
     overrides: [(u16, Outcome); HttpClassifier::MAX_OVERRIDES],
     len: usize,
+}
+
+impl PartialEq for HttpClassifier {
+    fn eq(&self, other: &Self) -> bool {
+        self.successes == other.successes
+            && self.client_errors == other.client_errors
+            && self.too_many_requests == other.too_many_requests
+            && self.server_errors == other.server_errors
+            && self.errors == other.errors
+            && core::ptr::fn_addr_eq(self.fault, other.fault)
+            && self.overrides[..self.len] == other.overrides[..other.len]
+    }
+}
+
+impl Eq for HttpClassifier {}
+
+impl fmt::Debug for HttpClassifier {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HttpClassifier")
+            .field("successes", &self.successes)
+            .field("client_errors", &self.client_errors)
+            .field("too_many_requests", &self.too_many_requests)
+            .field("server_errors", &self.server_errors)
+            .field("errors", &self.errors)
+            .field("overrides", &&self.overrides[..self.len])
+            .finish_non_exhaustive()
+    }
 }
 
 impl Default for HttpClassifier {
@@ -108,6 +180,7 @@ impl HttpClassifier {
             too_many_requests: Outcome::Failure,
             server_errors: Outcome::Failure,
             errors: Outcome::Failure,
+            fault: Fault::of,
             overrides: [(0, Outcome::Ignored); HttpClassifier::MAX_OVERRIDES],
             len: 0,
         }
@@ -137,9 +210,41 @@ impl HttpClassifier {
         self
     }
 
-    /// The outcome of an `Err` from the service (no response at all).
+    /// The outcome of an `Err` from the service (no response at all) that
+    /// is the upstream's fault; an error that is not (see
+    /// [`fault`](Self::fault)) is neutral.
     pub const fn errors(mut self, outcome: Outcome) -> Self {
         self.errors = outcome;
+        self
+    }
+
+    /// Who an `Err` from the service is the fault of (default [`Fault::of`]:
+    /// the error's `source()` chain read for a [`DownstreamError`] and for
+    /// local I/O resources running out). An error blamed on anyone but the
+    /// upstream is [`Outcome::Neutral`].
+    ///
+    /// ```
+    /// use failfast::tower::{Classify, HttpClassifier};
+    /// use failfast::{Fault, Outcome};
+    /// use tower::BoxError;
+    ///
+    /// #[derive(Debug)]
+    /// struct QuotaExceeded; // the caller's own rate limiter refused to send
+    /// impl std::fmt::Display for QuotaExceeded {
+    ///     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result { f.write_str("quota") }
+    /// }
+    /// impl std::error::Error for QuotaExceeded {}
+    ///
+    /// let classify = HttpClassifier::new().fault(|e| {
+    ///     if e.is::<QuotaExceeded>() { Fault::Local } else { Fault::of(e) }
+    /// });
+    /// let err: Result<http::Response<()>, BoxError> = Err(QuotaExceeded.into());
+    /// assert_eq!(classify.classify(&err), Outcome::Neutral);
+    /// ```
+    ///
+    /// [`DownstreamError`]: crate::DownstreamError
+    pub const fn fault(mut self, fault: FaultFn) -> Self {
+        self.fault = fault;
         self
     }
 
@@ -179,11 +284,11 @@ impl HttpClassifier {
     }
 }
 
-impl<B, E> Classify<http::Response<B>, E> for HttpClassifier {
-    fn classify(&self, result: &Result<http::Response<B>, E>) -> Outcome {
+impl<B> Classify<http::Response<B>, BoxError> for HttpClassifier {
+    fn classify(&self, result: &Result<http::Response<B>, BoxError>) -> Outcome {
         match result {
             Ok(response) => self.classify_status(response.status()),
-            Err(_) => self.errors,
+            Err(e) => outcome_of_error(self.fault, e, self.errors),
         }
     }
 }
@@ -192,10 +297,10 @@ impl<B, E> Classify<http::Response<B>, E> for HttpClassifier {
 /// body fails before its end counts as the classifier's
 /// [`errors`](HttpClassifier::errors) outcome (a failure by default). A
 /// failing status is recorded at the head; there is nothing to wait for.
-impl<B, E> ClassifyStream<B, E> for HttpClassifier {
+impl<B> ClassifyStream<B, BoxError> for HttpClassifier {
     type Eos = HeadOutcome;
 
-    fn classify_head(&self, result: &Result<http::Response<B>, E>) -> Verdict<HeadOutcome> {
+    fn classify_head(&self, result: &Result<http::Response<B>, BoxError>) -> Verdict<HeadOutcome> {
         match result {
             Ok(response) => match self.classify_status(response.status()) {
                 Outcome::Failure => Verdict::Ready(Outcome::Failure),
@@ -204,7 +309,7 @@ impl<B, E> ClassifyStream<B, E> for HttpClassifier {
                     body_error: self.errors,
                 }),
             },
-            Err(_) => Verdict::Ready(self.errors),
+            Err(e) => Verdict::Ready(outcome_of_error(self.fault, e, self.errors)),
         }
     }
 }

@@ -3,14 +3,17 @@
 
 use ::tower_http::classify::{ClassifiedResponse, ClassifyEos as TowerHttpEos, ClassifyResponse};
 use http::HeaderMap;
+use tower::BoxError;
 
-use super::classify::Classify;
+use super::classify::{outcome_of_error, Classify};
 use super::stream::{ClassifyEos, ClassifyStream, Verdict};
+use crate::fault::Fault;
 use crate::outcome::Outcome;
 
 /// Uses a `tower_http::classify::ClassifyResponse` (tower-http 0.7) to
 /// classify calls: its `Ok` is a success, its failure class a failure, an
-/// `Err` from the service a failure. tower-http has no "ignored".
+/// `Err` from the service a failure when it is the upstream's fault
+/// ([`Fault::of`]) and neutral when it is not. tower-http has no "ignored".
 ///
 /// With [`FailFastLayer::classify_at_end`](super::FailFastLayer::classify_at_end)
 /// a response it classifies at the end of the stream (`RequiresEos`, e.g.
@@ -24,7 +27,7 @@ use crate::outcome::Outcome;
 /// use tower_http::classify::{ServerErrorsAsFailures, StatusInRangeAsFailures};
 ///
 /// let classify = FromTowerHttp::new(ServerErrorsAsFailures::new());
-/// let response = |code: u16| Ok::<_, ()>(http::Response::builder().status(code).body(()).unwrap());
+/// let response = |code: u16| Ok::<_, tower::BoxError>(http::Response::builder().status(code).body(()).unwrap());
 /// assert_eq!(classify.classify(&response(200)), Outcome::Success);
 /// assert_eq!(classify.classify(&response(404)), Outcome::Success);
 /// assert_eq!(classify.classify(&response(503)), Outcome::Failure);
@@ -55,34 +58,34 @@ fn outcome<F>(result: Result<(), F>) -> Outcome {
 }
 
 /// Head only: `RequiresEos` counts as a success.
-impl<T, B, E> Classify<http::Response<B>, E> for FromTowerHttp<T>
+impl<T, B> Classify<http::Response<B>, BoxError> for FromTowerHttp<T>
 where
     T: ClassifyResponse + Clone,
 {
-    fn classify(&self, result: &Result<http::Response<B>, E>) -> Outcome {
+    fn classify(&self, result: &Result<http::Response<B>, BoxError>) -> Outcome {
         match result {
             Ok(response) => match self.0.clone().classify_response(response) {
                 ClassifiedResponse::Ready(result) => outcome(result),
                 ClassifiedResponse::RequiresEos(_) => Outcome::Success,
             },
-            Err(_) => Outcome::Failure,
+            Err(e) => outcome_of_error(Fault::of, e, Outcome::Failure),
         }
     }
 }
 
-impl<T, B, E> ClassifyStream<B, E> for FromTowerHttp<T>
+impl<T, B> ClassifyStream<B, BoxError> for FromTowerHttp<T>
 where
     T: ClassifyResponse + Clone,
 {
     type Eos = FromTowerHttp<T::ClassifyEos>;
 
-    fn classify_head(&self, result: &Result<http::Response<B>, E>) -> Verdict<Self::Eos> {
+    fn classify_head(&self, result: &Result<http::Response<B>, BoxError>) -> Verdict<Self::Eos> {
         match result {
             Ok(response) => match self.0.clone().classify_response(response) {
                 ClassifiedResponse::Ready(result) => Verdict::Ready(outcome(result)),
                 ClassifiedResponse::RequiresEos(eos) => Verdict::AtEndOfStream(FromTowerHttp(eos)),
             },
-            Err(_) => Verdict::Ready(Outcome::Failure),
+            Err(e) => Verdict::Ready(outcome_of_error(Fault::of, e, Outcome::Failure)),
         }
     }
 }

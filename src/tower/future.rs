@@ -33,8 +33,9 @@ pin_project! {
 pin_project! {
     /// The response future of every failfast layer: a rejection ready at
     /// once, or the inner call with its permit, recorded when it resolves
-    /// (or when its deadline fires). Dropped early, the permit counts as
-    /// ignored.
+    /// (or when its deadline fires). Dropped before it resolves, its permit
+    /// is judged as a drop (the table "How every call ends" on the crate's
+    /// front page): neutral when early, counted when late.
     ///
     /// `M` is when the verdict is taken: [`AtHead`] (the default), or
     /// [`AtEnd`](super::AtEnd), where a response whose head cannot tell
@@ -57,7 +58,7 @@ pin_project! {
     /// let err = svc.call(2).await.unwrap_err(); // ready at once, the service untouched
     /// assert!(err.is::<Rejected>());
     ///
-    /// drop(svc.call(3)); // a future dropped before it resolves records nothing
+    /// drop(svc.call(3)); // a future dropped at once records nothing
     /// # Ok(())
     /// # }
     /// ```
@@ -150,7 +151,7 @@ impl<F, Cl, C, K, T, E> Future for ResponseFuture<F, Cl, C, K>
 where
     F: Future<Output = Result<T, E>>,
     E: Into<BoxError>,
-    Cl: Classify<T, E>,
+    Cl: Classify<T, BoxError>,
     C: Clock,
 {
     type Output = Result<T, BoxError>;
@@ -167,18 +168,19 @@ where
 
 impl<F, Cl, C: Clock, K, M> ResponseFuture<F, Cl, C, K, M> {
     /// Polls the call. When it resolves, `finish` gets the classifier, the
-    /// result, the permit (`None` when unguarded) and the reporter, and
-    /// decides what the caller receives; at the deadline the permit records
-    /// a failure here.
+    /// result with its error boxed (what the caller receives anyway, and
+    /// what a classifier reads the error's source chain from), the permit
+    /// (`None` when unguarded) and the reporter, and decides what the
+    /// caller receives; at the deadline the permit records a failure here.
     pub(super) fn poll_call<T, E, U>(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         finish: impl FnOnce(
             &Cl,
-            Result<T, E>,
+            Result<T, BoxError>,
             Option<Held<K, C>>,
             Option<Arc<Reporter<K>>>,
-        ) -> Result<U, E>,
+        ) -> Result<U, BoxError>,
     ) -> Poll<Result<U, BoxError>>
     where
         F: Future<Output = Result<T, E>>,
@@ -206,8 +208,8 @@ impl<F, Cl, C: Clock, K, M> ResponseFuture<F, Cl, C, K, M> {
         };
         if let Poll::Ready(result) = polled {
             let permit = this.permit.take();
-            let result = finish(this.classify, result, permit, this.reporter.take());
-            return Poll::Ready(result.map_err(Into::into));
+            let result = result.map_err(Into::into);
+            return Poll::Ready(finish(this.classify, result, permit, this.reporter.take()));
         }
         if let Some(deadline) = this.deadline.as_pin_mut() {
             ready!(deadline.poll(cx));

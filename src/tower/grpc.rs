@@ -1,10 +1,14 @@
 //! [`GrpcClassifier`]: a gRPC call's status, from the response headers
 //! (trailers-only responses) or the trailers.
 
-use http::{HeaderMap, StatusCode};
+use core::fmt;
 
-use super::classify::Classify;
+use http::{HeaderMap, StatusCode};
+use tower::BoxError;
+
+use super::classify::{outcome_of_error, Classify, FaultFn};
 use super::stream::{ClassifyEos, ClassifyStream, Verdict};
+use crate::fault::Fault;
 use crate::outcome::Outcome;
 
 /// The header (or trailer) that carries a gRPC call's status code.
@@ -44,7 +48,8 @@ pub const GRPC_STATUS: &str = "grpc-status";
 /// | 14 | `UNAVAILABLE` | **failure** | down, draining, or unreachable |
 /// | 15 | `DATA_LOSS` | **failure** | unrecoverable loss on the server |
 /// | 16 | `UNAUTHENTICATED` | ignored | the caller's credentials |
-/// | — | `Err` from the service (no response), or a body that fails halfway | **failure** | set with [`errors`](Self::errors) |
+/// | — | `Err` from the service (no response) that is the upstream's fault, or a body that fails halfway | **failure** | set with [`errors`](Self::errors) |
+/// | — | `Err` from the service that is not the upstream's fault (the caller's own resources, the client's request body: [`fault`](Self::fault)) | neutral | |
 ///
 /// Without a `grpc-status`:
 ///
@@ -61,7 +66,7 @@ pub const GRPC_STATUS: &str = "grpc-status";
 ///
 /// let classify = GrpcClassifier::new().code(12, Outcome::Failure); // UNIMPLEMENTED counts here
 /// let trailers_only = |code: &str| {
-///     Ok::<_, ()>(http::Response::builder().header("grpc-status", code).body(()).unwrap())
+///     Ok::<_, tower::BoxError>(http::Response::builder().header("grpc-status", code).body(()).unwrap())
 /// };
 /// assert_eq!(classify.classify(&trailers_only("0")), Outcome::Success);
 /// assert_eq!(classify.classify(&trailers_only("14")), Outcome::Failure);
@@ -69,10 +74,30 @@ pub const GRPC_STATUS: &str = "grpc-status";
 /// assert_eq!(classify.classify(&trailers_only("12")), Outcome::Failure);
 /// assert_eq!(classify.classify_code(8), Outcome::Failure);
 /// ```
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[derive(Copy, Clone)]
 pub struct GrpcClassifier {
     codes: [Outcome; GrpcClassifier::CODES],
     errors: Outcome,
+    fault: FaultFn,
+}
+
+impl PartialEq for GrpcClassifier {
+    fn eq(&self, other: &Self) -> bool {
+        self.codes == other.codes
+            && self.errors == other.errors
+            && core::ptr::fn_addr_eq(self.fault, other.fault)
+    }
+}
+
+impl Eq for GrpcClassifier {}
+
+impl fmt::Debug for GrpcClassifier {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GrpcClassifier")
+            .field("codes", &self.codes)
+            .field("errors", &self.errors)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Default for GrpcClassifier {
@@ -101,6 +126,7 @@ impl GrpcClassifier {
             //     0  1  2  3  4  5  6  7  8  9 10 11 12 13 14 15 16
             codes: [S, I, F, I, F, I, I, I, F, I, I, I, I, F, F, F, I],
             errors: F,
+            fault: Fault::of,
         }
     }
 
@@ -119,10 +145,19 @@ impl GrpcClassifier {
         self
     }
 
-    /// The outcome of an `Err` from the service (no response at all) and of
-    /// a response body that fails before its end.
+    /// The outcome of an `Err` from the service (no response at all) that
+    /// is the upstream's fault, and of a response body that fails before its
+    /// end.
     pub const fn errors(mut self, outcome: Outcome) -> Self {
         self.errors = outcome;
+        self
+    }
+
+    /// Who an `Err` from the service is the fault of (default [`Fault::of`]);
+    /// one blamed on anyone but the upstream is [`Outcome::Neutral`]. As
+    /// [`HttpClassifier::fault`](super::HttpClassifier::fault).
+    pub const fn fault(mut self, fault: FaultFn) -> Self {
+        self.fault = fault;
         self
     }
 
@@ -185,27 +220,27 @@ fn code_of_http_status(status: StatusCode) -> u32 {
 
 /// Head only: the `grpc-status` of a trailers-only response, or the HTTP
 /// status; a response whose status is still to come is a success.
-impl<B, E> Classify<http::Response<B>, E> for GrpcClassifier {
-    fn classify(&self, result: &Result<http::Response<B>, E>) -> Outcome {
+impl<B> Classify<http::Response<B>, BoxError> for GrpcClassifier {
+    fn classify(&self, result: &Result<http::Response<B>, BoxError>) -> Outcome {
         match result {
             Ok(response) => self
                 .classify_head_only(response)
                 .unwrap_or(self.codes[OK as usize]),
-            Err(_) => self.errors,
+            Err(e) => outcome_of_error(self.fault, e, self.errors),
         }
     }
 }
 
-impl<B, E> ClassifyStream<B, E> for GrpcClassifier {
+impl<B> ClassifyStream<B, BoxError> for GrpcClassifier {
     type Eos = GrpcEos;
 
-    fn classify_head(&self, result: &Result<http::Response<B>, E>) -> Verdict<GrpcEos> {
+    fn classify_head(&self, result: &Result<http::Response<B>, BoxError>) -> Verdict<GrpcEos> {
         match result {
             Ok(response) => match self.classify_head_only(response) {
                 Some(outcome) => Verdict::Ready(outcome),
                 None => Verdict::AtEndOfStream(GrpcEos(*self)),
             },
-            Err(_) => Verdict::Ready(self.errors),
+            Err(e) => Verdict::Ready(outcome_of_error(self.fault, e, self.errors)),
         }
     }
 }
@@ -216,7 +251,7 @@ impl<B, E> ClassifyStream<B, E> for GrpcClassifier {
 /// use failfast::tower::{ClassifyEos, ClassifyStream, GrpcClassifier, Verdict};
 /// use failfast::Outcome;
 ///
-/// let head = Ok::<_, ()>(http::Response::new(()));
+/// let head = Ok::<_, tower::BoxError>(http::Response::new(()));
 /// let Verdict::AtEndOfStream(eos) = GrpcClassifier::new().classify_head(&head) else { panic!() };
 /// assert_eq!(eos.classify_eos(None), Outcome::Failure); // no status at all: INTERNAL
 /// ```

@@ -557,7 +557,7 @@ where
     S::Error: Into<BoxError>,
     K: Hash + Eq + Send + Sync + 'static,
     Kf: KeyFn<Req, Key = K>,
-    Cl: Classify<S::Response, S::Error> + Clone,
+    Cl: Classify<S::Response, BoxError> + Clone,
     H: BuildHasher,
     C: Clock,
 {
@@ -583,7 +583,7 @@ where
     S::Error: Into<BoxError>,
     K: Hash + Eq + Send + Sync + 'static,
     Kf: KeyFn<Req, Key = K>,
-    G: ClassifyStream<B, S::Error> + Clone,
+    G: ClassifyStream<B, BoxError> + Clone,
     H: BuildHasher,
     C: Clock,
 {

@@ -306,7 +306,7 @@ impl<S, Req, Cl, C> Service<Req> for FailFast<S, Cl, C>
 where
     S: Service<Req>,
     S::Error: Into<BoxError>,
-    Cl: Classify<S::Response, S::Error> + Clone,
+    Cl: Classify<S::Response, BoxError> + Clone,
     C: Clock,
 {
     type Response = S::Response;
@@ -327,7 +327,7 @@ where
     S: Service<Req, Response = http::Response<B>>,
     S::Error: Into<BoxError>,
     B: http_body::Body,
-    G: ClassifyStream<B, S::Error> + Clone,
+    G: ClassifyStream<B, BoxError> + Clone,
     C: Clock,
 {
     type Response = http::Response<PermitBody<B, G::Eos, C>>;

@@ -120,6 +120,7 @@ mod balance;
 mod body;
 mod classify;
 mod clock;
+mod downstream;
 mod fallback;
 #[cfg(feature = "tower-http")]
 mod from_tower_http;
@@ -141,8 +142,9 @@ pub use authority::{
 };
 pub use balance::{Eject, EjectLayer, DEFAULT_RECHECK};
 pub use body::PermitBody;
-pub use classify::{Classify, DefaultClassifier, HttpClassifier};
+pub use classify::{Classify, DefaultClassifier, FaultFn, HttpClassifier};
 pub use clock::TokioClock;
+pub use downstream::DownstreamBody;
 pub use fallback::{
     is_stale, mark_stale, unavailable, Fallback, FallbackFuture, FallbackLayer, OnRejected,
     Recover, Stale, WithRequest, CACHE_STATUS_STALE,

@@ -62,7 +62,7 @@ pub struct AtEnd;
 /// use failfast::tower::{ClassifyStream, GrpcClassifier, Verdict};
 /// use failfast::Outcome;
 ///
-/// let trailers_only = Ok::<_, ()>(
+/// let trailers_only = Ok::<_, tower::BoxError>(
 ///     http::Response::builder().header("grpc-status", "14").body(()).unwrap(),
 /// );
 /// assert_eq!(GrpcClassifier::new().classify_head(&trailers_only), Verdict::Ready(Outcome::Failure));
@@ -113,7 +113,7 @@ pub enum Verdict<Eos> {
 ///     }
 /// }
 ///
-/// let ok = Ok::<_, ()>(http::Response::new(()));
+/// let ok = Ok::<_, tower::BoxError>(http::Response::new(()));
 /// assert!(matches!(WholeBody.classify_head(&ok), Verdict::AtEndOfStream(_)));
 /// ```
 pub trait ClassifyStream<B, E> {
@@ -130,7 +130,7 @@ pub trait ClassifyStream<B, E> {
 /// use failfast::tower::{ClassifyEos, GrpcClassifier, ClassifyStream, Verdict};
 /// use failfast::Outcome;
 ///
-/// let head = Ok::<_, ()>(http::Response::new(()));
+/// let head = Ok::<_, tower::BoxError>(http::Response::new(()));
 /// let Verdict::AtEndOfStream(eos) = GrpcClassifier::new().classify_head(&head) else { panic!() };
 /// let mut trailers = http::HeaderMap::new();
 /// trailers.insert("grpc-status", "14".parse().unwrap()); // UNAVAILABLE
@@ -158,7 +158,7 @@ pub trait ClassifyEos {
 /// use failfast::tower::{ClassifyEos, ClassifyStream, HttpClassifier, Verdict};
 /// use failfast::Outcome;
 ///
-/// let ok = Ok::<_, ()>(http::Response::new(()));
+/// let ok = Ok::<_, tower::BoxError>(http::Response::new(()));
 /// let Verdict::AtEndOfStream(eos) = HttpClassifier::new().classify_head(&ok) else { panic!() };
 /// assert_eq!(eos.classify_eos(None), Outcome::Success);
 /// assert_eq!(eos.classify_body_error(), Outcome::Failure);

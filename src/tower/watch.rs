@@ -157,6 +157,18 @@ mod off {
             self.permit.started_at()
         }
 
+        /// The response head came now: the call is a stream from here.
+        pub(crate) fn answered_now(&mut self) {
+            let now = self.permit.breaker().now();
+            self.permit.answered_at(now);
+        }
+
+        /// The stream made progress now.
+        pub(crate) fn progress_now(&mut self) {
+            let now = self.permit.breaker().now();
+            self.permit.progress_at(now);
+        }
+
         #[inline(always)]
         pub(crate) fn record(
             self,
@@ -535,8 +547,8 @@ mod on {
             #[cfg(not(feature = "tracing"))]
             let _ = begun;
             Held::Watched(WatchedPermit {
-                permit: Some(permit),
                 watched: Watched {
+                    admitted_at: permit.started_at(),
                     #[cfg(feature = "metrics")]
                     watch: watch.times_calls().then(|| watch.clone()),
                     #[cfg(feature = "tracing")]
@@ -546,6 +558,7 @@ mod on {
                     #[cfg(not(feature = "metrics"))]
                     _key: core::marker::PhantomData,
                 },
+                permit: Some(permit),
             })
         }
 
@@ -626,6 +639,9 @@ mod on {
 
     /// Where a call's end is recorded.
     struct Watched<K> {
+        /// When the call was admitted: the permit's own start moves with a
+        /// stream's progress, the call's duration does not.
+        admitted_at: Nanos,
         /// The watch, when the duration histogram needs it at the end.
         #[cfg(feature = "metrics")]
         watch: Option<Arc<Watch<K>>>,
@@ -695,6 +711,29 @@ mod on {
             }
         }
 
+        fn permit_mut(&mut self) -> Option<&mut LayerPermit<K, C>> {
+            match self {
+                Held::Bare(permit) => Some(permit),
+                Held::Watched(w) => w.permit.as_mut(),
+            }
+        }
+
+        /// The response head came now: the call is a stream from here.
+        pub(crate) fn answered_now(&mut self) {
+            if let Some(permit) = self.permit_mut() {
+                let now = permit.breaker().now();
+                permit.answered_at(now);
+            }
+        }
+
+        /// The stream made progress now.
+        pub(crate) fn progress_now(&mut self) {
+            if let Some(permit) = self.permit_mut() {
+                let now = permit.breaker().now();
+                permit.progress_at(now);
+            }
+        }
+
         #[cfg(feature = "tracing")]
         pub(super) fn enter(&self) {
             if let Held::Watched(w) = self {
@@ -744,24 +783,17 @@ mod on {
         #[cold]
         fn dropped(watched: &Watched<K>, permit: LayerPermit<K, C>) {
             let breaker: &Breaker<C> = permit.breaker();
-            let start = permit.started_at();
+            let start = watched.admitted_at;
             let (ending, end) = if std::thread::panicking() {
                 // A clock of the caller's that panics now would abort the
                 // process: the call then goes unmeasured.
                 let now = || breaker.try_now().ok();
                 (Ending::Panicked, watched.times().then(now).flatten())
             } else {
+                // The breaker's own judgement of the drop, so the ending
+                // names what the breaker counts.
                 let now = breaker.now();
-                let held = now.saturating_duration_since(start);
-                let config = breaker.config();
-                let late = held >= config.abandoned_after()
-                    || config.slow_call_threshold().is_some_and(|t| held >= t);
-                let ending = if late {
-                    Ending::Abandoned
-                } else {
-                    Ending::Dropped
-                };
-                (ending, Some(now))
+                (Ending::of_drop(permit.judge_drop_at(now, false)), Some(now))
             };
             if std::thread::panicking() {
                 // A subscriber or recorder that panicked now would abort
@@ -788,14 +820,13 @@ mod on {
         let breaker: &Breaker<C> = permit.breaker();
         let threshold = breaker.config().slow_call_threshold();
         let end = at.or_else(|| (threshold.is_some() || watched.times()).then(|| breaker.now()));
-        let start = permit.started_at();
+        let start = watched.admitted_at;
         let ending = match outcome {
-            Outcome::Success => match (threshold, end) {
-                (Some(t), Some(end)) if end.saturating_duration_since(start) >= t => Ending::Slow,
-                _ => Ending::Success,
-            },
+            Outcome::Success if permit.is_slow_at(end) => Ending::Slow,
+            Outcome::Success => Ending::Success,
             Outcome::Failure => Ending::Failure,
             Outcome::Ignored => Ending::Ignored,
+            Outcome::Neutral => Ending::Neutral,
         };
         watched.ended(ending, permit.breaker(), start, end);
         permit.record_reporting(outcome, end, reporter);
