@@ -6,7 +6,8 @@
 //! runs it (`chaos/specs.rs`: consecutive failures, count and time windows,
 //! failure and slow-call rates, one to four probes, `abandoned_after` above
 //! and below the slow-call threshold, jitter, backoff off, gentle, steep and
-//! at its one-day cap), first on one thread, then on four.
+//! at its one-day cap), first on one thread, then on four. Its clock-free
+//! part also runs against tower-resilience-circuitbreaker and recloser.
 //!
 //! # What it asserts
 //!
@@ -70,15 +71,63 @@
 //! The default run is CI's (`cargo test --all-features` runs it; `.ci/run`
 //! needs no step of its own): 10,000 cycles on one thread (2,000 per
 //! configuration), 1,000,000 operations on four threads (200,000 per
-//! configuration, about 9,000 cycles in all). In a debug build on this
-//! project's two-core host, with a load average of 8 from other builds,
-//! the two tests took 4.4 s and 2.7 s alone.
+//! configuration, about 9,000 cycles in all), 20,000 steps per peer run.
+//! In a debug build on this project's two-core host, with a load average
+//! of 8 from other builds, the three tests took 4.4 s, 2.7 s and 0.6 s
+//! alone, and `cargo test --test chaos` 8 s of wall time (the tests run
+//! side by side).
 //!
 //! * `FAILFAST_CHAOS_SEED=<u64 or 0x…>`: another seed (the default is
 //!   fixed). A failure prints its seed, the step and the last actions.
 //! * `FAILFAST_CHAOS_CYCLES=<n>`: the single-threaded cycles; the threads'
 //!   operations scale with it (× 100). A long run:
 //!   `FAILFAST_CHAOS_CYCLES=200000 cargo test --release --test chaos`.
+//!
+//! # The peers under the same chaos
+//!
+//! `chaos/peers.rs` drives failfast, `tower-resilience-circuitbreaker`
+//! 0.14 and `recloser` 1.4 through one driver: every call a future whose
+//! inner call the test answers later, never, with a panic, or drops; one
+//! probe at a time in half-open; three failures trip. The peers read
+//! `Instant` and take no clock, so their waits are zero (half-open at the
+//! next call) or an hour; failfast's clock is moved past its open period
+//! where theirs needs nothing. `peers_under_the_same_chaos` measures this
+//! table and fails if a cell differs (the random rows' counts with the
+//! default seed only):
+//!
+//! | the same chaos, on one breaker of each | failfast | tower-resilience-circuitbreaker 0.14 | recloser 1.4 |
+//! |---|---|---|---|
+//! | 200 callers right after a trip: admitted at once (limit 1) | 1 | 1 | 200 |
+//! | a probe hangs, never answered or dropped; after its lease (failfast's: the peers have none), 200 callers: admitted | 200 | 0 | 200 |
+//! | a cancelled probe frees its slot for the next call | yes | yes | yes |
+//! | a probe that panics reopens the breaker | yes | no | no |
+//! | a probe whose classifier panics (on its error) reopens the breaker | yes | no | no |
+//! | calls admitted before the trip succeed while the probe is out; the probe then fails: the next call is admitted | no | yes | yes |
+//! | random, open for an hour: calls admitted after one was turned away | 0 | 0 | 0 |
+//! | random, zero wait: most calls admitted in one half-open round in flight at once | 1 | 1 | n/a |
+//! | random, zero wait: of 40 quiet checkpoints, how many turned the next call away | 0 | 2 | 0 |
+//!
+//! What the rows say:
+//!
+//! * All three reject everything while open, and tower-resilience keeps its
+//!   half-open limit under cancellations (a cancelled probe gives its
+//!   semaphore permit back). recloser has no limit on calls in flight in
+//!   half-open: `half_open_len` counts results, and every caller is
+//!   admitted until that many have come back.
+//! * tower-resilience wedges on a hung probe: its half-open state holds a
+//!   permit per probe and never consults a clock (`Circuit::try_acquire`),
+//!   so with the probe neither answered nor dropped every later call is
+//!   turned away until some other call records a result. The random row's
+//!   two checkpoints each found a probe still out (hung, or not answered
+//!   yet), which no quiet time ends; failfast's lease ended every such
+//!   round. recloser does not wedge, having no limit to hold.
+//! * Neither peer counts a panic: a panic inside the call or in the
+//!   classifier unwinds past the code that records results, so the round
+//!   stays open (tower-resilience gives the permit back) as if the probe
+//!   had never run.
+//! * Neither peer has generations: a call admitted before the trip that
+//!   succeeds during the half-open round counts as the round's result and
+//!   closes the breaker, and the real probe's failure then lands in Closed.
 //!
 //! # Found
 //!
@@ -96,6 +145,8 @@ use failfast::{Breaker, ManualClock, Nanos, Reason, Transition, MAX_DURATION};
 mod invariants;
 #[path = "chaos/logical.rs"]
 mod logical;
+#[path = "chaos/peers.rs"]
+mod peers;
 #[path = "chaos/specs.rs"]
 mod specs;
 #[path = "chaos/support.rs"]
@@ -205,6 +256,117 @@ fn threads_racing_on_every_policy() {
         }
     }
     assert!(cycles > 0);
+}
+
+/// The peer table in this file's docs: its rows by their first cell.
+fn documented_peer_table() -> Vec<(String, [String; 3])> {
+    include_str!("chaos.rs")
+        .lines()
+        .filter_map(|l| l.strip_prefix("//! | "))
+        .filter(|l| !l.starts_with("the same chaos") && !l.starts_with("---"))
+        .map(|l| {
+            let cells: Vec<String> = l
+                .trim_end_matches('|')
+                .split(" | ")
+                .map(|c| c.trim().to_string())
+                .collect();
+            assert_eq!(cells.len(), 4, "{l}");
+            let [row, a, b, c] = <[String; 4]>::try_from(cells).unwrap();
+            (row, [a, b, c])
+        })
+        .collect()
+}
+
+#[test]
+fn peers_under_the_same_chaos() {
+    let seed = support::seed();
+    let _report = support::Trail::<()>::new("the peers", seed);
+    let s = peers::scripted_all();
+    let r = peers::random_all(seed, 20_000);
+    let cells = |f: &dyn Fn(usize) -> String| [f(0), f(1), f(2)];
+    let measured: Vec<(&str, [String; 3])> = vec![
+        (
+            "200 callers right after a trip",
+            cells(&|i| s[i].half_open_at_once.clone()),
+        ),
+        ("a probe hangs", cells(&|i| s[i].after_a_hung_probe.clone())),
+        (
+            "a cancelled probe",
+            cells(&|i| s[i].cancelled_probe_frees.clone()),
+        ),
+        (
+            "a probe that panics",
+            cells(&|i| s[i].panicking_probe_reopens.clone()),
+        ),
+        (
+            "a probe whose classifier panics",
+            cells(&|i| s[i].panicking_classifier_reopens.clone()),
+        ),
+        (
+            "calls admitted before the trip",
+            cells(&|i| s[i].late_success_changes_half_open.clone()),
+        ),
+        (
+            "random, open for an hour",
+            cells(&|i| r[i].admitted_while_open.to_string()),
+        ),
+        (
+            "random, zero wait: most calls",
+            cells(&|i| {
+                r[i].most_in_half_open
+                    .map_or("n/a".into(), |n| n.to_string())
+            }),
+        ),
+        (
+            "random, zero wait: of 40",
+            cells(&|i| r[i].turned_away_after_quiet.to_string()),
+        ),
+    ];
+    let table = documented_peer_table();
+    eprintln!("measured (failfast, tower-resilience, recloser):");
+    for (row, got) in &measured {
+        eprintln!("  {row}: {got:?}");
+    }
+    for r in &r {
+        eprintln!("  random, zero wait: {r:?}");
+    }
+    assert_eq!(
+        table.len(),
+        measured.len(),
+        "one documented row per measurement"
+    );
+    for ((row, got), (doc_row, documented)) in measured.iter().zip(&table) {
+        assert!(
+            doc_row.starts_with(row),
+            "row order: {doc_row:?} is not {row:?}"
+        );
+        if row.starts_with("random, zero wait: of 40") && seed != support::DEFAULT_SEED {
+            continue; // which checkpoints find a hung probe depends on the seed
+        }
+        assert_eq!(
+            got, documented,
+            "{row}: the module docs' table is out of date"
+        );
+    }
+    // What each guarantees, whatever the seed: nothing admitted while open;
+    // failfast and tower-resilience keep their half-open limit; failfast
+    // never turns a call away after a quiet time.
+    for (i, r) in r.iter().enumerate() {
+        assert_eq!(r.admitted_while_open, 0, "breaker {i}");
+        assert!(
+            r.most_in_half_open.is_none_or(|n| n <= 1),
+            "breaker {i}: {r:?}"
+        );
+        assert!(r.admitted > 0 && r.hung > 0, "breaker {i}: {r:?}");
+    }
+    assert_eq!(
+        r[0].turned_away_after_quiet, 0,
+        "failfast after a quiet time"
+    );
+    assert!(
+        r[0].most_in_half_open.is_some(),
+        "failfast was half-open with callers"
+    );
 }
 
 /// **Bug, found by the threads (spec `backoff_at_the_cap`, default seed):
