@@ -132,9 +132,9 @@
 //!
 //! # Found
 //!
-//! The threads found that a trip by consecutive failures can report a run
-//! shorter than the threshold: `a_consecutive_trip_reports_the_run_it_tripped_on`,
-//! ignored until it is fixed (its docs have the sequence).
+//! The threads found that a trip by consecutive failures could report a run
+//! shorter than the threshold: `a_consecutive_trip_reports_the_run_it_tripped_on`
+//! has the sequence. Fixed: a trip reports the runs it was decided on.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -388,7 +388,6 @@ fn peers_under_the_same_chaos() {
 /// it was decided on. Two threads, one failing and one succeeding, show it
 /// within milliseconds (debug or release).
 #[test]
-#[ignore = "bug: a racing success makes a consecutive-failures trip report a run below K (see the docs)"]
 fn a_consecutive_trip_reports_the_run_it_tripped_on() {
     let short: Arc<Mutex<Vec<Transition>>> = Arc::default();
     let trips = Arc::new(AtomicU64::new(0));

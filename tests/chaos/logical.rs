@@ -181,7 +181,7 @@ pub fn run(spec: &Spec, seed: u64, stream: u64, cycles: u64) -> (Chain, Tally) {
     let mut run = Run {
         breaker: Arc::new(breaker),
         fast: Spec::fast_limit(&config),
-        chain: Chain::new(&config, false),
+        chain: Chain::new(&config),
         config,
         latest: clock.now(),
         clock,
@@ -275,6 +275,8 @@ impl Run {
             Outcome::Failure
         } else if roll < 95 {
             Outcome::Success
+        } else if roll < 97 {
+            Outcome::Neutral
         } else {
             Outcome::Ignored
         }
@@ -749,7 +751,8 @@ impl Run {
     }
 
     /// A probe of the current round ended: a failure or a panic reopens the
-    /// breaker; a drop or an ignored call frees its slot; a success keeps it.
+    /// breaker; a drop, an ignored or a neutral call frees its slot; a
+    /// success keeps it.
     fn end_probe(&mut self, plan: Plan, before: &BreakerSnapshot, transition: Option<Transition>) {
         assert_eq!(before.state, State::HalfOpen);
         assert_eq!(self.round.generation, before.generation);
@@ -764,13 +767,13 @@ impl Run {
                 outcome: Some(Outcome::Failure),
             } => assert_eq!(reason, Some(Reason::ProbeFailed), "{plan:?}"),
             Plan::Verdict {
-                outcome: Outcome::Ignored,
+                outcome: Outcome::Ignored | Outcome::Neutral,
                 ..
             }
             | Plan::Hang {
-                outcome: Some(Outcome::Ignored),
+                outcome: Some(Outcome::Ignored | Outcome::Neutral),
             } => {
-                assert_eq!(reason, None, "an ignored probe decides nothing");
+                assert_eq!(reason, None, "an ignored or neutral probe decides nothing");
                 self.round.taken -= 1;
             }
             Plan::Cancel | Plan::Hang { outcome: None } => match reason {
@@ -877,15 +880,18 @@ impl Run {
             }
         }
         if ran.get() && before.state != State::Closed {
-            // A probe: a fast success keeps its slot, an ignored call frees
-            // it, anything else ended the round.
+            // A probe: a fast success keeps its slot, an ignored or neutral
+            // call frees it, anything else ended the round.
             let still = after.state == State::HalfOpen && after.generation == self.round.generation;
             if still {
                 assert!(
-                    matches!(outcome, Outcome::Ignored | Outcome::Success) && !panicking,
+                    matches!(
+                        outcome,
+                        Outcome::Ignored | Outcome::Neutral | Outcome::Success
+                    ) && !panicking,
                     "{outcome:?} left the round open"
                 );
-                if outcome == Outcome::Ignored {
+                if matches!(outcome, Outcome::Ignored | Outcome::Neutral) {
                     self.round.taken -= 1;
                 }
             }
