@@ -49,6 +49,7 @@ needs!(tower_layers, "tower", "needs --features tower");
 needs!(tower_eos, "tower", "needs --features tower");
 needs!(faults, "tower", "needs --features tower");
 needs!(unanswered, "tower", "needs --features tower");
+needs!(stream_progress, "tower", "needs --features tower");
 needs!(hostile_clients, "tower", "needs --features tower");
 needs!(hostile_keys, "tower", "needs --features tower");
 needs!(key_normalisation, "tower", "needs --features tower");
