@@ -30,6 +30,7 @@
 //! |---|---|---|
 //! | `sync` | the loom shim: the only place atomics and locks are named, and the crate's internal `Arc` | — |
 //! | `outcome` | [`Outcome`](crate::Outcome) (a caller's verdict) and `Verdict` (how a call ended, drops included) | — |
+//! | `fault` | [`Fault`](crate::Fault) (who failed a call, read off an error's source chain) and [`DownstreamError`](crate::DownstreamError) | — |
 //! | `clock` | [`Nanos`](crate::Nanos), [`Clock`](crate::Clock), the three clocks | sync |
 //! | `state` | the packed word (`Snapshot`), [`State`](crate::State), `StateCell` and its one update loop | sync, clock |
 //! | `ticket` | what an admission hands its permit: two words | clock |
@@ -58,9 +59,10 @@
 //! One `AtomicU64` per breaker; the layout table is in `src/state.rs`: mode
 //! (3 bits), generation (29), three flags — `detached`, `proven`, `counted`
 //! — a count (15: consecutive failures while Closed, probe slots taken while
-//! HalfOpen), probe successes (8), trips in a row (6). While Open the count
-//! and successes bits hold an *open span* instead (a remote trip's period, in
-//! units of 2²⁴ ns). Beside the word, the *stamp* holds the instant the
+//! HalfOpen), probe successes (8; while Closed, the run of unanswered calls),
+//! trips in a row (6). While Open the count and successes bits hold an *open
+//! span* instead (a remote trip's period, in units of 2²⁴ ns), so snapshots
+//! and transitions read the runs only from Closed and MetricsOnly. Beside the word, the *stamp* holds the instant the
 //! current state began (the trip while Open, the round start while
 //! HalfOpen), in two `AtomicU64` slots indexed by the generation's parity.
 //! A breaker is 48 bytes: the word, the two slots, a thin pointer to its
@@ -143,8 +145,9 @@
 //!    dropped early it frees its probe slot at once and counts for nothing;
 //!    dropped after the slow-call threshold or `abandoned_after` (a caller
 //!    gave up on a hung call) it counts against the dependency, and a
-//!    probe's round fails; dropped while the thread panics it is a failure.
-//!    User code — observers, hooks — runs only after a transition is
+//!    probe's round fails; with the unanswered rule, early but after its
+//!    age, it extends the run of unanswered calls; dropped while the thread
+//!    panics it is a failure. User code — observers, hooks — runs only after a transition is
 //!    published and outside every CAS loop; if an observer of a round start
 //!    panics, the probe slot its admission took is given back as the panic
 //!    unwinds.
@@ -155,7 +158,8 @@
 //!    and every time-taking method has an `_at(now)` twin.
 //! 8. **Closed success is cheap.** Admission in Closed is one atomic load.
 //!    Recording a success is at most one read-modify-write (the window's), and
-//!    none with the consecutive-failures policy alone when no run is pending.
+//!    none with the consecutive-failures policy alone when no run (of
+//!    failures or unanswered calls) is pending.
 //!    CAS loops happen only on transitions and on counts that change (a run of
 //!    failures, a probe slot).
 //!
@@ -205,8 +209,9 @@
 //!   while panicking it is a failure. The policy decides (`Config::judge_drop`,
 //!   pure); the breaker reads the clock on this path only, never on a
 //!   verdict. A permit from a clock-free admission (`try_acquire` in CLOSED
-//!   without a slow-call threshold) has no age, so its drop is neutral: the
-//!   success path of the plainest breaker keeps its single load.
+//!   without a slow-call threshold or the unanswered rule) has no age, so its
+//!   drop is neutral: the success path of the plainest breaker keeps its
+//!   single load.
 //! * **An abandoned call counts as slow, not failed, when the policy has a
 //!   slow-call rate**: the slow-call rate already counts a hung call against
 //!   the dependency, and counting it as a failure too would report the
@@ -307,6 +312,54 @@
 //!   match on all three in every call, and a wildcard arm there would hide a
 //!   mistake rather than a future variant (for an answer, a new kind passed
 //!   off unlabelled).
+//!
+//! # The door: who failed, and what silence means
+//!
+//! The tower layers, the keyed registry and the integrations stand between
+//! a request and its breaker, and judge how each call ended before the
+//! breaker counts it.
+//!
+//! * **Only the upstream's doing counts against it.** An error's `source()`
+//!   chain says whose it is ([`Fault::of`](crate::Fault::of)): a
+//!   [`DownstreamError`](crate::DownstreamError) anywhere (a client's request
+//!   body that broke, stalled or grew too large, marked by `DownstreamBody`,
+//!   feature `tower`) is the client's; an I/O error of a local resource
+//!   running out (`EMFILE`, `ENFILE`, `ENOBUFS`, memory, local ports) is the
+//!   caller's; anything else is the upstream's. The shipped classifiers
+//!   record the first two as [`Outcome::Neutral`](crate::Outcome::Neutral):
+//!   not counted, and — unlike `Ignored`, which proves the upstream
+//!   answered — ending no run, so a client mixing broken requests into a
+//!   failing upstream's traffic cannot keep it closed. The layers box the
+//!   inner error before they classify (they return it boxed anyway), so
+//!   every classifier can read the chain; recognising another client
+//!   library's errors needs no dependency of ours: its errors wrap the
+//!   body's error or the connector's `io::Error`, and a classifier's `fault`
+//!   hook can add more.
+//! * **Silence is evidence.** A hung upstream behind clients more impatient
+//!   than the slow-call threshold sees only early drops, each neutral. The
+//!   unanswered rule ([`Builder::unanswered`](crate::Builder::unanswered))
+//!   counts drops before any answer, held at least its age, in a run kept
+//!   in the state word's successes bits while Closed; any answer ends it,
+//!   and `calls` in a row trip the breaker ([`Reason::Unresponsive`](crate::Reason::Unresponsive)).
+//!   The state is written only by those drops: the settled-success test
+//!   masks the run with the failure run, so a healthy success is the same
+//!   load and compare as before, and the first success after a run ends it
+//!   on the slower path once (as the first success after a failure does).
+//!   The loom model `loom-tests/tests/unanswered.rs` races a drop that would
+//!   complete the run against a success that would end it, and two drops
+//!   against each other.
+//! * **A stream is judged by its progress.** A response whose head came is
+//!   *answered* (two bits of the permit's ticket: answered, and whether the
+//!   head was slow); from then each frame restarts the time a drop is
+//!   judged by, so a body dropped while bytes flow is neutral however long
+//!   it ran, and one that delivered nothing for `abandoned_after` counts as
+//!   abandoned. Slowness is the time to the head. The progress stamp lives
+//!   in the body that carries the permit, owned by one task: no atomic, so
+//!   no loom model (one clock read per frame while a verdict is pending).
+//! * **A trip reports what it was decided on**: the window's counts and the
+//!   runs of the word the decision read, not those of the word its CAS
+//!   replaced, which a racing success of the same generation may have
+//!   changed (found by the chaos harness, `tests/chaos.rs`).
 //!
 //! # Many breakers
 //!

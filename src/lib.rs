@@ -44,26 +44,32 @@
 //!
 //! | how the call ended | in CLOSED | a half-open probe |
 //! |---|---|---|
-//! | a verdict: [`success`](Permit::success), [`failure`](Permit::failure), [`record`](Permit::record) | counted as reported; slow if it took the slow-call threshold | a fast success counts toward closing; a failure or a slow success reopens |
-//! | [`ignore`](Permit::ignore) (a business error: 4xx, a declined card) | not counted; ends a run of consecutive failures | frees its slot |
-//! | dropped early: sooner than the slow-call threshold and [`abandoned_after`](Builder::abandoned_after) | neutral: not counted, a failure run stays | frees its slot at once |
+//! | a verdict: [`success`](Permit::success), [`failure`](Permit::failure), [`record`](Permit::record) | counted as reported; slow if it took the slow-call threshold; ends a run of unanswered calls | a fast success counts toward closing; a failure or a slow success reopens |
+//! | [`ignore`](Permit::ignore) (a business error: 4xx, a declined card) | not counted; ends a run of consecutive failures (and of unanswered calls) | frees its slot |
+//! | [`Outcome::Neutral`]: not the dependency's doing — the caller out of file descriptors or buffers, the client's request body broken, stalled or too large (what the shipped classifiers record for such errors: [`Fault::of`]) | not counted; ends no run | frees its slot |
+//! | dropped early: sooner than the slow-call threshold, [`abandoned_after`](Builder::abandoned_after) and the unanswered rule's age | neutral: not counted, runs stay | frees its slot at once |
+//! | dropped early, before any answer, after the unanswered rule's age ([`Builder::unanswered`], off by default) | one more unanswered call; `calls` of them in a row, with no answer between, trip the breaker ([`Reason::Unresponsive`]) | fails the round ([`Reason::ProbeAbandoned`]) |
 //! | dropped late: after the slow-call threshold or `abandoned_after` (the caller gave up on a hung call) | a slow call if the policy has a slow-call rate, else a failure | fails the round ([`Reason::ProbeAbandoned`]); the next open period is one backoff step longer |
+//! | a response stream (the tower layers' `classify_at_end`) dropped after its head while bytes kept coming | neutral, however long it ran | frees its slot |
+//! | a response stream dropped after no bytes came for `abandoned_after` | as dropped late | fails the round ([`Reason::ProbeAbandoned`]) |
 //! | a panic while the permit is held (in [`Breaker::call`], [`Breaker::call_async`], the tower layers) | a failure; the panic goes on unchanged | fails the round ([`Reason::ProbeFailed`]) |
 //! | the tower layer's own `timeout` fires | a failure *and* a slow call, at the deadline | fails the round |
-//! | a timeout outside the layer (`ServiceBuilder::timeout` before it, `tokio::time::timeout` around `call_async`) | as a drop: late → counted, early → neutral | as a drop |
+//! | a timeout outside the layer (`ServiceBuilder::timeout` before it, `tokio::time::timeout` around `call_async`) | as a drop: late → counted, early → neutral (or unanswered) | as a drop |
 //!
 //! `abandoned_after` defaults to the slow-call threshold, else the probe
 //! lease: set it below the timeouts your callers apply from outside. A drop
 //! can be judged only if the admission read the clock: `call_async`, the
 //! tower layers, half-open probes, `_at(now)` admissions and breakers with a
-//! slow-call threshold always do; a plain [`Breaker::try_acquire`] on a
-//! breaker that times nothing skips that read (it is the cheapest path), so
-//! its drop is neutral. An observer or hook that panics runs after the
-//! transition is complete and outside every CAS loop: the panic reaches the
-//! caller, the breaker keeps the state it reached, and a probe slot taken by
-//! the admission that ran the observer is given back. A [`Clock`] of your own
-//! that panics reaches the caller the same way, and never aborts the process
-//! from a drop (a permit's, a registry handle's, a layer's): a call whose drop
+//! slow-call threshold or the unanswered rule always do; a plain
+//! [`Breaker::try_acquire`] on a breaker that times nothing skips that read
+//! (it is the cheapest path), so its drop is neutral. A stream is slow or
+//! not by the time to its response head, never by the length of its body.
+//! An observer or hook that panics runs after the transition is complete
+//! and outside every CAS loop: the panic reaches the caller, the breaker
+//! keeps the state it reached, and a probe slot taken by the admission that
+//! ran the observer is given back. A [`Clock`] of your own that panics
+//! reaches the caller the same way, and never aborts the process from a
+//! drop (a permit's, a registry handle's, a layer's): a call whose drop
 //! cannot read the clock either is neutral and frees its probe slot at once;
 //! one whose drop can is judged as a panic (a failure). A success reported
 //! through [`Permit::success`] or [`Permit::record`] whose clock read panics
@@ -149,6 +155,9 @@ mod error;
 #[cfg_attr(docsrs, doc(cfg(any(feature = "tracing", feature = "metrics"))))]
 pub mod export;
 mod fallback;
+// Its docs link to `tower::DownstreamBody`, which exists with feature
+// `tower` (as on docs.rs); without it, a plain `cargo doc` need not warn.
+#[cfg_attr(not(feature = "tower"), allow(rustdoc::broken_intra_doc_links))]
 mod fault;
 mod machine;
 mod observe;

@@ -216,7 +216,8 @@ impl<S, Cl: Clone, C: Clock, M> Layer<S> for FailFastLayer<Cl, C, M> {
 ///   next call.
 /// * Admitted, the permit moves into the [`ResponseFuture`], which records
 ///   the classified result when the inner future resolves, or a failure at
-///   the deadline, or nothing (ignored) if it is dropped first. In
+///   the deadline; dropped first, its permit is judged as a drop (neutral
+///   when early, counted when late: the crate's table of endings). In
 ///   [`AtEnd`] mode a response whose head cannot tell carries the permit on
 ///   in its body, a [`PermitBody`].
 ///

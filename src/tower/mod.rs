@@ -10,21 +10,36 @@
 //! In every layer the permit (an [`OwnedPermit`](crate::OwnedPermit), or for
 //! [`KeyedLayer`] one holding the registry handle) travels into the
 //! response future and the verdict is recorded there, when the inner future
-//! resolves, through a [`Classify`] (default: `Ok` = success, `Err` =
-//! failure; [`HttpClassifier`] for HTTP). A response future dropped before it
-//! resolves (the client went away) drops its permit: the call counts as
-//! *ignored* and frees its probe slot (invariant 5).
+//! resolves, through a [`Classify`] (default: `Ok` = success, an `Err` that
+//! is the upstream's fault = failure, any other `Err` = neutral, see
+//! [`Fault`](crate::Fault); [`HttpClassifier`] for HTTP). A response future
+//! dropped before it resolves (the client went away, an outer timeout fired)
+//! drops its permit, which is judged by its age (the table "How every call
+//! ends" on the crate's front page): early it is neutral and frees its probe
+//! slot (invariant 5); late it counts against the upstream; with the
+//! unanswered rule, early but after the rule's age it is unanswered.
 //!
 //! The verdict is taken when the response *head* arrives; a slow body is not
 //! timed. [`FailFastLayer::classify_at_end`] takes it at the end of the body
-//! instead, when the head cannot tell (see [`AtEnd`]).
+//! instead, when the head cannot tell (see [`AtEnd`]); the body is then
+//! judged by its progress, not its age.
+//!
+//! # Who failed
+//!
+//! The layers box the inner service's error before they classify it, so a
+//! classifier reads its `source()` chain. The shipped classifiers count an
+//! error against the upstream only when [`Fault::of`](crate::Fault::of)
+//! blames it: the caller's own resources running out (`EMFILE`, `ENOBUFS`)
+//! and a client's request body that broke, stalled or grew too large
+//! ([`DownstreamBody`] marks them) are [`Outcome::Neutral`](crate::Outcome::Neutral),
+//! so a client cannot open a healthy upstream's breaker with broken uploads.
 //!
 //! # Classifiers
 //!
 //! | classifier | reads | when |
 //! |---|---|---|
 //! | [`DefaultClassifier`] | `Ok` / `Err` | head |
-//! | [`HttpClassifier`] | the HTTP status (5xx, 429 fail; other 4xx ignored) | head; with [`AtEnd`], a body that fails halfway is a failure |
+//! | [`HttpClassifier`] | the HTTP status (5xx, 429 fail; other 4xx ignored); an `Err` by who caused it | head; with [`AtEnd`], a body that fails halfway is a failure |
 //! | [`GrpcClassifier`] | `grpc-status` (see its table) | head (trailers-only responses); with [`AtEnd`], the trailers |
 //! | `FromTowerHttp` (feature `tower-http`) | any `tower_http::classify::ClassifyResponse` | head; with [`AtEnd`], its `ClassifyEos` |
 //! | any `Fn(&Result<T, E>) -> Outcome` | anything | head |
@@ -78,7 +93,7 @@
 //!             Ok(response)
 //!         }
 //!         // A request we could not even build says nothing about the server.
-//!         Err(e) if e.is_builder() => Err(e.into()), // the permit drops: ignored
+//!         Err(e) if e.is_builder() => Err(e.into()), // the permit drops: neutral
 //!         Err(e) => {
 //!             permit.record(Outcome::Failure); // connect, timeout, reset
 //!             Err(e.into())
