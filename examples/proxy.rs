@@ -591,7 +591,8 @@ pub struct Upstream {
     pub mode: Arc<AtomicU64>,
 }
 
-/// Starts an upstream on 127.0.0.1 (ephemeral port) answering per `mode`.
+/// Starts an upstream on 127.0.0.1 (ephemeral port) answering per `mode`,
+/// once it has read the request's body.
 pub async fn upstream(mode: u64) -> io::Result<Upstream> {
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
@@ -608,10 +609,13 @@ pub async fn upstream(mode: u64) -> io::Result<Upstream> {
             let (h, o, m) = (h.clone(), o.clone(), m.clone());
             o.fetch_add(1, Ordering::SeqCst);
             tokio::spawn(async move {
-                let service = hyper::service::service_fn(move |_req: Request<Incoming>| {
+                let service = hyper::service::service_fn(move |req: Request<Incoming>| {
                     h.fetch_add(1, Ordering::SeqCst);
                     let mode = m.load(Ordering::SeqCst);
                     async move {
+                        // Reads the whole request body first, as a server
+                        // handling an upload does.
+                        let _ = req.into_body().collect().await;
                         let status = match mode {
                             HEALTHY => StatusCode::OK,
                             FAILING => StatusCode::SERVICE_UNAVAILABLE,

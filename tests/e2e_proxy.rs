@@ -2,7 +2,9 @@
 //! refusing), the real proxy of `examples/proxy.rs`, bounded concurrent
 //! traffic through it; then what a proxy exposed to real clients must
 //! survive: a slowloris client, a 65 KB URI, 300 idle upstream connections,
-//! running out of file descriptors, bad arguments, the status page on an
+//! running out of file descriptors, bad arguments, malformed and stalled
+//! uploads and the proxy's own shortage of descriptors (neither opens a
+//! healthy upstream's breaker), the status page on an
 //! admin address, and a `GET` answered stale from the proxy's cache while
 //! its upstream is open (fresh again after recovery). Loopback only; each test is bounded in requests and time
 //! (a few seconds) and stops by itself.
@@ -855,5 +857,141 @@ async fn out_of_file_descriptors_the_proxy_backs_off_and_recovers() {
     eprintln!(
         "out of fds: {used:?} CPU in {window:?}; served again {:?} after the clients left",
         freed.elapsed()
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Who failed: the client's broken requests and the proxy's own shortage of
+// descriptors never open a healthy upstream's breaker.
+
+/// Writes `request` on a fresh connection, keeps it open sending nothing
+/// more, and reads the answer's status (`None` if the proxy closed first).
+async fn raw_request(addr: SocketAddr, request: &[u8]) -> Option<u16> {
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    stream.write_all(request).await.ok()?;
+    let mut answer = vec![0u8; 64];
+    let n = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut answer))
+        .await
+        .expect("the proxy answers within 5 s")
+        .ok()?;
+    let head = std::str::from_utf8(answer.get(..n.min(12))?).ok()?;
+    head.strip_prefix("HTTP/1.1 ")?.parse().ok()
+}
+
+/// The healthy upstream's breaker in `proxy`: its state and counted calls.
+fn upstream_breaker(proxy: &proxy::Proxy, upstream: SocketAddr) -> (State, failfast::CallCounts) {
+    let key: http::uri::Authority = upstream.to_string().parse().unwrap();
+    let snapshot = proxy.registry.handle(&key).snapshot();
+    (
+        snapshot.state,
+        snapshot.calls.expect("the template counts calls"),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn broken_and_stalled_uploads_never_open_a_healthy_upstream() {
+    let upstream = proxy::upstream(proxy::HEALTHY).await.unwrap();
+    let settings = proxy::Settings {
+        timeout: Duration::from_secs(3),
+        body_timeout: Duration::from_millis(300),
+        ..proxy::Settings::default()
+    };
+    let (proxy, addr) = start(upstream.addr, settings).await;
+
+    // A malformed chunked body: an invalid chunk size after the head. Before
+    // the fix, 9 of these opened the upstream's breaker in 11 ms (502s).
+    let bad_chunk = b"POST /healthy/upload HTTP/1.1\r\nhost: proxy\r\n\
+        transfer-encoding: chunked\r\n\r\n3\r\nabc\r\nZZZ\r\n\r\n";
+    for _ in 0..20 {
+        let status = raw_request(addr, bad_chunk).await;
+        assert!(
+            matches!(status, Some(400) | None),
+            "the client's fault: {status:?}"
+        );
+    }
+    // A body that declares 1,000 bytes and sends 3, then nothing: cut by the
+    // body timeout as the client's stall (408), never the upstream's 504.
+    let stalled = b"POST /healthy/upload HTTP/1.1\r\nhost: proxy\r\n\
+        content-length: 1000\r\n\r\nabc";
+    let mut tasks = Vec::new();
+    for _ in 0..12 {
+        tasks.push(tokio::spawn(raw_request(addr, stalled)));
+    }
+    for task in tasks {
+        assert_eq!(
+            task.await.unwrap(),
+            Some(408),
+            "a stalled upload is the client's"
+        );
+    }
+    let (state, calls) = upstream_breaker(&proxy, upstream.addr);
+    assert_eq!(state, State::Closed, "{calls:?}");
+    assert_eq!(calls.failures, 0, "{calls:?}");
+    assert!(calls.neutral >= 12, "counted as neutral: {calls:?}");
+    assert!(trips(&proxy, upstream.addr).is_empty());
+    // And the upstream serves the next client.
+    assert_eq!(raw_status(addr, "/healthy/").await, Some(200));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_proxys_own_fd_shortage_never_opens_a_healthy_upstream() {
+    let upstream = proxy::upstream(proxy::HEALTHY).await.unwrap();
+    let route = format!("healthy={}", upstream.addr);
+    // 40 descriptors: about a dozen for the runtime and the listener, the
+    // rest for clients and upstream connections.
+    let child = Child::start(
+        &[
+            "--listen",
+            "127.0.0.1:0",
+            "--route",
+            &route,
+            "--admin",
+            "127.0.0.1:0",
+        ],
+        Some(40),
+    );
+    let addr = child.address();
+    let admin: SocketAddr = child
+        .wait_for("status on http://", Duration::from_secs(10))
+        .rsplit("http://")
+        .next()
+        .unwrap()
+        .trim_end_matches("/_failfast")
+        .parse()
+        .unwrap();
+    // Many clients at once: each takes a descriptor, and its call needs
+    // another for the upstream; past the limit the connect fails with EMFILE.
+    let mut statuses = Vec::new();
+    for _ in 0..3 {
+        let mut tasks = Vec::new();
+        for _ in 0..24 {
+            tasks.push(tokio::spawn(async move {
+                let request = b"GET /healthy/ HTTP/1.1\r\nhost: proxy\r\nconnection: close\r\n\r\n";
+                raw_request(addr, request).await
+            }));
+        }
+        for task in tasks {
+            statuses.push(task.await.unwrap());
+        }
+    }
+    let short = statuses.iter().filter(|s| **s == Some(503)).count();
+    assert!(short > 0, "no call ran out of descriptors: {statuses:?}");
+    // The status page: the upstream's breaker never opened.
+    let page = loop {
+        let mut stream = TcpStream::connect(admin).await.unwrap();
+        stream
+            .write_all(b"GET /_failfast HTTP/1.1\r\nhost: proxy\r\nconnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let mut body = String::new();
+        if stream.read_to_string(&mut body).await.is_ok() && body.starts_with("HTTP/1.1 200") {
+            break body;
+        }
+    };
+    assert!(page.contains("\"open\":0"), "{page}");
+    assert!(!page.contains("\"state\":\"open\""), "{page}");
+    eprintln!(
+        "fd shortage: {short} of {} calls answered 503, the breaker stayed closed",
+        statuses.len()
     );
 }
