@@ -15,7 +15,7 @@ use core::time::Duration;
 use crate::clock::{Clock, Nanos, QuantaClock};
 use crate::counters::Counters;
 use crate::error::{RejectReason, Rejected};
-use crate::machine::{self, Admission};
+use crate::machine::{self, Admission, Decided};
 use crate::observe::{BreakerSnapshot, Observer, Reason, Transition};
 use crate::outcome::{Outcome, Verdict};
 use crate::policy::{Config, Flags, SuccessPath};
@@ -663,7 +663,8 @@ impl<C: Clock> Breaker<C> {
                 return None;
             }
             let counts = self.window().counts(now);
-            return self.trip(generation, Reason::Unresponsive, now, counts, runs);
+            let decided = Decided::Unanswered(runs.unanswered());
+            return self.trip(generation, Reason::Unresponsive, now, counts, runs, decided);
         }
         if !verdict.counts() {
             return None;
@@ -676,31 +677,38 @@ impl<C: Clock> Breaker<C> {
         }
         let counts = window.counts(now);
         let reason = self.shared.config.trip_reason(runs.count(), counts)?;
-        self.trip(generation, reason, now, counts, runs)
+        let decided = match reason {
+            Reason::ConsecutiveFailures => Decided::Failures(runs.count()),
+            _ => Decided::Window,
+        };
+        self.trip(generation, reason, now, counts, runs, decided)
     }
 
     /// CLOSED → OPEN (or a shadow trip in MetricsOnly) for generation
-    /// `generation`, if the trip gate admits it. `decided` is the word whose
-    /// runs the trip was decided on: the transition reports those runs, as
-    /// it reports the window's `counts`, and not the runs of the word the
-    /// trip's CAS replaced, which a racing verdict of the same generation
-    /// may have changed in between (a success ending the run the trip was
-    /// decided on would otherwise report a consecutive-failures trip with a
-    /// run of 0).
+    /// `generation`, if the trip gate admits it and the run it was
+    /// `decided` on still holds: a success of the same generation that ended
+    /// the run between the count and the trip's CAS makes it moot (the
+    /// consecutive failures or unanswered calls are no longer in a row).
+    /// `runs` is the word the decision read: the transition reports its
+    /// runs, as it reports the window's `counts`, not the runs of the word
+    /// the trip's CAS replaced, which a racing failure may have extended.
     fn trip(
         &self,
         generation: u32,
         reason: Reason,
         now: Nanos,
         counts: WindowCounts,
-        decided: Snapshot,
+        runs: Snapshot,
+        decided: Decided,
     ) -> Option<Transition> {
-        let u = self.through_gate(now, |s, counted| machine::trip(s, generation, counted))?;
+        let u = self.through_gate(now, |s, counted| {
+            machine::trip(s, generation, counted, decided)
+        })?;
         let to = u.entered?;
         if to.state() == State::MetricsOnly {
             self.window().reset(now);
         }
-        let from = u.seen.with_runs_of(decided);
+        let from = u.seen.with_runs_of(runs);
         Some(self.report(from, to, reason, now, counts))
     }
 

@@ -200,13 +200,39 @@ pub(crate) fn closed_run(
     }
 }
 
+/// What a trip from CLOSED was decided on, so its CAS can check that it
+/// still holds in the word it replaces.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Decided {
+    /// The window's rates: read beside the word, not in it (a racing
+    /// verdict may skew them by one, as any window write may).
+    Window,
+    /// A run of at least this many consecutive failures.
+    Failures(u32),
+    /// A run of at least this many unanswered calls.
+    Unanswered(u32),
+}
+
+impl Decided {
+    /// Whether the word `s` still has the run the trip was decided on: a
+    /// success of the same generation that ended the run between the count
+    /// and the trip's CAS makes the trip moot.
+    const fn holds(self, s: Snapshot) -> bool {
+        match self {
+            Decided::Window => true,
+            Decided::Failures(k) => s.count() >= k,
+            Decided::Unanswered(calls) => s.unanswered() >= calls,
+        }
+    }
+}
+
 /// CLOSED → OPEN for generation `generation` (or, in MetricsOnly, a shadow
-/// trip to itself, which never rejects). `counted` says whether the trip
-/// gate gave this ejection a slot of its budget. `true` if the decision
-/// trips.
+/// trip to itself, which never rejects), if the run it was `decided` on is
+/// still there. `counted` says whether the trip gate gave this ejection a
+/// slot of its budget. `true` if the decision trips.
 #[inline]
-pub(crate) fn trip(s: Snapshot, generation: u32, counted: bool) -> Next<bool> {
-    if s.generation() != generation {
+pub(crate) fn trip(s: Snapshot, generation: u32, counted: bool, decided: Decided) -> Next<bool> {
+    if s.generation() != generation || !decided.holds(s) {
         return Next::Keep(false);
     }
     match s.state() {
@@ -468,20 +494,53 @@ mod tests {
 
     #[test]
     fn a_trip_enters_open_once_for_its_own_generation() {
-        let Next::Enter(open, true) = trip(Snapshot::INITIAL, 0, true) else {
+        let w = Decided::Window;
+        let Next::Enter(open, true) = trip(Snapshot::INITIAL, 0, true, w) else {
             panic!()
         };
         assert_eq!(
             (open.state(), open.trips(), open.is_counted()),
             (State::Open, 1, true)
         );
-        assert_eq!(trip(open, 0, true), Next::Keep(false), "another generation");
-        assert_eq!(trip(open, 1, true), Next::Keep(false), "not Closed");
+        assert_eq!(
+            trip(open, 0, true, w),
+            Next::Keep(false),
+            "another generation"
+        );
+        assert_eq!(trip(open, 1, true, w), Next::Keep(false), "not Closed");
         let shadow = Snapshot::INITIAL.enter(State::MetricsOnly);
-        let Next::Enter(again, true) = trip(shadow, 1, false) else {
+        let Next::Enter(again, true) = trip(shadow, 1, false, w) else {
             panic!()
         };
         assert_eq!(again.state(), State::MetricsOnly);
+    }
+
+    #[test]
+    fn a_trip_on_a_run_needs_the_run_still_there() {
+        let run = Snapshot::INITIAL.with_count(3).with_unanswered(2);
+        for decided in [
+            Decided::Failures(3),
+            Decided::Unanswered(2),
+            Decided::Window,
+        ] {
+            assert!(
+                matches!(trip(run, 0, false, decided), Next::Enter(_, true)),
+                "{decided:?}"
+            );
+        }
+        // A success ended the runs between the count and the trip.
+        let ended = run.with_count(0).with_unanswered(0);
+        for decided in [Decided::Failures(3), Decided::Unanswered(2)] {
+            assert_eq!(
+                trip(ended, 0, false, decided),
+                Next::Keep(false),
+                "{decided:?}"
+            );
+        }
+        assert_eq!(
+            trip(run.with_count(2), 0, false, Decided::Failures(3)),
+            Next::Keep(false)
+        );
     }
 
     #[test]
@@ -551,7 +610,7 @@ mod tests {
         assert_eq!(left.generation(), was.generation(), "no transition");
         assert_eq!(leave_gate(left), Next::Keep(None));
         let closed = Snapshot::INITIAL.with_detached();
-        let Next::Enter(tripped, true) = trip(closed, 0, true) else {
+        let Next::Enter(tripped, true) = trip(closed, 0, true, Decided::Window) else {
             panic!()
         };
         assert!(!tripped.is_counted() && tripped.is_detached());
