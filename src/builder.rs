@@ -262,12 +262,30 @@ impl Builder {
     /// threshold if set, else the probe lease. Set it below your callers'
     /// outer timeouts (> 0, ≤ 1 day).
     ///
-    /// The age of a call is known when its admission read the clock:
-    /// always for [`call_async`](Breaker::call_async), the tower layers,
-    /// half-open probes, `_at(now)` admissions and breakers with a
-    /// slow-call threshold; a plain [`try_acquire`](Breaker::try_acquire)
-    /// on a breaker that does not time calls skips that read, so its drop
-    /// stays neutral.
+    /// Setting it makes every admission read the clock, so that a permit
+    /// from a plain [`try_acquire`](Breaker::try_acquire) has an age too and
+    /// its drop can be judged by it. Left unset, the age of a call is known
+    /// when its admission read the clock anyway: [`call_async`](Breaker::call_async),
+    /// the tower layers, half-open probes, `_at(now)` admissions, and
+    /// breakers with a slow-call threshold or the unanswered rule; a plain
+    /// `try_acquire` on a breaker that times nothing skips that read (the
+    /// cheapest path), so its drop stays neutral.
+    ///
+    /// ```
+    /// use failfast::{Breaker, ManualClock, State};
+    /// use std::time::Duration;
+    ///
+    /// let clock = ManualClock::new();
+    /// let breaker = Breaker::builder()
+    ///     .consecutive_failures(1)
+    ///     .abandoned_after(Duration::from_secs(1))
+    ///     .build_with_clock(clock.clone())?;
+    /// let permit = breaker.try_acquire().unwrap(); // timed: abandoned_after is set
+    /// clock.advance(Duration::from_secs(5)); // the call hung; the caller gave up
+    /// drop(permit);
+    /// assert_eq!(breaker.state(), State::Open);
+    /// # Ok::<(), failfast::ConfigError>(())
+    /// ```
     pub fn abandoned_after(mut self, after: Duration) -> Self {
         self.abandoned_after = Some(after);
         self
@@ -596,6 +614,7 @@ impl Builder {
             probe_lease,
             abandoned_after,
             unanswered,
+            dates_drops: self.abandoned_after.is_some() || unanswered.is_some(),
             backoff: Backoff::new(self.open_base, self.multiplier, cap, self.jitter),
             count_calls: self.count_calls,
             plain: window == WindowKind::None

@@ -51,7 +51,14 @@ impl RejectReason {
 /// let rejected = breaker.try_acquire_at(Nanos::from_secs(4)).unwrap_err();
 /// assert_eq!(rejected.reason(), RejectReason::Open);
 /// assert_eq!(rejected.retry_after(), Some(Duration::from_secs(6)));
-/// assert_eq!(rejected.to_string(), "circuit open; retry after 6s");
+/// assert_eq!(rejected.to_string(), "circuit open; retry after 6.0s");
+///
+/// // The wait reads as a person reads it, rounded up: tenths of a second,
+/// // milliseconds below one.
+/// let later = breaker.try_acquire_at(Nanos::from_nanos(789_654_321)).unwrap_err();
+/// assert_eq!(later.to_string(), "circuit open; retry after 9.3s");
+/// let soon = breaker.try_acquire_at(Nanos::from_millis(9_649) + Duration::from_nanos(1)).unwrap_err();
+/// assert_eq!(soon.to_string(), "circuit open; retry after 351ms");
 /// ```
 #[derive(Clone)]
 pub struct Rejected {
@@ -197,9 +204,29 @@ impl fmt::Display for Rejected {
             RejectReason::BulkheadFull => f.write_str("bulkhead full")?,
         }
         if let Some(after) = self.retry_after() {
-            write!(f, "; retry after {after:?}")?;
+            write!(f, "; retry after {}", Wait(after))?;
         }
         Ok(())
+    }
+}
+
+/// A wait as a person reads it, rounded up so that a caller who retries at
+/// the time shown is never early: whole milliseconds below a second
+/// (`350ms`), tenths of a second from one second on (`9.2s`, `30.0s`).
+struct Wait(Duration);
+
+impl fmt::Display for Wait {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let nanos = self.0.as_nanos();
+        const MS: u128 = 1_000_000;
+        const TENTH: u128 = 100 * MS;
+        let ms = nanos.div_ceil(MS);
+        if ms < 1000 {
+            write!(f, "{ms}ms")
+        } else {
+            let tenths = nanos.div_ceil(TENTH);
+            write!(f, "{}.{}s", tenths / 10, tenths % 10)
+        }
     }
 }
 
@@ -322,6 +349,23 @@ impl std::error::Error for ConfigError {}
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_wait_reads_in_milliseconds_then_tenths_rounded_up() {
+        let shown = |nanos: u64| Wait(Duration::from_nanos(nanos)).to_string();
+        assert_eq!(shown(0), "0ms");
+        assert_eq!(shown(1), "1ms");
+        assert_eq!(shown(1_000_000), "1ms");
+        assert_eq!(shown(1_000_001), "2ms");
+        assert_eq!(shown(998_000_001), "999ms");
+        assert_eq!(shown(999_000_001), "1.0s", "1000 ms reads as a second");
+        assert_eq!(shown(1_000_000_000), "1.0s");
+        assert_eq!(shown(1_000_000_001), "1.1s");
+        assert_eq!(shown(29_999_904_755), "30.0s");
+        assert_eq!(shown(9_150_000_000), "9.2s");
+        assert_eq!(shown(86_400_000_000_000), "86400.0s");
+        assert_eq!(Wait(Duration::MAX).to_string(), "18446744073709551616.0s");
+    }
 
     fn assert_send_sync_static<T: Send + Sync + 'static + std::error::Error>() {}
 

@@ -11,6 +11,7 @@ use core::future::Future;
 use crate::breaker::Breaker;
 use crate::clock::Clock;
 use crate::error::Rejected;
+use crate::outcome::Outcome;
 
 /// A value and where it came from: the dependency, or a fallback after the
 /// breaker rejected the call.
@@ -156,15 +157,48 @@ impl<C: Clock> Breaker<C> {
         f: impl FnOnce() -> Result<T, E>,
         fallback: impl FnOnce(Rejected) -> T,
     ) -> Result<Answer<T>, E> {
-        let permit = match self.try_acquire() {
-            Ok(permit) => permit,
-            Err(rejected) => return Ok(fallen_back(fallback(rejected.clone()), rejected)),
-        };
-        // The same recording as `call`: `Ok` a success, `Err` a failure,
-        // a panic in `f` a failure (the permit drops while unwinding).
-        let result = f();
-        let _ = permit.record(crate::outcome::Outcome::of_result(&result));
-        result.map(Answer::Fresh)
+        self.call_or_else_with(Outcome::of_result, f, fallback)
+    }
+
+    /// [`call_or_else`](Self::call_or_else) with a classifier, as
+    /// [`call_with`](Self::call_with) is [`call`](Self::call) with one: an
+    /// `Ok` that is a failure to the breaker (an HTTP 503 in a response) is
+    /// recorded as one, and a business error as ignored.
+    ///
+    /// ```
+    /// use failfast::{Answer, Breaker, Outcome};
+    ///
+    /// let breaker = Breaker::builder().consecutive_failures(1).build()?;
+    /// let status = |r: &Result<u16, ()>| match r {
+    ///     Ok(500..=599) | Err(_) => Outcome::Failure,
+    ///     Ok(400..=499) => Outcome::Ignored,
+    ///     Ok(_) => Outcome::Success,
+    /// };
+    /// // A 404 is ignored: the breaker stays closed and the answer is fresh.
+    /// assert_eq!(breaker.call_or_else_with(status, || Ok(404), |_| 0), Ok(Answer::Fresh(404)));
+    /// // A 503 is a failure that opens it; the next call gets the fallback.
+    /// assert_eq!(breaker.call_or_else_with(status, || Ok(503), |_| 0), Ok(Answer::Fresh(503)));
+    /// let answer = breaker.call_or_else_with(status, || Ok(200), |_| 0).unwrap();
+    /// assert!(answer.is_fallback());
+    /// # Ok::<(), failfast::ConfigError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// `f`'s error, when it ran and failed.
+    pub fn call_or_else_with<T, E>(
+        &self,
+        classify: impl FnOnce(&Result<T, E>) -> Outcome,
+        f: impl FnOnce() -> Result<T, E>,
+        fallback: impl FnOnce(Rejected) -> T,
+    ) -> Result<Answer<T>, E> {
+        match self.call_with(classify, f) {
+            Ok(value) => Ok(Answer::Fresh(value)),
+            Err(crate::call::CallError::Inner(e)) => Err(e),
+            Err(crate::call::CallError::Rejected(rejected)) => {
+                Ok(fallen_back(fallback(rejected.clone()), rejected))
+            }
+        }
     }
 
     /// [`call_async`](Self::call_async), with an asynchronous fallback for a
@@ -202,7 +236,48 @@ impl<C: Clock> Breaker<C> {
     where
         F: Future<Output = T>,
     {
-        match self.call_async(fut).await {
+        self.call_async_or_else_with(Outcome::of_result, fut, fallback)
+            .await
+    }
+
+    /// [`call_async_or_else`](Self::call_async_or_else) with a classifier:
+    /// an HTTP client's `Ok(response)` with a 503 goes through the
+    /// classifier (for instance `HttpClassifier::classify_status`, feature
+    /// `tower`) and counts as the failure it is.
+    ///
+    /// ```
+    /// use failfast::{Answer, Breaker, Outcome};
+    /// # fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    /// #     let mut f = std::pin::pin!(f);
+    /// #     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    /// #     loop { if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) { return v; } }
+    /// # }
+    ///
+    /// let breaker = Breaker::builder().consecutive_failures(1).build()?;
+    /// let status = |r: &Result<u16, ()>| match r {
+    ///     Ok(500..=599) | Err(_) => Outcome::Failure,
+    ///     Ok(_) => Outcome::Success,
+    /// };
+    /// let answer = block_on(breaker.call_async_or_else_with(status, async { Ok(503) }, |_| async { 0 }));
+    /// assert_eq!(answer, Ok(Answer::Fresh(503))); // ran: its 503 opened the breaker
+    /// let answer = block_on(breaker.call_async_or_else_with(status, async { Ok(200) }, |_| async { 0 }));
+    /// assert!(answer.unwrap().is_fallback());
+    /// # Ok::<(), failfast::ConfigError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// `fut`'s error, when it ran and failed.
+    pub async fn call_async_or_else_with<T, E, F>(
+        &self,
+        classify: impl FnOnce(&Result<T, E>) -> Outcome,
+        fut: impl Future<Output = Result<T, E>>,
+        fallback: impl FnOnce(Rejected) -> F,
+    ) -> Result<Answer<T>, E>
+    where
+        F: Future<Output = T>,
+    {
+        match self.call_async_with(classify, fut).await {
             Ok(value) => Ok(Answer::Fresh(value)),
             Err(crate::call::CallError::Inner(e)) => Err(e),
             Err(crate::call::CallError::Rejected(rejected)) => {

@@ -58,11 +58,12 @@
 //!
 //! `abandoned_after` defaults to the slow-call threshold, else the probe
 //! lease: set it below the timeouts your callers apply from outside. A drop
-//! can be judged only if the admission read the clock: `call_async`, the
-//! tower layers, half-open probes, `_at(now)` admissions and breakers with a
-//! slow-call threshold or the unanswered rule always do; a plain
-//! [`Breaker::try_acquire`] on a breaker that times nothing skips that read
-//! (it is the cheapest path), so its drop is neutral. A stream is slow or
+//! can be judged only if the admission read the clock, so a permit is timed
+//! whenever the breaker can judge its drop: with a slow-call threshold, an
+//! explicit `abandoned_after` or the unanswered rule, on every async path
+//! (`call_async`, the tower layers), for half-open probes and `_at(now)`
+//! admissions. Only a plain [`Breaker::try_acquire`] on a breaker that sets
+//! none of these skips that read (the cheapest path): its drop is neutral. A stream is slow or
 //! not by the time to its response head, never by the length of its body.
 //! An observer or hook that panics runs after the transition is complete
 //! and outside every CAS loop: the panic reaches the caller, the breaker

@@ -64,8 +64,9 @@ impl Flags {
     const HAS_WINDOW: u16 = 1 << 6;
     /// Runs of consecutive failures trip the breaker.
     const COUNTS_RUNS: u16 = 1 << 7;
-    /// A drop is judged by its age though calls are not timed (the
-    /// unanswered rule): CLOSED admission reads the clock.
+    /// A drop is judged by its age though calls are not timed
+    /// (`abandoned_after` set, or the unanswered rule): CLOSED admission
+    /// reads the clock.
     const DATES_DROPS: u16 = 1 << 8;
 
     /// Where a success goes.
@@ -304,6 +305,10 @@ pub struct Config {
     /// The unanswered rule, when on: this many calls in a row, each dropped
     /// before any answer after at least this long, trip the breaker.
     pub(crate) unanswered: Option<Unanswered>,
+    /// Every admission reads the clock, so that a drop can be judged by its
+    /// age even when calls are not timed: `abandoned_after` was set, or the
+    /// unanswered rule is on.
+    pub(crate) dates_drops: bool,
     pub(crate) backoff: Backoff,
     pub(crate) count_calls: bool,
     /// No window, no slow-call threshold, no call counters: a success has
@@ -440,7 +445,7 @@ impl Config {
         if self.consecutive_failures.is_some() {
             bits |= Flags::COUNTS_RUNS;
         }
-        if self.unanswered.is_some() {
+        if self.dates_drops {
             bits |= Flags::DATES_DROPS;
         }
         // A success takes a path of its own only when the general one has
@@ -566,6 +571,7 @@ impl Config {
             probe_lease: lease,
             abandoned_after: threshold.unwrap_or(lease),
             unanswered: None,
+            dates_drops: false,
             backoff: Backoff::new(Duration::from_secs(10), 2.0, Duration::from_secs(60), 0.0),
             count_calls: false,
             plain: threshold.is_none(),
@@ -685,6 +691,12 @@ mod tests {
             (
                 "consecutive, unanswered rule",
                 flags(consecutive().unanswered(3, Duration::from_millis(1))),
+                false,
+                false,
+            ),
+            (
+                "consecutive, abandoned_after set",
+                flags(consecutive().abandoned_after(Duration::from_secs(1))),
                 false,
                 false,
             ),

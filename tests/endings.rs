@@ -236,16 +236,40 @@ fn closed_a_reported_verdict_and_an_ignore_are_counted_as_reported() {
 }
 
 #[test]
-fn closed_an_untimed_permit_dropped_late_is_neutral() {
-    // `try_acquire` on a breaker that does not time calls skips the clock:
-    // the permit has no age, so its drop cannot be judged by one.
-    let f = Fixture::new(Policy::Consecutive);
+fn closed_a_plain_permit_is_timed_once_abandoned_after_is_set() {
+    // The trap a user fell into: `abandoned_after(1s)` and the plain permit
+    // API on a breaker that times nothing. Setting `abandoned_after` makes
+    // `try_acquire` read the clock, so the hung call's drop counts.
+    let f = Fixture::new(Policy::Consecutive); // abandoned_after(ABANDONED_AFTER)
     let p = f.breaker.try_acquire().unwrap();
-    assert_eq!(p.started_at(), Nanos::NEVER);
-    f.clock.advance(Duration::from_secs(3600));
+    assert_ne!(p.started_at(), Nanos::NEVER, "timed");
+    f.clock.advance(Duration::from_secs(5));
     drop(p);
-    assert_eq!(f.breaker.state(), State::Closed);
-    assert_eq!(f.calls().dropped, 1);
+    assert_eq!(
+        f.breaker.state(),
+        State::Open,
+        "the abandoned call is a failure"
+    );
+    assert_eq!(f.calls().abandoned, 1);
+}
+
+#[test]
+fn closed_an_untimed_permit_dropped_late_is_neutral() {
+    // `try_acquire` on a breaker that times nothing and was not asked to
+    // judge drops skips the clock: the permit has no age, so its drop
+    // cannot be judged by one (the cheapest path keeps its single load).
+    let clock = ManualClock::starting_at(Nanos::from_secs(100));
+    let b = Breaker::builder()
+        .consecutive_failures(1)
+        .count_calls(true)
+        .build_with_clock(clock.clone())
+        .unwrap();
+    let p = b.try_acquire().unwrap();
+    assert_eq!(p.started_at(), Nanos::NEVER);
+    clock.advance(Duration::from_secs(3600));
+    drop(p);
+    assert_eq!(b.state(), State::Closed);
+    assert_eq!(b.snapshot().calls.unwrap().dropped, 1);
 }
 
 #[test]

@@ -49,9 +49,9 @@
 //!   them it counts as a slow call (the policy has a slow-call rate) or a
 //!   failure (it has none), and a probe fails its round; dropped while the
 //!   thread panics it is a failure. A permit whose admission did not read
-//!   the clock (`try_acquire` in CLOSED without a slow-call threshold or the
-//!   unanswered rule) has no age: its drop is neutral unless the thread
-//!   panics.
+//!   the clock (`try_acquire` in CLOSED without a slow-call threshold, an
+//!   explicit `abandoned_after` or the unanswered rule) has no age: its drop
+//!   is neutral unless the thread panics.
 //!
 //! # What the model chooses not to compare
 //!
@@ -308,6 +308,9 @@ struct Policy {
     lease: Duration,
     abandoned_after: Duration,
     unanswered: Option<(u32, Duration)>,
+    /// Every admission reads the clock (`abandoned_after` set, or the
+    /// unanswered rule on).
+    dates_drops: bool,
     base_ns: u128,
     multiplier: Multiplier,
     cap_ns: u128,
@@ -366,6 +369,7 @@ impl Policy {
             unanswered: s
                 .unanswered
                 .map(|(calls, ms)| (calls, Duration::from_millis(ms))),
+            dates_drops: s.abandoned_after_ms.is_some() || s.unanswered.is_some(),
             base_ns,
             multiplier,
             cap_ns,
@@ -551,8 +555,9 @@ impl Model {
     /// only outside CLOSED.
     fn acquire(&mut self, now: Nanos, timed: bool) -> (Admission, Option<Expected>) {
         // A clock-free admission reads the clock anyway when the breaker
-        // times calls or dates drops (the unanswered rule).
-        let untimed = !timed && self.p.slow_threshold.is_none() && self.p.unanswered.is_none();
+        // times calls or dates drops (`abandoned_after` set, the unanswered
+        // rule).
+        let untimed = !timed && self.p.slow_threshold.is_none() && !self.p.dates_drops;
         let admit = |m: &mut Model, probe: bool| {
             m.counters.admitted += 1;
             let closed = m.mode == State::Closed && !probe;
