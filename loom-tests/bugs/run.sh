@@ -180,6 +180,12 @@ for n in "${names[@]}"; do
   all+="$(catchers "$n")"$'\n'
 done
 all="$(sort -u <<<"$all" | sed '/^$/d')"
+if [ -z "$all" ]; then
+  # Every selected patch lacks a catcher of this mode (say --cheap over
+  # suite-only bugs): nothing to build or run, and nothing caught.
+  echo "no $mode catcher among the selected patches: run with --all" >&2
+  exit 1
+fi
 echo "== baseline: $(wc -l <<<"$all") tests on the unpatched tree ($mode, LOOM_MAX_PREEMPTIONS=$LOOM_MAX_PREEMPTIONS)"
 fresh_tree
 if ! secs=$(build "$logs/baseline.build.log" "$all"); then
