@@ -48,7 +48,9 @@
 //!   local ones. A key the registry cannot track (it is full) is not
 //!   opened: its overflow breaker is shared. An unreachable or slow store
 //!   leaves the replica local-only, counted in [`SyncStats::errors`]; its
-//!   trips are handed again when the store is back, while they last.
+//!   trips are handed again when the store is back, while they last. A
+//!   malformed record or message is skipped and counted
+//!   ([`SyncStats::bad_records`]), never fatal.
 //!
 //! # In-process example
 //!
@@ -69,7 +71,7 @@ mod store;
 pub use hook::OutboxHook;
 pub use memory::{MemoryStore, Unreachable};
 #[cfg(feature = "redis")]
-pub(crate) use news::ceil_millis;
+pub(crate) use news::{ceil_millis, TRIP_REASONS};
 pub use news::{check_origin, LocalTrip, News, MAX_ORIGIN_BYTES};
 pub use outbox::{Outbox, MAX_KEY_BYTES};
 pub use replica::{Replica, ReplicaBuilder, DEFAULT_SLACK, DEFAULT_WINDOW, MAX_OWN_TRIPS};

@@ -30,6 +30,12 @@ struct Seen {
     forget_at: Nanos,
 }
 
+/// The wait before a trip the store refused is handed again; it doubles
+/// per refusal up to [`RETRY_MAX`].
+const RETRY_FIRST: Duration = Duration::from_millis(100);
+/// The longest wait before a refused trip is handed again.
+const RETRY_MAX: Duration = Duration::from_secs(5);
+
 /// One of this replica's own trips, still open.
 #[derive(Copy, Clone, Debug)]
 struct Own {
@@ -37,6 +43,22 @@ struct Own {
     reason: Reason,
     /// Whether the store has it.
     published: bool,
+    /// Not handed to the store before this (after a refusal).
+    retry_at: Nanos,
+    /// The wait after the next refusal.
+    backoff: Duration,
+}
+
+impl Own {
+    fn new(until: Nanos, reason: Reason) -> Own {
+        Own {
+            until,
+            reason,
+            published: false,
+            retry_at: Nanos::ZERO,
+            backoff: RETRY_FIRST,
+        }
+    }
 }
 
 /// One registry's side of trip sharing, driven by a sync task (or, with a
@@ -46,7 +68,9 @@ struct Own {
 /// * **Out:** it drains the [`Outbox`] the request path fills and hands each
 ///   local trip to the store with what is left of its open period, keeping
 ///   it (until the period ends) to hand it again if the store was
-///   unreachable or lost it.
+///   unreachable or lost it. A trip the store refuses does not hold the
+///   others back: it goes after them next time (the sync task makes it
+///   wait on its own, 100 ms doubling to 5 s).
 /// * **In:** it merges the store's [`News`] into the registry with
 ///   [`Registry::apply_remote_at`]-style monotone merges (a breaker is
 ///   opened or its period extended, never closed or shortened), after three
@@ -219,10 +243,20 @@ impl<K, S, C: Clock> Replica<K, S, C> {
     }
 
     /// Own trips still open that the store may not have: all of them, after
-    /// the store restarted, failed over or was unreachable.
+    /// the store restarted, failed over or was unreachable. They are handed
+    /// again at once, whatever their wait after a refusal.
     pub fn store_lost(&mut self) {
-        for own in self.own.values_mut() {
-            own.published = false;
+        self.store_lost_where(|_| true);
+    }
+
+    /// [`store_lost`](Self::store_lost) for the keys `lost` picks (one
+    /// shard's, with Redis).
+    pub(crate) fn store_lost_where(&mut self, lost: impl Fn(&str) -> bool) {
+        for (key, own) in &mut self.own {
+            if lost(key) {
+                own.published = false;
+                own.retry_at = Nanos::ZERO;
+            }
         }
     }
 
@@ -231,14 +265,18 @@ impl<K, S, C: Clock> Replica<K, S, C> {
     pub(crate) fn drain_outbox_at(&mut self, now: Nanos) {
         while let Some(report) = self.outbox.pop() {
             let until = report.until();
-            let fresh = Own {
-                until,
-                reason: report.reason,
-                published: false,
-            };
+            let fresh = Own::new(until, report.reason);
             let full = self.own.len() >= MAX_OWN_TRIPS;
             match self.own.get_mut(report.key()) {
-                Some(own) if until > own.until => *own = fresh,
+                // A later end to publish; a key the store refuses keeps
+                // waiting on its own.
+                Some(own) if until > own.until => {
+                    *own = Own {
+                        retry_at: own.retry_at,
+                        backoff: own.backoff,
+                        ..fresh
+                    }
+                }
                 Some(_) => {}
                 None if full => self.outbox.count_dropped(),
                 None => {
@@ -249,22 +287,50 @@ impl<K, S, C: Clock> Replica<K, S, C> {
         self.own.retain(|_, own| own.until > now);
     }
 
-    /// The own trips open at `now` that the store does not have yet (the
-    /// outbox drained first), with what is left of them.
-    pub(crate) fn due_at(&mut self, now: Nanos) -> Vec<LocalTrip> {
+    /// The own trips open at `now` that the store does not have yet and
+    /// that are not waiting after a refusal (the outbox drained first),
+    /// with what is left of them: at most `most`, none that `skip` picks
+    /// (already on their way).
+    #[cfg(feature = "redis")]
+    pub(crate) fn due_at(
+        &mut self,
+        now: Nanos,
+        most: usize,
+        skip: impl Fn(&str) -> bool,
+    ) -> Vec<LocalTrip> {
         self.drain_outbox_at(now);
         self.own
             .iter()
-            .filter(|(_, own)| !own.published)
-            .map(|(key, own)| LocalTrip {
-                key: key.clone(),
-                remaining: own.until.saturating_duration_since(now),
-                reason: own.reason,
-                origin: self.origin.clone(),
-                window: self.window,
-                slack: self.slack,
-            })
+            .filter(|(key, own)| !own.published && own.retry_at <= now && !skip(key))
+            .take(most)
+            .map(|(key, own)| self.local_trip(key, own, now))
             .collect()
+    }
+
+    /// Every own trip open at `now` that the store does not have yet (the
+    /// outbox drained first), waiting or not: the ones never refused first,
+    /// then the ones refused longest ago.
+    fn unpublished_at(&mut self, now: Nanos) -> Vec<LocalTrip> {
+        self.drain_outbox_at(now);
+        let mut waiting: Vec<(&String, &Own)> =
+            self.own.iter().filter(|(_, own)| !own.published).collect();
+        waiting.sort_by_key(|(_, own)| own.retry_at);
+        waiting
+            .into_iter()
+            .map(|(key, own)| self.local_trip(key, own, now))
+            .collect()
+    }
+
+    /// The trip to hand the store for `key`'s own trip at `now`.
+    fn local_trip(&self, key: &str, own: &Own, now: Nanos) -> LocalTrip {
+        LocalTrip {
+            key: key.to_owned(),
+            remaining: own.until.saturating_duration_since(now),
+            reason: own.reason,
+            origin: self.origin.clone(),
+            window: self.window,
+            slack: self.slack,
+        }
     }
 
     /// The store has `trip` (sent at `now`): not to be sent again unless the
@@ -274,14 +340,33 @@ impl<K, S, C: Clock> Replica<K, S, C> {
             if own.until <= now.saturating_add(trip.remaining) {
                 own.published = true;
             }
+            own.backoff = RETRY_FIRST;
         }
         self.stats.add(Count::Published, 1);
     }
 
-    /// Counts news set aside (malformed on the wire).
-    #[cfg(feature = "redis")]
-    pub(crate) fn count_ignored(&self) {
-        self.stats.add(Count::Ignored, 1);
+    /// The store refused `trip` (sent at `now`), or did not answer: counted
+    /// in [`SyncStats::errors`]; the sync task hands it again after its own
+    /// wait (100 ms, doubling to 5 s), and
+    /// [`publish_to`](Self::publish_to) after the others.
+    pub(crate) fn refused(&mut self, trip: &LocalTrip, now: Nanos) {
+        if let Some(own) = self.own.get_mut(&trip.key) {
+            own.retry_at = now.saturating_add(own.backoff);
+            own.backoff = (own.backoff * 2).min(RETRY_MAX);
+        }
+        self.count_error();
+    }
+
+    /// Counts `n` malformed records or messages set aside.
+    pub(crate) fn count_bad(&self, n: u64) {
+        if n > 0 {
+            self.stats.add(Count::BadRecords, n);
+        }
+    }
+
+    /// Counts one reconciliation round (every shard read).
+    pub(crate) fn count_reconciled(&self) {
+        self.stats.add(Count::Reconciled, 1);
     }
 
     /// Counts a failed store operation.
@@ -376,12 +461,20 @@ where
     /// forgets applied epochs that are over. Returns how many changed a
     /// breaker.
     pub(crate) fn reconciled_at(&mut self, open: &[News], now: Nanos) -> usize {
+        let applied = self.apply_open_at(open, now);
+        self.count_reconciled();
+        applied
+    }
+
+    /// Applies part of the store's list of open trips (one shard's) at
+    /// `now`, and forgets applied epochs that are over. Returns how many
+    /// changed a breaker.
+    pub(crate) fn apply_open_at(&mut self, open: &[News], now: Nanos) -> usize {
         let applied = open
             .iter()
             .filter(|news| self.receive_at(news, now).is_some())
             .count();
         self.forget_at(now);
-        self.stats.add(Count::Reconciled, 1);
         applied
     }
 
@@ -394,19 +487,24 @@ where
 
     /// Hands the local trips the store does not have yet to `store` at
     /// `now`, and returns the news the store made of them, to deliver to
-    /// every replica (a simulation's job; Redis publishes them itself). An
-    /// unreachable store is counted in [`SyncStats::errors`] and the trips
-    /// are handed again next time, while they last.
+    /// every replica (a simulation's job; Redis publishes them itself). A
+    /// store error is counted in [`SyncStats::errors`] and ends this call;
+    /// the trips are handed again next time, while they last, the ones the
+    /// store refused last going last — so one trip the store keeps refusing
+    /// does not hold the others back. Bad records the store replaced are
+    /// counted in [`SyncStats::bad_records`].
     pub fn publish_to_at<St: Store>(&mut self, store: &mut St, now: Nanos) -> Vec<News> {
         let mut out = Vec::new();
-        for trip in self.due_at(now) {
-            match store.trip(&trip) {
+        for trip in self.unpublished_at(now) {
+            let done = store.trip(&trip);
+            self.count_bad(store.take_bad_records());
+            match done {
                 Ok(news) => {
                     self.confirm(&trip, now);
                     out.extend(news);
                 }
                 Err(_) => {
-                    self.count_error();
+                    self.refused(&trip, now);
                     break;
                 }
             }
@@ -426,7 +524,8 @@ where
 
     /// Reads every open trip from `store` and applies it at `now` (what
     /// heals lost messages, a cold start and a partition). Returns how many
-    /// changed a breaker.
+    /// changed a breaker. Bad records the store skipped are counted in
+    /// [`SyncStats::bad_records`].
     ///
     /// # Errors
     ///
@@ -436,7 +535,9 @@ where
         store: &mut St,
         now: Nanos,
     ) -> Result<usize, St::Error> {
-        match store.open_trips() {
+        let open = store.open_trips();
+        self.count_bad(store.take_bad_records());
+        match open {
             Ok(open) => Ok(self.reconciled_at(&open, now)),
             Err(e) => {
                 self.count_error();
