@@ -380,7 +380,10 @@
 //!   Closed breaker or moves an Open period's end later, asks the trip gate
 //!   (`max_open`) as a local trip does, and never closes, half-opens,
 //!   shortens or touches a probe round. Recovery stays local, each replica
-//!   probing at its own jittered time. The loom model
+//!   probing at its own time: it applies news less its own probe offset
+//!   (a hash of its name, the key and the epoch; by default under 10 % of
+//!   what is left and 5 s), so the fleet's probes spread even with the
+//!   breakers' jitter at 0. The loom model
 //!   `loom-tests/tests/remote_trip.rs` races it against admissions,
 //!   verdicts and local trips.
 //! * **Epochs from the store**: the script gives each key's news an epoch
@@ -402,7 +405,7 @@
 //! the integration is a feature of this crate rather than a separate crate
 //! (the core stays free of redis and tokio either way, and the scripts stay
 //! next to `MemoryStore`, whose rules a test holds them to); the optional fleet-wide probe lease is not built (each
-//! replica probes for itself, spread by its own jitter).
+//! replica probes for itself, spread by its own probe offset).
 //!
 //! # Dependencies
 //!

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use super::news::{check_origin, LocalTrip, News};
 use super::outbox::Outbox;
+use super::spread::{self, Spread, DEFAULT_PROBE_SPREAD, DEFAULT_PROBE_SPREAD_CAP};
 use super::stats::{Count, SyncStats};
 use super::store::Store;
 use crate::clock::{Clock, Nanos, QuantaClock};
@@ -79,6 +80,11 @@ impl Own {
 ///   fewer than `min_reporters` replicas changes nothing; news of a trip this
 ///   replica made itself, still open, changes nothing unless another
 ///   replica reported a later end.
+/// * **Spread:** it ends a remote period a little before the news says —
+///   its own [`probe_offset`](Replica::probe_offset), drawn from its name,
+///   the key and the epoch, at most a fraction of what is left up to a cap
+///   ([`ReplicaBuilder::probe_spread`]) — so replicas that heard the same
+///   trip probe at different instants even with the breakers' jitter at 0.
 ///
 /// See [`MemoryStore`](super::MemoryStore) for a runnable example.
 pub struct Replica<K, S = RandomState, C: Clock = QuantaClock> {
@@ -88,6 +94,7 @@ pub struct Replica<K, S = RandomState, C: Clock = QuantaClock> {
     min_reporters: u32,
     window: Duration,
     slack: Duration,
+    spread: Spread,
     applied: HashMap<String, Seen>,
     own: HashMap<String, Own>,
     stats: Arc<SyncStats>,
@@ -102,6 +109,7 @@ pub struct ReplicaBuilder<K, S = RandomState, C: Clock = QuantaClock> {
     min_reporters: u32,
     window: Duration,
     slack: Duration,
+    spread: (f64, Duration),
 }
 
 /// The default `min_reporters` window.
@@ -114,7 +122,8 @@ impl<K, S, C: Clock> Replica<K, S, C> {
     /// request path reports into `outbox`.
     ///
     /// Defaults: a random origin name, `min_reporters(1, 60 s)` (any one
-    /// replica's trip is applied everywhere), a slack of 5 s.
+    /// replica's trip is applied everywhere), a slack of 5 s,
+    /// `probe_spread(0.1, 5 s)`.
     pub fn builder(
         registry: Arc<Registry<K, S, C>>,
         outbox: Arc<Outbox>,
@@ -126,6 +135,7 @@ impl<K, S, C: Clock> Replica<K, S, C> {
             min_reporters: 1,
             window: DEFAULT_WINDOW,
             slack: DEFAULT_SLACK,
+            spread: (DEFAULT_PROBE_SPREAD, DEFAULT_PROBE_SPREAD_CAP),
         }
     }
 }
@@ -155,6 +165,41 @@ impl<K, S, C: Clock> ReplicaBuilder<K, S, C> {
     /// last epoch it applied.
     pub fn slack(mut self, slack: Duration) -> Self {
         self.slack = slack;
+        self
+    }
+
+    /// How far apart replicas that apply the same news end its open period
+    /// (default `0.1`, 5 s): this replica ends it earlier than the news
+    /// says by its own offset, in `[0, min(remaining × fraction, cap))`,
+    /// drawn from a hash of its [`origin`](Self::origin), the key and the
+    /// news' epoch ([`Replica::probe_offset`]). Deterministic, no state;
+    /// distinct names draw distinct offsets, so the fleet's probes spread
+    /// over the range (two of N replicas still share a 16.8 ms unit of the
+    /// breaker's period now and then, as in a birthday draw). It never
+    /// extends a period, and the breakers' own
+    /// [`jitter`](crate::Builder::jitter), if any, shortens it further.
+    /// `fraction` in `0.0..=0.5`, `cap` at most 1 hour; `(0.0, _)` or
+    /// `(_, 0)` turns the spread off.
+    ///
+    /// ```
+    /// use failfast::share::{Outbox, Replica};
+    /// use failfast::{Breaker, Registry};
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    ///
+    /// let registry = Arc::new(Registry::<String>::builder(Breaker::builder().consecutive_failures(5)).build()?);
+    /// let replica = Replica::builder(registry.clone(), Arc::new(Outbox::new(64)))
+    ///     .probe_spread(0.2, Duration::from_secs(2))
+    ///     .build()?;
+    /// assert_eq!(replica.probe_spread(), (0.2, Duration::from_secs(2)));
+    /// let too_wide = Replica::builder(registry, Arc::new(Outbox::new(64)))
+    ///     .probe_spread(0.9, Duration::from_secs(2))
+    ///     .build();
+    /// assert_eq!(too_wide.unwrap_err().field(), "probe_spread fraction");
+    /// # Ok::<(), failfast::ConfigError>(())
+    /// ```
+    pub fn probe_spread(mut self, fraction: f64, cap: Duration) -> Self {
+        self.spread = (fraction, cap);
         self
     }
 
@@ -189,6 +234,17 @@ impl<K, S, C: Clock> ReplicaBuilder<K, S, C> {
         if self.slack > Duration::from_secs(3_600) {
             return Err(ConfigError::new("slack", "0 ..= 1 hour", self.slack));
         }
+        let (fraction, cap) = self.spread;
+        if !(0.0..=spread::MAX_FRACTION).contains(&fraction) {
+            return Err(ConfigError::new(
+                "probe_spread fraction",
+                "0.0 ..= 0.5",
+                fraction,
+            ));
+        }
+        let Some(spread) = Spread::new(&origin, fraction, cap) else {
+            return Err(ConfigError::new("probe_spread cap", "0 ..= 1 hour", cap));
+        };
         let stats = Arc::new(SyncStats::new(self.outbox.clone()));
         Ok(Replica {
             registry: self.registry,
@@ -197,6 +253,7 @@ impl<K, S, C: Clock> ReplicaBuilder<K, S, C> {
             min_reporters: self.min_reporters,
             window: self.window,
             slack: self.slack,
+            spread,
             applied: HashMap::new(),
             own: HashMap::new(),
             stats,
@@ -240,6 +297,39 @@ impl<K, S, C: Clock> Replica<K, S, C> {
     /// The slack the store keeps a record past its period.
     pub fn slack(&self) -> Duration {
         self.slack
+    }
+
+    /// `probe_spread`: `(fraction, cap)`.
+    pub fn probe_spread(&self) -> (f64, Duration) {
+        self.spread.settings()
+    }
+
+    /// How much earlier than `news` says this replica ends the key's open
+    /// period when it applies the news
+    /// ([`ReplicaBuilder::probe_spread`]): in `[0, min(remaining ×
+    /// fraction, cap))`, a pure function of this replica's name, the key,
+    /// the epoch and what is left.
+    ///
+    /// ```
+    /// use failfast::share::{News, Outbox, Replica};
+    /// use failfast::{Breaker, Reason, Registry};
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    ///
+    /// let replica = |name: &str| -> Result<_, failfast::ConfigError> {
+    ///     let registry = Arc::new(Registry::<String>::builder(Breaker::builder().consecutive_failures(5)).build()?);
+    ///     Replica::builder(registry, Arc::new(Outbox::new(64))).origin(name).build()
+    /// };
+    /// let news = News::new("db:5432", 7, Duration::from_secs(30), 1, Reason::FailureRate, "c");
+    /// let (a, b) = (replica("a")?.probe_offset(&news), replica("b")?.probe_offset(&news));
+    /// // By default, under 10 % of what is left (and under 5 s); each its own.
+    /// assert!(a < Duration::from_secs(3) && b < Duration::from_secs(3));
+    /// assert_ne!(a, b);
+    /// assert_eq!(a, replica("a")?.probe_offset(&news), "deterministic");
+    /// # Ok::<(), failfast::ConfigError>(())
+    /// ```
+    pub fn probe_offset(&self, news: &News) -> Duration {
+        self.spread.offset(&news.key, news.epoch, news.remaining)
     }
 
     /// Own trips still open that the store may not have: all of them, after
@@ -395,11 +485,14 @@ where
     /// Applies `news` at `now`, if it passes the filters (a newer epoch than
     /// the last applied for the key, at least `min_reporters` reporters, not
     /// this replica's own open trip coming back with nothing beyond it — it
-    /// is the only reporter, or the news ends no later): the key's breaker — created if the
-    /// registry does not track the key yet — opens until `now` plus what is
-    /// left, or its open period is extended to that end (minus its own
-    /// jitter). Returns the transition, whose reason is
-    /// [`Reason::RemoteTrip`]; it is never a close or a half-open.
+    /// is the only reporter, or the news ends no later): the key's breaker —
+    /// created if the registry does not track the key yet — opens until
+    /// `now` plus what is left less this replica's
+    /// [`probe_offset`](Self::probe_offset) (and less its breaker's jitter),
+    /// or its open period is extended to that end if it is later. The
+    /// offset only ever moves the end earlier than the news says. Returns
+    /// the transition, whose reason is [`Reason::RemoteTrip`]; it is never a
+    /// close or a half-open.
     pub fn receive_at(&mut self, news: &News, now: Nanos) -> Option<Transition> {
         self.stats.add(Count::Received, 1);
         if news.reporters < self.min_reporters {
@@ -449,7 +542,9 @@ where
             return None;
         }
         self.applied.insert(news.key.clone(), seen);
-        let remote = RemoteTrip::new(news.epoch, news.remaining, news.reason);
+        // The spread: below what is left (the offset is under half of it).
+        let remaining = news.remaining.saturating_sub(self.probe_offset(news));
+        let remote = RemoteTrip::new(news.epoch, remaining, news.reason);
         let t = handle.apply_remote_at(&remote, now);
         if t.is_some() {
             self.stats.add(Count::Applied, 1);
@@ -554,6 +649,7 @@ impl<K, S, C: Clock> fmt::Debug for ReplicaBuilder<K, S, C> {
             .field("min_reporters", &self.min_reporters)
             .field("window", &self.window)
             .field("slack", &self.slack)
+            .field("probe_spread", &self.spread)
             .finish_non_exhaustive()
     }
 }
@@ -565,6 +661,7 @@ impl<K, S, C: Clock> fmt::Debug for Replica<K, S, C> {
             .field("min_reporters", &self.min_reporters)
             .field("window", &self.window)
             .field("slack", &self.slack)
+            .field("probe_spread", &self.spread.settings())
             .field("own_trips", &self.own.len())
             .field("applied", &self.applied.len())
             .field("stats", &self.stats)
