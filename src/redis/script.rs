@@ -153,9 +153,10 @@ local open = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now_s, '+inf', 'WITHSCO
 local out = {}
 for i = 1, #open, 2 do
   local key = open[i]
-  local left = math.ceil(tonumber(open[i + 1]) - now)
+  local score = tonumber(open[i + 1])
+  local left = score and math.ceil(score - now)
   local r = false
-  if #key > 0 and left > 0 and left <= 9007199254740991 then
+  if #key > 0 and left and left > 0 and left <= 9007199254740991 then
     local name = ARGV[1] .. key
     r = record(name)
     if r == nil and redis.call('EXISTS', name) == 1 then r = false end
