@@ -154,10 +154,10 @@ where
     ///
     /// Every `flush_every` it moves the outbox's trips into its table, and,
     /// when Redis answers, starts what is due: each shard's subscription
-    /// (after connecting or a failure of that shard — and then it
-    /// reconciles the shard and publishes again every own open trip of it),
-    /// each trip Redis does not have yet, each shard's reconciliation every
-    /// `reconcile_every`. Each runs on its own, concurrently with the
+    /// (after connecting, or when the connection or the shard's
+    /// subscription was lost — and then it reconciles the shard and
+    /// publishes again every own open trip of it), each trip Redis does
+    /// not have yet, each shard's reconciliation every `reconcile_every`. Each runs on its own, concurrently with the
     /// others; messages and results are applied as they arrive, so a shard
     /// or a key in trouble holds back nothing else. A failed or slow
     /// operation (longer than `timeout`) is counted in
@@ -333,9 +333,10 @@ impl Link {
                 let shard = &mut self.shards[usize::from(n)];
                 shard.busy = false;
                 let Some((mut bad, list)) = reply else {
-                    // Subscribe again, then reconcile: the store may have restarted.
+                    // Read it again after its back-off. A store that restarted
+                    // dropped the connection: that push has the shard
+                    // subscribe again, and publish its own trips again.
                     replica.count_error();
-                    shard.lost();
                     shard.retry.failed(now);
                     return;
                 };
