@@ -390,9 +390,9 @@
 //!   above every earlier one (the record's + 1, or the server's microseconds,
 //!   so epochs grow across expiry and restarts); a replica applies only a
 //!   newer epoch per key. Duplicates, reordering and stale news are no-ops.
-//! * **Reconciliation** (on connect, after any failure, every few seconds)
-//!   reads the index of open keys: lost messages, cold starts and partitions
-//!   heal by it. Every key expires (period + slack; reporters with their
+//! * **Reconciliation** (on connect, after a lost connection, every few
+//!   seconds) reads the index of open keys: lost messages, cold starts and
+//!   partitions heal by it. Every key expires (period + slack; reporters with their
 //!   window), so `DBSIZE` returns to zero.
 //! * **Rails**: `min_reporters(k, window)` (counted by the store, checked by
 //!   each replica), the registry's `max_open`, an untracked key never opens

@@ -63,8 +63,9 @@
 //! (newer epoch, `min_reporters`, not its own open trip).
 //!
 //! **Reconciliation**, on connect, after a shard's subscription was lost
-//! and every `reconcile_every` (default 5 s): a second script per shard trims ended
-//! keys from the index and lists the open ones with what is left. Lost
+//! (a dropped connection, a moved slot) and every `reconcile_every`
+//! (default 5 s): a second script per shard trims ended keys from the
+//! index and lists the open ones with what is left. Lost
 //! pub/sub messages (at most once delivery, a killed subscriber), a cold
 //! start and a healed partition all converge by it; epochs make a record
 //! already applied a no-op.
