@@ -433,16 +433,19 @@
 //!   Closed breaker or moves an Open period's end later, asks the trip gate
 //!   (`max_open`) as a local trip does, and never closes, half-opens,
 //!   shortens or touches a probe round. Recovery stays local, each replica
-//!   probing at its own jittered time. The loom model
+//!   probing at its own time: it applies news less its own probe offset
+//!   (a hash of its name, the key and the epoch; by default under 10 % of
+//!   what is left and 5 s), so the fleet's probes spread even with the
+//!   breakers' jitter at 0. The loom model
 //!   `loom-tests/tests/remote_trip.rs` races it against admissions,
 //!   verdicts and local trips.
 //! * **Epochs from the store**: the script gives each key's news an epoch
 //!   above every earlier one (the record's + 1, or the server's microseconds,
 //!   so epochs grow across expiry and restarts); a replica applies only a
 //!   newer epoch per key. Duplicates, reordering and stale news are no-ops.
-//! * **Reconciliation** (on connect, after any failure, every few seconds)
-//!   reads the index of open keys: lost messages, cold starts and partitions
-//!   heal by it. Every key expires (period + slack; reporters with their
+//! * **Reconciliation** (on connect, after a lost connection, every few
+//!   seconds) reads the index of open keys: lost messages, cold starts and
+//!   partitions heal by it. Every key expires (period + slack; reporters with their
 //!   window), so `DBSIZE` returns to zero.
 //! * **Rails**: `min_reporters(k, window)` (counted by the store, checked by
 //!   each replica), the registry's `max_open`, an untracked key never opens
@@ -455,7 +458,7 @@
 //! the integration is a feature of this crate rather than a separate crate
 //! (the core stays free of redis and tokio either way, and the scripts stay
 //! next to `MemoryStore`, whose rules a test holds them to); the optional fleet-wide probe lease is not built (each
-//! replica probes for itself, spread by its own jitter).
+//! replica probes for itself, spread by its own probe offset).
 //!
 //! # Dependencies
 //!

@@ -1,8 +1,9 @@
 //! **redis.** Trips shared through a three-node Redis Cluster on loopback
 //! ports (started by the test, see `redis_server/`): scripts run on the node
-//! that owns their shard's slot, sharded pub/sub delivers the news, and a
-//! replica started later reconciles every shard from every node. Skipped,
-//! with a notice, where `redis-server` is missing.
+//! that owns their shard's slot, sharded pub/sub delivers the news, a
+//! replica started later reconciles every shard from every node, and a node
+//! asleep holds back no shard of the others. Skipped, with a notice, where
+//! `redis-server` is missing.
 
 mod redis_server;
 
@@ -12,7 +13,7 @@ use std::time::Duration;
 use failfast::redis::RedisSyncBuilder;
 use failfast::share::{Outbox, Replica, SyncStats};
 use failfast::{Breaker, Registry, State};
-use redis_server::{within, Cluster};
+use redis_server::{shard_of, within, Cluster};
 use tokio::task::JoinHandle;
 
 struct Node {
@@ -120,4 +121,84 @@ async fn trips_travel_through_a_three_node_cluster() {
     c.ready().await;
     assert_eq!(c.open(&hosts), hosts.len());
     assert_eq!(c.stats.errors(), 0);
+}
+
+/// The node (index into `cluster.nodes`) that owns shard `n`'s slot (the
+/// cluster splits the slots evenly, in node order).
+fn node_of_shard(cluster: &Cluster, n: u16) -> usize {
+    let slot: u64 = cluster.nodes[0].query(
+        redis::cmd("CLUSTER")
+            .arg("KEYSLOT")
+            .arg(format!("{{failfast:{n}}}:open")),
+    );
+    match slot {
+        0..=5460 => 0,
+        5461..=10922 => 1,
+        _ => 2,
+    }
+}
+
+/// A key whose shard (of the default 16) lives on node `node`, or not.
+fn key_on(cluster: &Cluster, prefix: &str, node: usize, on: bool) -> String {
+    (0..)
+        .map(|i| format!("{prefix}{i}:443"))
+        .find(|k| (node_of_shard(cluster, shard_of(k, 16)) == node) == on)
+        .expect("keys land on every node")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_asleep_holds_back_no_shard_of_the_others() {
+    let Some(cluster) = Cluster::start() else {
+        return;
+    };
+    let a = Node::start(&cluster, "a");
+    let b = Node::start(&cluster, "b");
+    a.ready().await;
+    b.ready().await;
+    let (asleep, awake) = (
+        key_on(&cluster, "asleep", 0, true),
+        key_on(&cluster, "awake", 0, false),
+    );
+
+    // Node 0 sleeps 1.5 s (under the 2 s node timeout: no failover).
+    let mut probe = cluster.nodes[0].connection().unwrap();
+    probe
+        .set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    let url = cluster.nodes[0].url();
+    let sleeper = std::thread::spawn(move || {
+        let mut c = redis::Client::open(url.as_str())
+            .unwrap()
+            .get_connection()
+            .unwrap();
+        let _: () = redis::cmd("DEBUG")
+            .arg("SLEEP")
+            .arg(1.5)
+            .query(&mut c)
+            .unwrap();
+    });
+    let unanswered = || redis::cmd("PING").query::<String>(&mut probe).is_err();
+    within(Duration::from_secs(2), unanswered)
+        .await
+        .expect("DEBUG SLEEP took hold");
+
+    // A trip whose script waits on the sleeping node...
+    a.trip(&asleep);
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    // ...holds back no trip of another node's shard.
+    a.trip(&awake);
+    let took = within(Duration::from_secs(3), || {
+        b.open(std::slice::from_ref(&awake)) == 1
+    })
+    .await
+    .expect("B opens the awake node's key");
+    assert!(took < Duration::from_millis(50), "B opened after {took:?}");
+    assert!(!sleeper.is_finished(), "all of it while node 0 slept");
+    sleeper.join().unwrap();
+    // Once the node wakes, the first trip goes out too.
+    within(Duration::from_secs(10), || {
+        b.open(std::slice::from_ref(&asleep)) == 1
+    })
+    .await
+    .expect("B opens the sleeping node's key after it wakes");
 }

@@ -229,7 +229,8 @@ async fn stale_and_duplicate_epochs_change_nothing() {
     })
     .await
     .expect("marker applied");
-    assert_eq!(b.stats.ignored(), 1);
+    assert_eq!(b.stats.bad_records(), 1);
+    assert_eq!(b.stats.ignored(), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -237,10 +238,13 @@ async fn ten_thousand_trips_leave_no_key_behind() {
     let Some(server) = Server::start() else {
         return;
     };
+    // Open long enough for the 10k scripts to go out on a busy shared host
+    // (2 s asked 5,000 trips/s of it; at a load of 3 on 2 cores it managed
+    // about 3,000, before and after the task ran operations on their own).
     let registry = Registry::<String>::builder(
         Breaker::builder()
             .consecutive_failures(1)
-            .open_duration(Duration::from_secs(2)),
+            .open_duration(Duration::from_secs(6)),
     )
     .build()
     .unwrap();
@@ -253,10 +257,27 @@ async fn ten_thousand_trips_leave_no_key_behind() {
     for i in 0..10_000 {
         a.trip(&format!("h{i}.example:443"));
     }
+    // Every trip recorded while open: all 10k keys in the shard's index (a
+    // trip whose answer timed out is sent again, so `published` may count
+    // it twice).
+    let mut c = server.connection().unwrap();
+    let mut indexed = || {
+        redis::cmd("ZCARD")
+            .arg("{failfast:0}:open")
+            .query::<u64>(&mut c)
+            .is_ok_and(|n| n == 10_000)
+    };
+    let ok = within(Duration::from_secs(10), &mut indexed).await;
+    assert!(
+        ok.is_some(),
+        "every trip recorded while open: {:?}",
+        a.stats
+    );
+    // (A trip whose answer came after the timeout is confirmed when sent again.)
     let stats = a.stats.clone();
-    within(Duration::from_secs(10), move || stats.published() == 10_000)
+    within(Duration::from_secs(5), move || stats.published() >= 10_000)
         .await
-        .expect("every trip published while open");
+        .expect("every trip confirmed");
     assert!(server.dbsize() > 10_000, "records, reporters and the index");
     let took = within(Duration::from_secs(10), || server.dbsize() == 0).await;
     assert!(

@@ -9,15 +9,17 @@
 //! Closed/Open → Open with `Reason::RemoteTrip`; a duplicate or older epoch
 //! changes nothing. Checked at the end, after one publish and one
 //! reconciliation per replica: every replica's open period of every host
-//! ends where the store says, within the jitter — never later, but for the
-//! delay of a message that arrived late (a message carries the time left
-//! when it was sent).
+//! ends where the store says, within the jitter and the replica's probe
+//! spread — never later, but for the delay of a message that arrived late
+//! (a message carries the time left when it was sent).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use failfast::share::{MemoryStore, News, Outbox, Replica, Store};
+use failfast::share::{
+    MemoryStore, News, Outbox, Replica, Store, DEFAULT_PROBE_SPREAD, DEFAULT_PROBE_SPREAD_CAP,
+};
 use failfast::{Breaker, Clock, ManualClock, Nanos, Reason, Registry, State};
 use proptest::prelude::*;
 
@@ -205,7 +207,9 @@ proptest! {
             }
         }
         // Nothing reached its period's end: the test is about merges, not probes.
-        prop_assume!(elapsed < open.mul_f64(1.0 - JITTER) - Duration::from_secs(1));
+        prop_assume!(
+            elapsed < open.mul_f64(1.0 - JITTER - DEFAULT_PROBE_SPREAD) - Duration::from_secs(1)
+        );
         store.set_reachable(true);
         for n in &mut nodes {
             let _ = n.replica.publish_to(&mut store);
@@ -230,8 +234,11 @@ proptest! {
                         let late = n.heard.get(host).map_or(Duration::ZERO, |h| h.1);
                         prop_assert!(retry <= left + late + UNIT + Duration::from_millis(1),
                             "replica {} {}: {:?} > {:?}", i, host, retry, left);
-                        // ...and earlier by at most its jitter.
-                        let floor = left.saturating_sub((left + elapsed).mul_f64(JITTER) + UNIT + Duration::from_millis(1));
+                        // ...and earlier by at most its jitter and its spread
+                        // (each a share of what was left when it heard).
+                        let heard_left = left + elapsed;
+                        let spread = heard_left.mul_f64(DEFAULT_PROBE_SPREAD).min(DEFAULT_PROBE_SPREAD_CAP);
+                        let floor = left.saturating_sub(heard_left.mul_f64(JITTER) + spread + UNIT + Duration::from_millis(1));
                         prop_assert!(retry >= floor, "replica {} {}: {:?} < {:?}", i, host, retry, floor);
                     }
                 }

@@ -28,7 +28,7 @@
 //! | `circuit_breaker_open` | gauge | — | registry counters |
 //! | `circuit_breaker_half_open` | gauge | — | registry counters |
 //! | `circuit_breaker_tracked` | gauge | — | registry counters |
-//! | `circuit_breaker_sync_published_total`, `…_sync_errors_total`, `…_sync_dropped_total`, `…_sync_received_total`, `…_sync_applied_total`, `…_sync_stale_total`, `…_sync_below_min_reporters_total`, `…_sync_ignored_total`, `…_sync_reconciled_total` | counter (absolute) | — | a replica's [`SyncStats`](crate::share::SyncStats) (trips shared across replicas): [`SyncStats::export_metrics`](crate::share::SyncStats::export_metrics) |
+//! | `circuit_breaker_sync_published_total`, `…_sync_errors_total`, `…_sync_dropped_total`, `…_sync_received_total`, `…_sync_applied_total`, `…_sync_stale_total`, `…_sync_below_min_reporters_total`, `…_sync_ignored_total`, `…_sync_reconciled_total`, `…_sync_bad_records_total` | counter (absolute) | — | a replica's [`SyncStats`](crate::share::SyncStats) (trips shared across replicas): [`SyncStats::export_metrics`](crate::share::SyncStats::export_metrics) |
 //!
 //! A registry may hold millions of hosts: its per-host series (the first
 //! five rows) are **opt-in** ([`MetricsExporter::per_host`]); its aggregates
@@ -140,14 +140,17 @@ pub const SYNC_STALE_TOTAL: &str = "circuit_breaker_sync_stale_total";
 /// `circuit_breaker_sync_below_min_reporters_total`: news reported by fewer
 /// replicas than `min_reporters`.
 pub const SYNC_BELOW_MIN_REPORTERS_TOTAL: &str = "circuit_breaker_sync_below_min_reporters_total";
-/// `circuit_breaker_sync_ignored_total`: news set aside otherwise.
+/// `circuit_breaker_sync_ignored_total`: well-formed news set aside otherwise.
 pub const SYNC_IGNORED_TOTAL: &str = "circuit_breaker_sync_ignored_total";
 /// `circuit_breaker_sync_reconciled_total`: reconciliations done.
 pub const SYNC_RECONCILED_TOTAL: &str = "circuit_breaker_sync_reconciled_total";
+/// `circuit_breaker_sync_bad_records_total`: malformed records and messages
+/// found in the store and set aside.
+pub const SYNC_BAD_RECORDS_TOTAL: &str = "circuit_breaker_sync_bad_records_total";
 
 /// The sync counters of a sharing replica and their descriptions, in the
 /// order [`SyncStats::export_metrics`](crate::share::SyncStats::export_metrics) publishes them.
-pub(crate) const SYNC: [(&str, &str); 9] = [
+pub(crate) const SYNC: [(&str, &str); 10] = [
     (
         SYNC_PUBLISHED_TOTAL,
         "Local trips the shared store accepted",
@@ -178,11 +181,15 @@ pub(crate) const SYNC: [(&str, &str); 9] = [
     ),
     (
         SYNC_IGNORED_TOTAL,
-        "News set aside (malformed, untrackable key, own trip)",
+        "News set aside (untrackable key, own trip)",
     ),
     (
         SYNC_RECONCILED_TOTAL,
         "Reconciliations with the shared store",
+    ),
+    (
+        SYNC_BAD_RECORDS_TOTAL,
+        "Malformed records and messages in the shared store, set aside",
     ),
 ];
 

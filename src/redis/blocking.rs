@@ -6,7 +6,7 @@ use core::fmt;
 use redis::{Connection, RedisError, RedisResult};
 
 use super::keys::Keyspace;
-use super::script::Scripts;
+use super::script::{is_noscript, Call, OpenReply, Scripts, TripReply};
 use super::RedisSyncBuilder;
 use crate::share::{LocalTrip, News, Store};
 
@@ -17,13 +17,16 @@ use crate::share::{LocalTrip, News, Store};
 /// tools, and for tests that hold the scripts to the rules of
 /// [`MemoryStore`](crate::share::MemoryStore). It records, publishes and
 /// lists trips exactly as the sync task does; it does not subscribe (its
-/// owner reconciles, or reads the channel itself).
+/// owner reconciles, or reads the channel itself). Bad records the scripts
+/// set aside are counted for [`Store::take_bad_records`]. Unlike the sync
+/// task, it stops at the first shard whose script fails.
 ///
 /// Built with [`RedisSyncBuilder::connect_blocking`].
 pub struct RedisStore {
     conn: Connection,
     keys: Keyspace,
     scripts: Scripts,
+    bad: u64,
 }
 
 impl RedisSyncBuilder {
@@ -49,6 +52,7 @@ impl RedisSyncBuilder {
             conn,
             keys: Keyspace::new(&self.prefix, self.shards.max(1)),
             scripts: Scripts::new(),
+            bad: 0,
         })
     }
 }
@@ -58,17 +62,37 @@ impl Store for RedisStore {
 
     fn trip(&mut self, trip: &LocalTrip) -> RedisResult<Option<News>> {
         let shard = self.keys.shard_of(&trip.key);
-        let wire: Option<String> = self.scripts.trip(&shard, trip).invoke(&mut self.conn)?;
-        Ok(wire.as_deref().and_then(News::decode))
+        let (bad, wire): TripReply = invoke(&mut self.conn, &self.scripts.trip(&shard, trip))?;
+        self.bad += bad;
+        Ok(News::decode(&wire))
     }
 
     fn open_trips(&mut self) -> RedisResult<Vec<News>> {
         let mut open = Vec::new();
         for shard in self.keys.shards() {
-            let list: Vec<String> = self.scripts.open(&shard).invoke(&mut self.conn)?;
-            open.extend(list.iter().filter_map(|w| News::decode(w)));
+            let (bad, list): OpenReply = invoke(&mut self.conn, &self.scripts.open(&shard))?;
+            self.bad += bad;
+            for wire in &list {
+                match News::decode(wire) {
+                    Some(news) => open.push(news),
+                    None => self.bad += 1,
+                }
+            }
         }
         Ok(open)
+    }
+
+    fn take_bad_records(&mut self) -> u64 {
+        core::mem::take(&mut self.bad)
+    }
+}
+
+/// Runs a script: by its hash, or with its source if the server does not
+/// have it yet.
+fn invoke<T: redis::FromRedisValue>(conn: &mut Connection, call: &Call<'_>) -> RedisResult<T> {
+    match call.by_hash().query(conn) {
+        Err(e) if is_noscript(&e) => call.with_source().query(conn),
+        done => done,
     }
 }
 

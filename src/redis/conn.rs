@@ -8,10 +8,12 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
 use redis::{
-    Client, ConnectionInfo, FromRedisValue, IntoConnectionInfo, ProtocolVersion, PushInfo,
-    RedisResult, ScriptInvocation,
+    Client, Cmd, ConnectionInfo, FromRedisValue, IntoConnectionInfo, ProtocolVersion, PushInfo,
+    RedisResult,
 };
 use tokio::sync::mpsc::UnboundedSender;
+
+use super::script::{is_noscript, Call};
 
 /// Where the shared state lives.
 #[derive(Clone, Debug)]
@@ -71,14 +73,19 @@ impl Conn {
         }
     }
 
-    /// Runs a script.
-    pub(crate) async fn invoke<T: FromRedisValue>(
-        &mut self,
-        call: ScriptInvocation<'_>,
-    ) -> RedisResult<T> {
+    /// Runs a script: by its hash, or with its source on a node that does
+    /// not have it yet.
+    pub(crate) async fn invoke<T: FromRedisValue>(&mut self, call: &Call<'_>) -> RedisResult<T> {
+        match self.query(&call.by_hash()).await {
+            Err(e) if is_noscript(&e) => self.query(&call.with_source()).await,
+            done => done,
+        }
+    }
+
+    async fn query<T: FromRedisValue>(&mut self, cmd: &Cmd) -> RedisResult<T> {
         match self {
-            Conn::Single(c) => call.invoke_async(c).await,
-            Conn::Cluster(c) => call.invoke_async(c).await,
+            Conn::Single(c) => cmd.query_async(c).await,
+            Conn::Cluster(c) => cmd.query_async(c).await,
         }
     }
 

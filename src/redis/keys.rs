@@ -30,21 +30,46 @@ impl Keyspace {
         (0..self.shards).map(|n| self.shard_at(n))
     }
 
-    fn shard_at(&self, n: u16) -> Shard {
+    /// How many shards.
+    pub(crate) fn len(&self) -> u16 {
+        self.shards
+    }
+
+    /// Shard `n` (in `0..len()`).
+    pub(crate) fn shard_at(&self, n: u16) -> Shard {
         Shard {
             tag: format!("{{{}:{}}}", self.prefix, n),
         }
     }
 
-    /// The shard of `key`: FNV-1a of its bytes (the same in every process
-    /// and version, unlike std's hashers).
+    /// The shard of `key`: see [`index_of`](Self::index_of).
     pub(crate) fn shard_of(&self, key: &str) -> Shard {
+        self.shard_at(self.index_of(key))
+    }
+
+    /// The number of `key`'s shard: FNV-1a of its bytes (the same in every
+    /// process and version, unlike std's hashers), modulo the shards.
+    pub(crate) fn index_of(&self, key: &str) -> u16 {
         let mut h: u64 = 0xcbf2_9ce4_8422_2325;
         for b in key.bytes() {
             h ^= u64::from(b);
             h = h.wrapping_mul(0x0100_0000_01b3);
         }
-        self.shard_at((h % u64::from(self.shards)) as u16)
+        (h % u64::from(self.shards)) as u16
+    }
+
+    /// The number of the shard whose channel is `channel`, if it is one of
+    /// ours.
+    pub(crate) fn index_of_channel(&self, channel: &str) -> Option<u16> {
+        let rest = channel
+            .strip_prefix('{')?
+            .strip_prefix(self.prefix.as_str())?;
+        let n: u16 = rest
+            .strip_prefix(':')?
+            .strip_suffix("}:trips")?
+            .parse()
+            .ok()?;
+        (n < self.shards).then_some(n)
     }
 }
 
@@ -99,6 +124,12 @@ mod tests {
             assert!(name.starts_with(&s.tag), "{name}");
         }
         assert_eq!(s.trip("k"), format!("{}k", s.trip_prefix()));
+        let n = ks.index_of("db.example:5432");
+        assert_eq!(ks.shard_at(n), s);
+        assert_eq!(ks.index_of_channel(&s.channel()), Some(n));
+        assert_eq!(ks.index_of_channel("{failfast:16}:trips"), None);
+        assert_eq!(ks.index_of_channel("{other:1}:trips"), None);
+        assert_eq!(ks.index_of_channel("{failfast:1}:open"), None);
     }
 
     #[test]

@@ -62,12 +62,20 @@
 //! replica applies it at its own now + what is left, after its filters
 //! (newer epoch, `min_reporters`, not its own open trip).
 //!
-//! **Reconciliation**, on connect, after any failure and every
-//! `reconcile_every` (default 5 s): a second script per shard trims ended
-//! keys from the index and lists the open ones with what is left. Lost
+//! **Reconciliation**, on connect, after a shard's subscription was lost
+//! (a dropped connection, a moved slot) and every `reconcile_every`
+//! (default 5 s): a second script per shard trims ended keys from the
+//! index and lists the open ones with what is left. Lost
 //! pub/sub messages (at most once delivery, a killed subscriber), a cold
 //! start and a healed partition all converge by it; epochs make a record
 //! already applied a no-op.
+//!
+//! **Nothing read is trusted.** Both scripts take a record only whole —
+//! every field present and of its type — and a key only of its Redis type;
+//! reconciliation skips anything else (and drops it from the index), a trip
+//! replaces it, and the replica decodes every message. What is set aside is
+//! counted in [`SyncStats::bad_records`](crate::share::SyncStats::bad_records)
+//! and never fails a script, so junk under one key stops no other key.
 //!
 //! # What runs where
 //!
@@ -86,20 +94,26 @@
 //!   window; the script counts them, each replica checks its own `k`.
 //! * **The cap**: a remote trip asks the registry's `max_open` as a local
 //!   one does; a key the registry cannot track is not opened.
-//! * **Redis unreachable or slow**: the task counts the failure
-//!   ([`SyncStats::errors`](crate::share::SyncStats::errors)), backs off
-//!   (100 ms doubling to 5 s) and tries again; its own open trips stay in
-//!   its table and are published — again, after a failure, in case Redis
-//!   restarted empty — when it answers. The outbox drains into that table
-//!   meanwhile, so the request path never finds it full for that reason.
+//! * **Redis unreachable or slow**: the task counts each failed operation
+//!   ([`SyncStats::errors`](crate::share::SyncStats::errors)) and tries it
+//!   again after its own back-off (100 ms doubling to 5 s): a shard's
+//!   subscription and reconciliation per shard, a trip per trip. Each
+//!   operation runs on its own, so a shard (a cluster node) or a trip in
+//!   trouble holds back no other. Its own open trips stay in its table and
+//!   are published — again, after a shard's subscription was lost, in case
+//!   Redis restarted empty — when it answers. The outbox drains into that
+//!   table meanwhile, so the request path never finds it full for that
+//!   reason.
 //!
 //! # Redis Cluster
 //!
 //! [`RedisSyncBuilder::cluster`] connects to a cluster: scripts go to the
 //! node that owns their shard's slot, and the task subscribes to each
 //! shard's channel on its node (sharded pub/sub; `SSUBSCRIBE` again when a
-//! slot moves). Needs Redis 7 or later (sharded pub/sub), single server or
-//! cluster.
+//! slot moves). A node that does not have a script yet gets it with the
+//! call (`EVAL`), never by `SCRIPT LOAD`, which the cluster client sends to
+//! every node (one node asleep would hold up every node's first call).
+//! Needs Redis 7 or later (sharded pub/sub), single server or cluster.
 
 mod blocking;
 mod conn;

@@ -152,19 +152,20 @@ pub(crate) fn ceil_millis(d: Duration) -> u64 {
     u64::try_from(d.as_nanos().div_ceil(1_000_000)).unwrap_or(u64::MAX)
 }
 
+/// The reasons news may carry: every reason a breaker opens for.
+pub(crate) const TRIP_REASONS: [Reason; 7] = [
+    Reason::ConsecutiveFailures,
+    Reason::FailureRate,
+    Reason::SlowCallRate,
+    Reason::ProbeFailed,
+    Reason::ProbeSlow,
+    Reason::ProbeAbandoned,
+    Reason::RemoteTrip,
+];
+
 /// The trip reason named `name` ([`Reason::as_str`]).
 pub(crate) fn trip_reason(name: &str) -> Option<Reason> {
-    [
-        Reason::ConsecutiveFailures,
-        Reason::FailureRate,
-        Reason::SlowCallRate,
-        Reason::ProbeFailed,
-        Reason::ProbeSlow,
-        Reason::ProbeAbandoned,
-        Reason::RemoteTrip,
-    ]
-    .into_iter()
-    .find(|r| r.as_str() == name)
+    TRIP_REASONS.into_iter().find(|r| r.as_str() == name)
 }
 
 /// The longest replica name, in bytes.

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use super::news::{check_origin, LocalTrip, News};
 use super::outbox::Outbox;
+use super::spread::{self, Spread, DEFAULT_PROBE_SPREAD, DEFAULT_PROBE_SPREAD_CAP};
 use super::stats::{Count, SyncStats};
 use super::store::Store;
 use crate::clock::{Clock, Nanos, QuantaClock};
@@ -30,6 +31,12 @@ struct Seen {
     forget_at: Nanos,
 }
 
+/// The wait before a trip the store refused is handed again; it doubles
+/// per refusal up to [`RETRY_MAX`].
+const RETRY_FIRST: Duration = Duration::from_millis(100);
+/// The longest wait before a refused trip is handed again.
+const RETRY_MAX: Duration = Duration::from_secs(5);
+
 /// One of this replica's own trips, still open.
 #[derive(Copy, Clone, Debug)]
 struct Own {
@@ -37,6 +44,22 @@ struct Own {
     reason: Reason,
     /// Whether the store has it.
     published: bool,
+    /// Not handed to the store before this (after a refusal).
+    retry_at: Nanos,
+    /// The wait after the next refusal.
+    backoff: Duration,
+}
+
+impl Own {
+    fn new(until: Nanos, reason: Reason) -> Own {
+        Own {
+            until,
+            reason,
+            published: false,
+            retry_at: Nanos::ZERO,
+            backoff: RETRY_FIRST,
+        }
+    }
 }
 
 /// One registry's side of trip sharing, driven by a sync task (or, with a
@@ -46,7 +69,9 @@ struct Own {
 /// * **Out:** it drains the [`Outbox`] the request path fills and hands each
 ///   local trip to the store with what is left of its open period, keeping
 ///   it (until the period ends) to hand it again if the store was
-///   unreachable or lost it.
+///   unreachable or lost it. A trip the store refuses does not hold the
+///   others back: it goes after them next time (the sync task makes it
+///   wait on its own, 100 ms doubling to 5 s).
 /// * **In:** it merges the store's [`News`] into the registry with
 ///   [`Registry::apply_remote_at`]-style monotone merges (a breaker is
 ///   opened or its period extended, never closed or shortened), after three
@@ -55,6 +80,11 @@ struct Own {
 ///   fewer than `min_reporters` replicas changes nothing; news of a trip this
 ///   replica made itself, still open, changes nothing unless another
 ///   replica reported a later end.
+/// * **Spread:** it ends a remote period a little before the news says —
+///   its own [`probe_offset`](Replica::probe_offset), drawn from its name,
+///   the key and the epoch, at most a fraction of what is left up to a cap
+///   ([`ReplicaBuilder::probe_spread`]) — so replicas that heard the same
+///   trip probe at different instants even with the breakers' jitter at 0.
 ///
 /// See [`MemoryStore`](super::MemoryStore) for a runnable example.
 pub struct Replica<K, S = RandomState, C: Clock = QuantaClock> {
@@ -64,6 +94,7 @@ pub struct Replica<K, S = RandomState, C: Clock = QuantaClock> {
     min_reporters: u32,
     window: Duration,
     slack: Duration,
+    spread: Spread,
     applied: HashMap<String, Seen>,
     own: HashMap<String, Own>,
     stats: Arc<SyncStats>,
@@ -78,6 +109,7 @@ pub struct ReplicaBuilder<K, S = RandomState, C: Clock = QuantaClock> {
     min_reporters: u32,
     window: Duration,
     slack: Duration,
+    spread: (f64, Duration),
 }
 
 /// The default `min_reporters` window.
@@ -90,7 +122,8 @@ impl<K, S, C: Clock> Replica<K, S, C> {
     /// request path reports into `outbox`.
     ///
     /// Defaults: a random origin name, `min_reporters(1, 60 s)` (any one
-    /// replica's trip is applied everywhere), a slack of 5 s.
+    /// replica's trip is applied everywhere), a slack of 5 s,
+    /// `probe_spread(0.1, 5 s)`.
     pub fn builder(
         registry: Arc<Registry<K, S, C>>,
         outbox: Arc<Outbox>,
@@ -102,6 +135,7 @@ impl<K, S, C: Clock> Replica<K, S, C> {
             min_reporters: 1,
             window: DEFAULT_WINDOW,
             slack: DEFAULT_SLACK,
+            spread: (DEFAULT_PROBE_SPREAD, DEFAULT_PROBE_SPREAD_CAP),
         }
     }
 }
@@ -131,6 +165,41 @@ impl<K, S, C: Clock> ReplicaBuilder<K, S, C> {
     /// last epoch it applied.
     pub fn slack(mut self, slack: Duration) -> Self {
         self.slack = slack;
+        self
+    }
+
+    /// How far apart replicas that apply the same news end its open period
+    /// (default `0.1`, 5 s): this replica ends it earlier than the news
+    /// says by its own offset, in `[0, min(remaining × fraction, cap))`,
+    /// drawn from a hash of its [`origin`](Self::origin), the key and the
+    /// news' epoch ([`Replica::probe_offset`]). Deterministic, no state;
+    /// distinct names draw distinct offsets, so the fleet's probes spread
+    /// over the range (two of N replicas still share a 16.8 ms unit of the
+    /// breaker's period now and then, as in a birthday draw). It never
+    /// extends a period, and the breakers' own
+    /// [`jitter`](crate::Builder::jitter), if any, shortens it further.
+    /// `fraction` in `0.0..=0.5`, `cap` at most 1 hour; `(0.0, _)` or
+    /// `(_, 0)` turns the spread off.
+    ///
+    /// ```
+    /// use failfast::share::{Outbox, Replica};
+    /// use failfast::{Breaker, Registry};
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    ///
+    /// let registry = Arc::new(Registry::<String>::builder(Breaker::builder().consecutive_failures(5)).build()?);
+    /// let replica = Replica::builder(registry.clone(), Arc::new(Outbox::new(64)))
+    ///     .probe_spread(0.2, Duration::from_secs(2))
+    ///     .build()?;
+    /// assert_eq!(replica.probe_spread(), (0.2, Duration::from_secs(2)));
+    /// let too_wide = Replica::builder(registry, Arc::new(Outbox::new(64)))
+    ///     .probe_spread(0.9, Duration::from_secs(2))
+    ///     .build();
+    /// assert_eq!(too_wide.unwrap_err().field(), "probe_spread fraction");
+    /// # Ok::<(), failfast::ConfigError>(())
+    /// ```
+    pub fn probe_spread(mut self, fraction: f64, cap: Duration) -> Self {
+        self.spread = (fraction, cap);
         self
     }
 
@@ -165,6 +234,17 @@ impl<K, S, C: Clock> ReplicaBuilder<K, S, C> {
         if self.slack > Duration::from_secs(3_600) {
             return Err(ConfigError::new("slack", "0 ..= 1 hour", self.slack));
         }
+        let (fraction, cap) = self.spread;
+        if !(0.0..=spread::MAX_FRACTION).contains(&fraction) {
+            return Err(ConfigError::new(
+                "probe_spread fraction",
+                "0.0 ..= 0.5",
+                fraction,
+            ));
+        }
+        let Some(spread) = Spread::new(&origin, fraction, cap) else {
+            return Err(ConfigError::new("probe_spread cap", "0 ..= 1 hour", cap));
+        };
         let stats = Arc::new(SyncStats::new(self.outbox.clone()));
         Ok(Replica {
             registry: self.registry,
@@ -173,6 +253,7 @@ impl<K, S, C: Clock> ReplicaBuilder<K, S, C> {
             min_reporters: self.min_reporters,
             window: self.window,
             slack: self.slack,
+            spread,
             applied: HashMap::new(),
             own: HashMap::new(),
             stats,
@@ -218,11 +299,54 @@ impl<K, S, C: Clock> Replica<K, S, C> {
         self.slack
     }
 
+    /// `probe_spread`: `(fraction, cap)`.
+    pub fn probe_spread(&self) -> (f64, Duration) {
+        self.spread.settings()
+    }
+
+    /// How much earlier than `news` says this replica ends the key's open
+    /// period when it applies the news
+    /// ([`ReplicaBuilder::probe_spread`]): in `[0, min(remaining ×
+    /// fraction, cap))`, a pure function of this replica's name, the key,
+    /// the epoch and what is left.
+    ///
+    /// ```
+    /// use failfast::share::{News, Outbox, Replica};
+    /// use failfast::{Breaker, Reason, Registry};
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    ///
+    /// let replica = |name: &str| -> Result<_, failfast::ConfigError> {
+    ///     let registry = Arc::new(Registry::<String>::builder(Breaker::builder().consecutive_failures(5)).build()?);
+    ///     Replica::builder(registry, Arc::new(Outbox::new(64))).origin(name).build()
+    /// };
+    /// let news = News::new("db:5432", 7, Duration::from_secs(30), 1, Reason::FailureRate, "c");
+    /// let (a, b) = (replica("a")?.probe_offset(&news), replica("b")?.probe_offset(&news));
+    /// // By default, under 10 % of what is left (and under 5 s); each its own.
+    /// assert!(a < Duration::from_secs(3) && b < Duration::from_secs(3));
+    /// assert_ne!(a, b);
+    /// assert_eq!(a, replica("a")?.probe_offset(&news), "deterministic");
+    /// # Ok::<(), failfast::ConfigError>(())
+    /// ```
+    pub fn probe_offset(&self, news: &News) -> Duration {
+        self.spread.offset(&news.key, news.epoch, news.remaining)
+    }
+
     /// Own trips still open that the store may not have: all of them, after
-    /// the store restarted, failed over or was unreachable.
+    /// the store restarted, failed over or was unreachable. They are handed
+    /// again at once, whatever their wait after a refusal.
     pub fn store_lost(&mut self) {
-        for own in self.own.values_mut() {
-            own.published = false;
+        self.store_lost_where(|_| true);
+    }
+
+    /// [`store_lost`](Self::store_lost) for the keys `lost` picks (one
+    /// shard's, with Redis).
+    pub(crate) fn store_lost_where(&mut self, lost: impl Fn(&str) -> bool) {
+        for (key, own) in &mut self.own {
+            if lost(key) {
+                own.published = false;
+                own.retry_at = Nanos::ZERO;
+            }
         }
     }
 
@@ -231,14 +355,18 @@ impl<K, S, C: Clock> Replica<K, S, C> {
     pub(crate) fn drain_outbox_at(&mut self, now: Nanos) {
         while let Some(report) = self.outbox.pop() {
             let until = report.until();
-            let fresh = Own {
-                until,
-                reason: report.reason,
-                published: false,
-            };
+            let fresh = Own::new(until, report.reason);
             let full = self.own.len() >= MAX_OWN_TRIPS;
             match self.own.get_mut(report.key()) {
-                Some(own) if until > own.until => *own = fresh,
+                // A later end to publish; a key the store refuses keeps
+                // waiting on its own.
+                Some(own) if until > own.until => {
+                    *own = Own {
+                        retry_at: own.retry_at,
+                        backoff: own.backoff,
+                        ..fresh
+                    }
+                }
                 Some(_) => {}
                 None if full => self.outbox.count_dropped(),
                 None => {
@@ -249,22 +377,50 @@ impl<K, S, C: Clock> Replica<K, S, C> {
         self.own.retain(|_, own| own.until > now);
     }
 
-    /// The own trips open at `now` that the store does not have yet (the
-    /// outbox drained first), with what is left of them.
-    pub(crate) fn due_at(&mut self, now: Nanos) -> Vec<LocalTrip> {
+    /// The own trips open at `now` that the store does not have yet and
+    /// that are not waiting after a refusal (the outbox drained first),
+    /// with what is left of them: at most `most`, none that `skip` picks
+    /// (already on their way).
+    #[cfg(feature = "redis")]
+    pub(crate) fn due_at(
+        &mut self,
+        now: Nanos,
+        most: usize,
+        skip: impl Fn(&str) -> bool,
+    ) -> Vec<LocalTrip> {
         self.drain_outbox_at(now);
         self.own
             .iter()
-            .filter(|(_, own)| !own.published)
-            .map(|(key, own)| LocalTrip {
-                key: key.clone(),
-                remaining: own.until.saturating_duration_since(now),
-                reason: own.reason,
-                origin: self.origin.clone(),
-                window: self.window,
-                slack: self.slack,
-            })
+            .filter(|(key, own)| !own.published && own.retry_at <= now && !skip(key))
+            .take(most)
+            .map(|(key, own)| self.local_trip(key, own, now))
             .collect()
+    }
+
+    /// Every own trip open at `now` that the store does not have yet (the
+    /// outbox drained first), waiting or not: the ones never refused first,
+    /// then the ones refused longest ago.
+    fn unpublished_at(&mut self, now: Nanos) -> Vec<LocalTrip> {
+        self.drain_outbox_at(now);
+        let mut waiting: Vec<(&String, &Own)> =
+            self.own.iter().filter(|(_, own)| !own.published).collect();
+        waiting.sort_by_key(|(_, own)| own.retry_at);
+        waiting
+            .into_iter()
+            .map(|(key, own)| self.local_trip(key, own, now))
+            .collect()
+    }
+
+    /// The trip to hand the store for `key`'s own trip at `now`.
+    fn local_trip(&self, key: &str, own: &Own, now: Nanos) -> LocalTrip {
+        LocalTrip {
+            key: key.to_owned(),
+            remaining: own.until.saturating_duration_since(now),
+            reason: own.reason,
+            origin: self.origin.clone(),
+            window: self.window,
+            slack: self.slack,
+        }
     }
 
     /// The store has `trip` (sent at `now`): not to be sent again unless the
@@ -274,14 +430,33 @@ impl<K, S, C: Clock> Replica<K, S, C> {
             if own.until <= now.saturating_add(trip.remaining) {
                 own.published = true;
             }
+            own.backoff = RETRY_FIRST;
         }
         self.stats.add(Count::Published, 1);
     }
 
-    /// Counts news set aside (malformed on the wire).
-    #[cfg(feature = "redis")]
-    pub(crate) fn count_ignored(&self) {
-        self.stats.add(Count::Ignored, 1);
+    /// The store refused `trip` (sent at `now`), or did not answer: counted
+    /// in [`SyncStats::errors`]; the sync task hands it again after its own
+    /// wait (100 ms, doubling to 5 s), and
+    /// [`publish_to`](Self::publish_to) after the others.
+    pub(crate) fn refused(&mut self, trip: &LocalTrip, now: Nanos) {
+        if let Some(own) = self.own.get_mut(&trip.key) {
+            own.retry_at = now.saturating_add(own.backoff);
+            own.backoff = (own.backoff * 2).min(RETRY_MAX);
+        }
+        self.count_error();
+    }
+
+    /// Counts `n` malformed records or messages set aside.
+    pub(crate) fn count_bad(&self, n: u64) {
+        if n > 0 {
+            self.stats.add(Count::BadRecords, n);
+        }
+    }
+
+    /// Counts one reconciliation round (every shard read).
+    pub(crate) fn count_reconciled(&self) {
+        self.stats.add(Count::Reconciled, 1);
     }
 
     /// Counts a failed store operation.
@@ -310,11 +485,14 @@ where
     /// Applies `news` at `now`, if it passes the filters (a newer epoch than
     /// the last applied for the key, at least `min_reporters` reporters, not
     /// this replica's own open trip coming back with nothing beyond it — it
-    /// is the only reporter, or the news ends no later): the key's breaker — created if the
-    /// registry does not track the key yet — opens until `now` plus what is
-    /// left, or its open period is extended to that end (minus its own
-    /// jitter). Returns the transition, whose reason is
-    /// [`Reason::RemoteTrip`]; it is never a close or a half-open.
+    /// is the only reporter, or the news ends no later): the key's breaker —
+    /// created if the registry does not track the key yet — opens until
+    /// `now` plus what is left less this replica's
+    /// [`probe_offset`](Self::probe_offset) (and less its breaker's jitter),
+    /// or its open period is extended to that end if it is later. The
+    /// offset only ever moves the end earlier than the news says. Returns
+    /// the transition, whose reason is [`Reason::RemoteTrip`]; it is never a
+    /// close or a half-open.
     pub fn receive_at(&mut self, news: &News, now: Nanos) -> Option<Transition> {
         self.stats.add(Count::Received, 1);
         if news.reporters < self.min_reporters {
@@ -364,7 +542,9 @@ where
             return None;
         }
         self.applied.insert(news.key.clone(), seen);
-        let remote = RemoteTrip::new(news.epoch, news.remaining, news.reason);
+        // The spread: below what is left (the offset is under half of it).
+        let remaining = news.remaining.saturating_sub(self.probe_offset(news));
+        let remote = RemoteTrip::new(news.epoch, remaining, news.reason);
         let t = handle.apply_remote_at(&remote, now);
         if t.is_some() {
             self.stats.add(Count::Applied, 1);
@@ -376,12 +556,20 @@ where
     /// forgets applied epochs that are over. Returns how many changed a
     /// breaker.
     pub(crate) fn reconciled_at(&mut self, open: &[News], now: Nanos) -> usize {
+        let applied = self.apply_open_at(open, now);
+        self.count_reconciled();
+        applied
+    }
+
+    /// Applies part of the store's list of open trips (one shard's) at
+    /// `now`, and forgets applied epochs that are over. Returns how many
+    /// changed a breaker.
+    pub(crate) fn apply_open_at(&mut self, open: &[News], now: Nanos) -> usize {
         let applied = open
             .iter()
             .filter(|news| self.receive_at(news, now).is_some())
             .count();
         self.forget_at(now);
-        self.stats.add(Count::Reconciled, 1);
         applied
     }
 
@@ -394,19 +582,24 @@ where
 
     /// Hands the local trips the store does not have yet to `store` at
     /// `now`, and returns the news the store made of them, to deliver to
-    /// every replica (a simulation's job; Redis publishes them itself). An
-    /// unreachable store is counted in [`SyncStats::errors`] and the trips
-    /// are handed again next time, while they last.
+    /// every replica (a simulation's job; Redis publishes them itself). A
+    /// store error is counted in [`SyncStats::errors`] and ends this call;
+    /// the trips are handed again next time, while they last, the ones the
+    /// store refused last going last — so one trip the store keeps refusing
+    /// does not hold the others back. Bad records the store replaced are
+    /// counted in [`SyncStats::bad_records`].
     pub fn publish_to_at<St: Store>(&mut self, store: &mut St, now: Nanos) -> Vec<News> {
         let mut out = Vec::new();
-        for trip in self.due_at(now) {
-            match store.trip(&trip) {
+        for trip in self.unpublished_at(now) {
+            let done = store.trip(&trip);
+            self.count_bad(store.take_bad_records());
+            match done {
                 Ok(news) => {
                     self.confirm(&trip, now);
                     out.extend(news);
                 }
                 Err(_) => {
-                    self.count_error();
+                    self.refused(&trip, now);
                     break;
                 }
             }
@@ -426,7 +619,8 @@ where
 
     /// Reads every open trip from `store` and applies it at `now` (what
     /// heals lost messages, a cold start and a partition). Returns how many
-    /// changed a breaker.
+    /// changed a breaker. Bad records the store skipped are counted in
+    /// [`SyncStats::bad_records`].
     ///
     /// # Errors
     ///
@@ -436,7 +630,9 @@ where
         store: &mut St,
         now: Nanos,
     ) -> Result<usize, St::Error> {
-        match store.open_trips() {
+        let open = store.open_trips();
+        self.count_bad(store.take_bad_records());
+        match open {
             Ok(open) => Ok(self.reconciled_at(&open, now)),
             Err(e) => {
                 self.count_error();
@@ -453,6 +649,7 @@ impl<K, S, C: Clock> fmt::Debug for ReplicaBuilder<K, S, C> {
             .field("min_reporters", &self.min_reporters)
             .field("window", &self.window)
             .field("slack", &self.slack)
+            .field("probe_spread", &self.spread)
             .finish_non_exhaustive()
     }
 }
@@ -464,6 +661,7 @@ impl<K, S, C: Clock> fmt::Debug for Replica<K, S, C> {
             .field("min_reporters", &self.min_reporters)
             .field("window", &self.window)
             .field("slack", &self.slack)
+            .field("probe_spread", &self.spread.settings())
             .field("own_trips", &self.own.len())
             .field("applied", &self.applied.len())
             .field("stats", &self.stats)

@@ -30,6 +30,7 @@ pub struct SyncStats {
     below_min_reporters: AtomicU64,
     ignored: AtomicU64,
     reconciled: AtomicU64,
+    bad_records: AtomicU64,
 }
 
 /// Which counter to bump.
@@ -43,6 +44,7 @@ pub(crate) enum Count {
     BelowMinReporters,
     Ignored,
     Reconciled,
+    BadRecords,
 }
 
 impl SyncStats {
@@ -57,6 +59,7 @@ impl SyncStats {
             below_min_reporters: AtomicU64::new(0),
             ignored: AtomicU64::new(0),
             reconciled: AtomicU64::new(0),
+            bad_records: AtomicU64::new(0),
         }
     }
 
@@ -70,6 +73,7 @@ impl SyncStats {
             Count::BelowMinReporters => &self.below_min_reporters,
             Count::Ignored => &self.ignored,
             Count::Reconciled => &self.reconciled,
+            Count::BadRecords => &self.bad_records,
         }
     }
 
@@ -122,15 +126,26 @@ impl SyncStats {
         self.get(Count::BelowMinReporters)
     }
 
-    /// News set aside otherwise: malformed, a key the registry's key type
+    /// Well-formed news set aside otherwise: a key the registry's key type
     /// refuses or cannot track (full), or this replica's own trip.
     pub fn ignored(&self) -> u64 {
         self.get(Count::Ignored)
     }
 
-    /// Reconciliations done (the store's open trips read and applied).
+    /// Reconciliations done: rounds in which the open trips of every part
+    /// of the store (every shard, with Redis) were read and applied.
     pub fn reconciled(&self) -> u64 {
         self.get(Count::Reconciled)
+    }
+
+    /// Malformed records and messages found in the store and set aside,
+    /// never fatal (`sync_bad_records`): a record with a field missing or of
+    /// the wrong type, a key of the wrong Redis type under the store's
+    /// names, a pub/sub message that is not news. Reconciliation skips
+    /// them; a trip replaces a bad record of its key. The other keys go on
+    /// sharing as usual.
+    pub fn bad_records(&self) -> u64 {
+        self.get(Count::BadRecords)
     }
 
     /// Publishes these counters through the `metrics` facade (feature
@@ -164,6 +179,7 @@ impl SyncStats {
             self.below_min_reporters(),
             self.ignored(),
             self.reconciled(),
+            self.bad_records(),
         ];
         for ((name, _), value) in crate::export::metrics::SYNC.into_iter().zip(values) {
             metrics::counter!(name).absolute(value);
@@ -183,6 +199,7 @@ impl fmt::Debug for SyncStats {
             .field("below_min_reporters", &self.below_min_reporters())
             .field("ignored", &self.ignored())
             .field("reconciled", &self.reconciled())
+            .field("bad_records", &self.bad_records())
             .finish()
     }
 }

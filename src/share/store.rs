@@ -30,4 +30,16 @@ pub trait Store {
 
     /// The news of every key still open.
     fn open_trips(&mut self) -> Result<Vec<News>, Self::Error>;
+
+    /// How many malformed records the store found and set aside since the
+    /// last call (which forgets them): skipped by
+    /// [`open_trips`](Store::open_trips), or replaced by a
+    /// [`trip`](Store::trip) of their key. A bad record is never an error:
+    /// the other keys go on. The replica adds them to
+    /// [`SyncStats::bad_records`](super::SyncStats::bad_records). A store
+    /// of typed records ([`MemoryStore`](super::MemoryStore)) has none: the
+    /// default is 0.
+    fn take_bad_records(&mut self) -> u64 {
+        0
+    }
 }

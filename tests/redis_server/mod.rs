@@ -297,3 +297,22 @@ pub async fn within(limit: Duration, mut done: impl FnMut() -> bool) -> Option<D
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
 }
+
+/// The shard (of `shards`) the sync task files `key` under: FNV-1a of its
+/// bytes, as `src/redis/keys.rs` computes it (pinned there by a vector).
+pub fn shard_of(key: &str, shards: u16) -> u16 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in key.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    (h % u64::from(shards)) as u16
+}
+
+/// The first key `{prefix}{i}:80` whose shard (of `shards`) is `shard`.
+pub fn key_in_shard(prefix: &str, shard: u16, shards: u16) -> String {
+    (0..)
+        .map(|i| format!("{prefix}{i}:80"))
+        .find(|k| shard_of(k, shards) == shard)
+        .expect("some key lands in every shard")
+}
