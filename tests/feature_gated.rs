@@ -79,6 +79,7 @@ needs!(
 );
 needs!(redis_sync, "redis", "needs --features redis");
 needs!(redis_cluster, "redis", "needs --features redis");
+needs!(redis_faults, "redis", "needs --features redis");
 needs!(redis_store_rules, "redis", "needs --features redis");
 needs!(
     redis_proxy,

@@ -392,7 +392,7 @@ pub fn show() {
         local.all_reject_at.map_or(0.0, |t| since_death(t).as_secs_f64())
             / shared.all_reject_at.map_or(1.0, |t| since_death(t).as_secs_f64().max(1e-9)),
     );
-    println!("  Probes stay spread by each replica's own jitter; a probe that fails is a trip too, so it pushes back");
+    println!("  Probes stay spread by each replica's own jitter and probe offset; a probe that fails is a trip too, so it pushes back");
     println!("  the others' probes.");
     println!(
         "  Lock around call: calls are serialised across the fleet (one at a time, each holding the lock for the"
