@@ -181,7 +181,7 @@ pub fn run(spec: &Spec, seed: u64, stream: u64, cycles: u64) -> (Chain, Tally) {
     let mut run = Run {
         breaker: Arc::new(breaker),
         fast: Spec::fast_limit(&config),
-        chain: Chain::new(&config),
+        chain: Chain::new(&config, false),
         config,
         latest: clock.now(),
         clock,

@@ -177,13 +177,13 @@ pub fn run(spec: &Spec, seed: u64, stream: u64, epochs: u64, ops_per_epoch: u64)
         barrier: Barrier::new(THREADS),
         failed: AtomicBool::new(false),
     };
-    let mut chain = Chain::new(&shared.config);
+    let mut chain = Chain::new(&shared.config, true);
     let mut total = Tally::default();
     std::thread::scope(|s| {
         let workers: Vec<_> = (0..THREADS)
             .map(|index| {
                 let shared = &shared;
-                let mut chain = (index == 0).then(|| Chain::new(&shared.config));
+                let mut chain = (index == 0).then(|| Chain::new(&shared.config, true));
                 s.spawn(move || {
                     let mut rng = Rng::new(seed, stream * 100 + index as u64);
                     let skews = (0..CALLERS_PER_THREAD)
