@@ -18,20 +18,24 @@
 //! other crates that key on `cfg(loom)` (tokio-rs/loom#159).
 
 #[cfg(failfast_loom)]
-pub(crate) use loom::sync::atomic::AtomicU32;
+pub(crate) use loom::sync::atomic::{fence, AtomicU32, AtomicU8};
 #[cfg(failfast_loom)]
 pub(crate) use loom::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 #[cfg(failfast_loom)]
 pub(crate) use loom::sync::Arc;
-// The registry's per-shard lock: under loom too, so a model can check one breaker per key.
+// The registry's per-shard writer lock: under loom too, so a model can check
+// one breaker per key and the handshake of a reader with an eviction.
+#[cfg(failfast_loom)]
+pub(crate) use loom::sync::Mutex;
+// The stand-in for the registry's lock-free map under loom (`registry::map`).
 #[cfg(failfast_loom)]
 pub(crate) use loom::sync::RwLock;
 
 #[cfg(not(failfast_loom))]
-pub(crate) use std::sync::atomic::AtomicU32;
+pub(crate) use std::sync::atomic::{fence, AtomicU32, AtomicU8};
 #[cfg(not(failfast_loom))]
 pub(crate) use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 #[cfg(not(failfast_loom))]
 pub(crate) use std::sync::Arc;
 #[cfg(not(failfast_loom))]
-pub(crate) use std::sync::RwLock;
+pub(crate) use std::sync::Mutex;

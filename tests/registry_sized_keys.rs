@@ -4,9 +4,12 @@
 //! code — generic over `K`, inferred from an argument, a struct holding a
 //! handle or a `Snapshots` — and the tests run them.
 //!
-//! One thing did change: a registry built with its key type left to be
+//! Two things did change: a registry built with its key type left to be
 //! inferred from a later call (`handle("x")`, `insert_with(key)`) must name
-//! it now (`Registry::<String>`), since both `String` and `str` fit.
+//! it now (`Registry::<String>`), since both `String` and `str` fit; and
+//! code that builds a registry of a generic key must say the key is
+//! `Send + Sync + 'static` (lookups read the map with no lock, so an entry a
+//! reader saw is freed later, maybe on another thread).
 
 use std::borrow::Borrow;
 use std::fmt::Debug;
@@ -44,7 +47,10 @@ where
     registry.snapshots().map(|(key, _)| key).collect()
 }
 
-fn builder_with_override<K: Hash + Eq + Debug + KeyBytes>(key: K) -> Registry<K> {
+fn builder_with_override<K>(key: K) -> Registry<K>
+where
+    K: Hash + Eq + Debug + KeyBytes + Send + Sync + 'static,
+{
     Registry::<K>::builder(template())
         .override_key(key, Breaker::builder().consecutive_failures(7))
         .max_key_bytes(100)

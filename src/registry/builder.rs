@@ -265,7 +265,10 @@ impl<K: Hash + Eq + Key + ?Sized, S: BuildHasher> RegistryBuilder<K, S> {
     ///     .unwrap_err();
     /// assert_eq!(err.field(), "shards");
     /// ```
-    pub fn build(self) -> Result<Registry<K, S, QuantaClock>, ConfigError> {
+    pub fn build(self) -> Result<Registry<K, S, QuantaClock>, ConfigError>
+    where
+        Stored<K>: Send + Sync + 'static,
+    {
         self.build_with_clock(QuantaClock::new())
     }
 
@@ -282,10 +285,15 @@ impl<K: Hash + Eq + Key + ?Sized, S: BuildHasher> RegistryBuilder<K, S> {
     /// # let _ = registry;
     /// # Ok::<(), failfast::ConfigError>(())
     /// ```
+    /// Keys are shared between threads (a lookup on one, its entry's
+    /// reclamation on another): `K`'s stored form is `Send + Sync`.
     pub fn build_with_clock<C: Clock + Clone>(
         self,
         clock: C,
-    ) -> Result<Registry<K, S, C>, ConfigError> {
+    ) -> Result<Registry<K, S, C>, ConfigError>
+    where
+        Stored<K>: Send + Sync + 'static,
+    {
         let shards = self.check_limits()?;
         let fleet = std::sync::Arc::new(Fleet::new(self.max_open));
         let now = clock.now();
@@ -321,12 +329,15 @@ impl<K: Hash + Eq + Key + ?Sized, S: BuildHasher> RegistryBuilder<K, S> {
         let ttl_ticks = ticks(self.idle_ttl);
         let forget_ticks = ticks(self.forget_after).max(ttl_ticks);
         let interval = self.idle_ttl.as_nanos() / shards as u128;
+        // One reclamation domain for the registry's maps: a lookup's guard
+        // and the retired slots of every shard are counted together.
+        let collector = std::sync::Arc::new(seize::Collector::new());
         Ok(Registry {
             shards: (0..shards)
                 .map(|i| {
                     // A distinct jitter seed per overflow breaker.
                     let seed = super::hash::key_hash(&self.hasher, &("overflow", i));
-                    CachePadded::new(Shard::new(shared_entry(seed)))
+                    CachePadded::new(Shard::new(shared_entry(seed), &collector))
                 })
                 .collect(),
             unkeyed: shared_entry(super::hash::key_hash(&self.hasher, "unkeyed")),

@@ -17,7 +17,7 @@ use crate::breaker::Breaker;
 use crate::clock::{Clock, Nanos, QuantaClock};
 use crate::error::Rejected;
 use crate::permit::OwnedPermit;
-use crate::sync::{AtomicU32, Ordering};
+use crate::sync::{fence, AtomicU32, AtomicU8, Ordering};
 
 /// The entries' reference-counted pointer: `triomphe`'s `Arc` (one counter,
 /// no weak count); under loom, loom's `Arc`, so the models see its count.
@@ -61,6 +61,11 @@ pub(crate) struct Entry<K, C: Clock> {
     /// dropped. Never written on the request path of a held handle.
     seen: AtomicU32,
     pub(crate) kind: Kind,
+    /// Set while the shard's writer decides to evict this entry, and for
+    /// good once it did: the two sides of the handshake that keeps a handle
+    /// cloned by a lock-free reader from a breaker the map no longer tracks
+    /// (see [`Entry::claim`] and the shard's eviction).
+    leaving: AtomicU8,
 }
 
 /// An entry displays its key (`(shared)` for a shared overflow or unkeyed
@@ -81,7 +86,45 @@ impl<K, C: Clock> Entry<K, C> {
             key,
             seen: AtomicU32::new(tick(now)),
             kind,
+            leaving: AtomicU8::new(0),
         }
+    }
+
+    /// The reader's side of the eviction handshake: called by a lock-free
+    /// reader *after* it cloned this entry's `Arc` (the clone is the
+    /// reader's store), whether the clone may be kept. `false` means the
+    /// shard's writer is evicting the entry, or did: drop the clone and look
+    /// again. With [`Entry::begin_leaving`] it forms a store-buffering pair
+    /// (each side writes, fences, then reads the other's write), so at least
+    /// one side sees the other: the writer sees the extra reference and
+    /// keeps the entry, or the reader sees the mark and lets go. A handle
+    /// therefore never holds a breaker its key's lookups no longer find.
+    #[inline]
+    pub(crate) fn claim(&self) -> bool {
+        // SeqCst fence: orders the reference count's increment (the clone)
+        // before this load, against the writer's mark-fence-count sequence.
+        fence(Ordering::SeqCst);
+        // Relaxed: the fences above and in `begin_leaving` give the order.
+        self.leaving.load(Ordering::Relaxed) == 0
+    }
+
+    /// The writer's side of the handshake (under the shard's writer lock):
+    /// marks the entry as leaving, then tells whether `references` (read
+    /// after the mark) still says nobody but the map holds it. If not, the
+    /// caller keeps the entry and calls [`Entry::stay`].
+    pub(crate) fn begin_leaving(&self, references: impl FnOnce() -> usize) -> bool {
+        // Relaxed store, then a SeqCst fence: the mark is ordered before the
+        // count read below, against a reader's clone-fence-load in `claim`.
+        self.leaving.store(1, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
+        references() == 1
+    }
+
+    /// The writer kept an entry it had marked leaving (a reader held it).
+    pub(crate) fn stay(&self) {
+        // Relaxed: a reader that saw the mark looks again and finds the
+        // entry still in the map; one that misses this store did the same.
+        self.leaving.store(0, Ordering::Relaxed);
     }
 
     /// Stamps the entry as used at `now`: one load, and a store only when the

@@ -204,6 +204,7 @@ mod handle;
 mod hash;
 mod host;
 mod key;
+mod map;
 mod remote;
 mod shard;
 mod sweep;
@@ -413,6 +414,11 @@ impl<K: Hash + Eq + Key + ?Sized, S: BuildHasher, C: Clock> Registry<K, S, C> {
         }
     }
 
+    /// The entry of `key`, kept (a handle's, or a keyed call's on a miss):
+    /// found with no lock and cloned, then claimed ([`Entry::claim`]). An
+    /// entry its shard's writer is evicting is let go, and the key goes the
+    /// miss path's way: under the writer lock, which waits for that writer,
+    /// it finds the entry (the writer kept it) or inserts a fresh one.
     fn entry(
         &self,
         hash: u64,
@@ -420,12 +426,13 @@ impl<K: Hash + Eq + Key + ?Sized, S: BuildHasher, C: Clock> Registry<K, S, C> {
         now: Nanos,
     ) -> EntryArc<Entry<Stored<K>, C>> {
         let shard = self.shard(hash);
-        match shard.find(hash, &key, |e| {
+        let found = shard.find(hash, &key, |e| {
             e.touch(now);
             e.clone()
-        }) {
-            Ok(e) => e,
-            Err(_) => self.insert(shard, hash, key, now),
+        });
+        match found {
+            Ok(e) if e.claim() => e,
+            _ => self.insert(shard, hash, key, now),
         }
     }
 

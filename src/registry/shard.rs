@@ -1,25 +1,43 @@
-//! One shard: a `hashbrown::HashTable` of `Arc<Entry>` behind its own
-//! read-write lock, its overflow breaker, and the operations that run under
-//! that lock.
+//! One shard: a papaya map of the shard's entries, read with no lock; the
+//! writer lock that serialises the shard's inserts, removals and sweeps with
+//! its books; and the shard's overflow breaker.
 //!
-//! Every operation takes the hash the registry computed once; the table's
-//! rehash on growth reads it back from the breaker's id (which *is* the key's
-//! hash), so a key is never hashed twice.
+//! Every operation takes the hash the registry computed once. The map hashes
+//! an entry by the hash its key was stored under, which the breaker's id
+//! carries (it *is* the key's hash, folded), so a key is never hashed twice.
+//!
+//! # Readers and the writer
+//!
+//! A lookup pins the map (an epoch guard of `seize`, papaya's reclamation:
+//! a write to a per-thread slot, never a shared line), probes it and runs its
+//! closure on the entry it found; nothing it does waits for a writer. The
+//! writer of a shard — an insert, a removal, a sweep — holds the shard's
+//! mutex, so every structural change of one shard and its books happen one
+//! at a time, and a scan under the mutex sees each entry exactly once.
+//!
+//! What papaya guarantees and loom cannot check (its atomics are not loom's):
+//! a lookup sees the result of the most recent write to its key ("a read
+//! establishes a happens-before relationship with the corresponding write",
+//! papaya's crate docs, "Consistency"); an entry a lookup found stays
+//! allocated until the lookup's guard is dropped (reclamation waits for
+//! guards); in `ResizeMode::Blocking` a reader never searches two tables.
+//! What failfast adds, and its loom models check: one entry per key (inserts
+//! look again under the mutex), and the handshake of a reader that keeps an
+//! entry (a handle) with the writer that evicts it ([`Entry::claim`]).
 
 use core::fmt;
-use core::time::Duration;
 
-use hashbrown::HashTable;
+use core::time::Duration;
 
 use super::budget::Budget;
 use super::fleet::Fleet;
 use super::handle::{tick, Entry, EntryArc, Kind, TICK_SHIFT};
-use super::hash::table_hash;
 use super::key::KeyArg;
+use super::map::{address_of, stored_hash, Probe, ShardMap};
 use crate::clock::{Clock, Nanos};
 use crate::observe::CallCounts;
 use crate::state::State;
-use crate::sync::RwLock;
+use crate::sync::Mutex;
 
 /// The most ticks an age is compared with: well below half the wrapping
 /// `u32` tick range (about 1.1 years), so wrapped ages never look young.
@@ -82,25 +100,88 @@ impl Evict {
         }
     }
 
-    /// The whole rule. Only meaningful under the shard's write lock: handles
-    /// are cloned only under the shard's lock, so a count of 1 (the table's
-    /// own reference) cannot grow until the lock is released.
+    /// The whole rule, as the writer sees it before the handshake: no
+    /// reference but the map's, and stale. A lock-free reader may clone the
+    /// entry after this read; [`Entry::begin_leaving`] settles that race.
     fn allows<K, C: Clock>(&self, e: &EntryArc<Entry<K, C>>) -> bool {
         EntryArc::strong_count(e) == 1 && self.is_stale(e)
     }
 }
 
-/// A shard's table, plus what it keeps about entries that left it.
-pub(crate) struct Table<K, C: Clock> {
-    map: HashTable<EntryArc<Entry<K, C>>>,
+/// A lookup by key: the hash the key was stored under, and the key.
+struct ByKey<'a, A> {
+    hash: u64,
+    key: &'a A,
+}
+
+impl<K, C: Clock, A: KeyArg<K>> Probe<K, C> for ByKey<'_, A> {
+    fn hash(&self) -> u64 {
+        self.hash
+    }
+
+    #[inline]
+    fn is(&self, e: &EntryArc<Entry<K, C>>) -> bool {
+        stored_hash(e) == self.hash && matches(self.key, e)
+    }
+}
+
+/// A lookup by a predicate on the stored key (discovery's `remove`, an
+/// override's replacement), under the hash the key was stored under.
+struct ByPredicate<F> {
+    hash: u64,
+    is_key: F,
+}
+
+impl<K, C: Clock, F: Fn(&K) -> bool> Probe<K, C> for ByPredicate<F> {
+    fn hash(&self) -> u64 {
+        self.hash
+    }
+
+    fn is(&self, e: &EntryArc<Entry<K, C>>) -> bool {
+        stored_hash(e) == self.hash && e.key.as_ref().is_some_and(&self.is_key)
+    }
+}
+
+/// A lookup of one entry by its address (and the hash it was stored
+/// under): the entry a permit was admitted by, a breaker a hook names, a
+/// victim the writer chose.
+struct ByAddress {
+    hash: u64,
+    address: usize,
+}
+
+impl ByAddress {
+    fn of<K, C: Clock>(e: &EntryArc<Entry<K, C>>) -> ByAddress {
+        ByAddress {
+            hash: stored_hash(e),
+            address: address_of(e),
+        }
+    }
+}
+
+impl<K, C: Clock> Probe<K, C> for ByAddress {
+    fn hash(&self) -> u64 {
+        self.hash
+    }
+
+    #[inline]
+    fn is(&self, e: &EntryArc<Entry<K, C>>) -> bool {
+        address_of(e) == self.address
+    }
+}
+
+/// What a shard keeps about entries that left it, and its scan memo: the
+/// writer's, under the shard's mutex.
+#[derive(Default)]
+struct Books {
     /// When a full registry last scanned this shard for a victim and found
     /// none: it does not scan again within the same tick, so a flood of new
     /// keys into a full registry costs one scan per shard per tick, not one
     /// per request.
     quiet_tick: Option<u32>,
     /// The call counters of every breaker that left this shard, folded in
-    /// under the write lock that removed it, so a reader holding the read
-    /// lock sees each breaker exactly once: in the map or in here.
+    /// by the writer that removed it, so a scan under the mutex sees each
+    /// breaker exactly once: in the map or in here.
     departed: CallCounts,
     /// Entries evicted (idle or under pressure) from this shard.
     evicted: u64,
@@ -108,15 +189,12 @@ pub(crate) struct Table<K, C: Clock> {
     removed: u64,
 }
 
-/// One shard: the lock, its table, and the breaker its new keys share when
-/// the registry is full.
+/// One shard: its map (read with no lock), the writer lock with its books,
+/// and the breaker its new keys share when the registry is full.
 pub(crate) struct Shard<K, C: Clock> {
-    table: RwLock<Table<K, C>>,
+    map: ShardMap<K, C>,
+    books: Mutex<Books>,
     overflow: EntryArc<Entry<K, C>>,
-}
-
-fn rehash<K, C: Clock>(e: &EntryArc<Entry<K, C>>) -> u64 {
-    table_hash(e.breaker.id())
 }
 
 /// Adds `c` to `to`, field by field. The pattern names every field, so a
@@ -149,28 +227,27 @@ pub(crate) fn add_calls(to: &mut CallCounts, c: &CallCounts) {
 }
 
 impl<K, C: Clock> Shard<K, C> {
-    pub(crate) fn new(overflow: EntryArc<Entry<K, C>>) -> Shard<K, C> {
+    /// An empty shard whose map reclaims through `collector` (one per
+    /// registry: guards and retired slots are shared by its shards).
+    pub(crate) fn new(
+        overflow: EntryArc<Entry<K, C>>,
+        collector: &std::sync::Arc<seize::Collector>,
+    ) -> Shard<K, C>
+    where
+        K: Send + Sync + 'static,
+    {
         Shard {
-            table: RwLock::new(Table {
-                map: HashTable::new(),
-                quiet_tick: None,
-                departed: CallCounts::default(),
-                evicted: 0,
-                removed: 0,
-            }),
+            map: ShardMap::new(collector),
+            books: Mutex::new(Books::default()),
             overflow,
         }
     }
 
-    fn read(&self) -> impl core::ops::Deref<Target = Table<K, C>> + '_ {
-        // A panic while a write lock was held (a user `Hash`/`Eq`) leaves the
-        // table consistent (hashbrown is panic-safe), so poisoning is ignored.
-        self.table.read().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn write(&self) -> impl core::ops::DerefMut<Target = Table<K, C>> + '_ {
-        // Poisoning ignored: see `read`.
-        self.table.write().unwrap_or_else(|e| e.into_inner())
+    fn write(&self) -> impl core::ops::DerefMut<Target = Books> + '_ {
+        // A panic under the writer lock (a user `Hash`/`Eq` or `retain`
+        // predicate) leaves the map and the books consistent (each change is
+        // made whole, then booked), so poisoning is ignored.
+        self.books.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The breaker new keys of this shard share while the registry is full.
@@ -178,23 +255,17 @@ impl<K, C: Clock> Shard<K, C> {
         &self.overflow
     }
 
-    /// Runs `f` on the entry for `key` under the read lock; gives `f` back on
-    /// a miss.
+    /// Runs `f` on the entry for `key`, with no lock; gives `f` back on a
+    /// miss. The entry stays allocated while `f` runs (the map's guard).
     #[inline]
     pub(crate) fn find<R, F>(&self, hash: u64, key: &impl KeyArg<K>, f: F) -> Result<R, F>
     where
         F: FnOnce(&EntryArc<Entry<K, C>>) -> R,
     {
-        let table = self.read();
-        match table.map.find(hash, |e| {
-            table_hash(e.breaker.id()) == hash && matches(key, e)
-        }) {
-            Some(e) => Ok(f(e)),
-            None => Err(f),
-        }
+        self.map.find(&ByKey { hash, key }, f)
     }
 
-    /// The miss path: under the write lock, returns the existing entry (a
+    /// The miss path: under the writer lock, returns the existing entry (a
     /// racing insert won) or inserts `make`'s entry if the budget has room —
     /// evicting the least recently used evictable entries of this shard when
     /// it has none.
@@ -210,30 +281,33 @@ impl<K, C: Clock> Shard<K, C> {
         budget: &Budget<K>,
         make: impl FnOnce(K) -> EntryArc<Entry<K, C>>,
     ) -> Option<EntryArc<Entry<K, C>>> {
-        let mut table = self.write();
-        let found = table.map.find(hash, |e| {
-            table_hash(e.breaker.id()) == hash && matches(&key, e)
-        });
-        if let Some(e) = found {
+        let mut books = self.write();
+        let existing = self.map.find(&ByKey { hash, key: &key }, |e| {
+            // The writer lock excludes this shard's evictions: the clone
+            // needs no handshake.
             e.touch(rule.now);
-            return Some(e.clone());
+            e.clone()
+        });
+        if let Ok(e) = existing {
+            return Some(e);
         }
         // A victim's slot passes to this insert.
-        if !budget.reserve_slot() && !table.evict_lru(rule, fleet, budget, false) {
+        if !budget.reserve_slot() && !self.evict_lru(&mut books, rule, fleet, budget, false) {
             return None;
         }
         let key = key.into_key();
         if !budget.reserve_bytes(&key) {
             // Victims give back their bytes and their slots.
-            let fits = (0..4)
-                .any(|_| table.evict_lru(rule, fleet, budget, true) && budget.reserve_bytes(&key));
+            let fits = (0..4).any(|_| {
+                self.evict_lru(&mut books, rule, fleet, budget, true) && budget.reserve_bytes(&key)
+            });
             if !fits {
                 budget.release_slot();
                 return None;
             }
         }
         let entry = make(key);
-        table.map.insert_unique(hash, entry.clone(), rehash);
+        self.map.insert(entry.clone());
         fleet.on_insert();
         Some(entry)
     }
@@ -250,13 +324,13 @@ impl<K, C: Clock> Shard<K, C> {
         fleet: &Fleet,
         budget: &Budget<K>,
     ) {
-        let mut table = self.write();
-        table.remove_found(hash, is_key, now, fleet, budget);
+        let mut books = self.write();
+        self.remove_found(&mut books, hash, is_key, now, fleet, budget);
         budget.force_slot();
         if let Some(k) = &entry.key {
             budget.force_bytes(k);
         }
-        table.map.insert_unique(hash, entry, rehash);
+        self.map.insert(entry);
         fleet.on_insert();
     }
 
@@ -269,11 +343,12 @@ impl<K, C: Clock> Shard<K, C> {
         fleet: &Fleet,
         budget: &Budget<K>,
     ) -> bool {
-        self.write().remove_found(hash, is_key, now, fleet, budget)
+        let mut books = self.write();
+        self.remove_found(&mut books, hash, is_key, now, fleet, budget)
     }
 
-    /// Removes every tracked entry for which `keep` returns false. `keep`
-    /// runs under the read lock; the removals under one write lock.
+    /// Removes every tracked entry for which `keep` returns false; `keep`
+    /// and the removals run under the writer lock (readers go on).
     pub(crate) fn retain(
         &self,
         now: Nanos,
@@ -281,121 +356,81 @@ impl<K, C: Clock> Shard<K, C> {
         budget: &Budget<K>,
         mut keep: impl FnMut(&Entry<K, C>) -> bool,
     ) -> usize {
-        let doomed: Vec<(u64, *const Entry<K, C>)> = {
-            let table = self.read();
-            table
-                .map
-                .iter()
-                .filter(|e| !keep(e))
-                .map(|e| (table_hash(e.breaker.id()), EntryArc::as_ptr(e)))
-                .collect()
-        };
-        if doomed.is_empty() {
-            return 0;
-        }
-        let mut table = self.write();
-        let mut removed = 0;
-        for (hash, ptr) in doomed {
-            // The entry noted under the read lock, if it is still there.
-            if let Ok(found) = table
-                .map
-                .find_entry(hash, |e| core::ptr::eq(EntryArc::as_ptr(e), ptr))
-            {
-                let entry = found.remove().0;
-                removed += 1;
-                table.removed += 1;
-                table.depart(&entry, now, fleet, budget, true);
+        let mut books = self.write();
+        let mut doomed: Vec<EntryArc<Entry<K, C>>> = Vec::new();
+        self.map.for_each(|e| {
+            if !keep(e) {
+                doomed.push(e.clone());
+            }
+        });
+        for entry in &doomed {
+            if self.map.remove(&ByAddress::of(entry)) {
+                books.removed += 1;
+                self.depart(&mut books, entry, now, fleet, budget, true);
             }
         }
-        removed
+        doomed.len()
     }
 
     /// Evicts every entry that meets `rule` and returns how many went.
     ///
-    /// The full scan — one pointer chase per entry, the slow part — runs under
-    /// the read lock and only notes the candidates (hash and address). The
-    /// write lock is taken only if there is one, and then each candidate is
-    /// found by hash, re-checked (its reference count now, under the write
-    /// lock) and removed, so readers wait for a few cached probes per victim,
-    /// not for the scan. Victims are freed after the lock is released.
+    /// The scan and the removals run under the writer lock, which readers
+    /// never take: a sweep blocks this shard's inserts and removals, never a
+    /// lookup. Each candidate goes through the handshake with lock-free
+    /// readers ([`Entry::begin_leaving`]) before it leaves the map; one that
+    /// a reader cloned meanwhile stays. Victims are freed when the last
+    /// lookup that may still see them is done (papaya's reclamation).
     pub(crate) fn sweep(&self, rule: Evict, fleet: &Fleet, budget: &Budget<K>) -> usize {
-        let candidates: Vec<(u64, *const Entry<K, C>)> = {
-            let table = self.read();
-            table
-                .map
-                .iter()
-                .filter(|e| EntryArc::strong_count(e) == 1 && rule.is_stale(e))
-                .map(|e| (table_hash(e.breaker.id()), EntryArc::as_ptr(e)))
-                .collect()
-        };
-        if candidates.is_empty() {
-            return 0;
-        }
-        let mut victims = Vec::with_capacity(candidates.len());
-        {
-            let mut table = self.write();
-            for (hash, ptr) in candidates {
-                // Identity by address: the candidate may have been evicted and
-                // its address reused by a new entry since the read lock; the
-                // full rule is checked again on whatever is found.
-                if let Ok(found) = table
-                    .map
-                    .find_entry(hash, |e| core::ptr::eq(EntryArc::as_ptr(e), ptr))
-                {
-                    if rule.allows(found.get()) {
-                        let victim = found.remove().0;
-                        // Unreferenced (the rule checked): settled at once.
-                        table.depart(&victim, rule.now, fleet, budget, true);
-                        table.evicted += 1;
-                        victims.push(victim);
-                    }
-                }
+        let mut books = self.write();
+        let mut candidates: Vec<EntryArc<Entry<K, C>>> = Vec::new();
+        self.map.for_each(|e| {
+            if rule.allows(e) {
+                candidates.push(e.clone());
+            }
+        });
+        let mut evicted = 0;
+        for entry in candidates {
+            if self.evict(&mut books, &entry, rule.now, fleet, budget, true) {
+                evicted += 1;
             }
         }
-        victims.len()
+        evicted
     }
 
-    /// Calls `f` on every entry, under the read lock.
+    /// Calls `f` on every entry, under the writer lock (each entry exactly
+    /// once: no writer of this shard runs meanwhile; lookups go on).
     pub(crate) fn for_each(&self, mut f: impl FnMut(&Entry<K, C>)) {
-        let table = self.read();
-        for e in table.map.iter() {
-            f(e);
-        }
+        let _books = self.write();
+        self.map.for_each(|e| f(e));
     }
 
-    /// Calls `f` on every entry and returns the departed breakers' folded
-    /// call counters, all under one read lock (each breaker counted once).
+    /// Calls `f` on every entry and the overflow breaker and returns the
+    /// departed breakers' folded call counters, all under the writer lock
+    /// (each breaker counted once).
     pub(crate) fn for_each_with_departed(&self, mut f: impl FnMut(&Entry<K, C>)) -> CallCounts {
-        let table = self.read();
-        for e in table.map.iter() {
-            f(e);
-        }
+        let books = self.write();
+        self.map.for_each(|e| f(e));
         f(&self.overflow);
-        table.departed
+        books.departed
     }
 
     /// (evicted, removed) so far.
     pub(crate) fn departures(&self) -> (u64, u64) {
-        let table = self.read();
-        (table.evicted, table.removed)
+        let books = self.write();
+        (books.evicted, books.removed)
     }
 
     /// Entries in this shard.
     pub(crate) fn len(&self) -> usize {
-        self.read().map.len()
+        self.map.len()
     }
-}
 
-fn matches<K, C: Clock>(key: &impl KeyArg<K>, e: &Entry<K, C>) -> bool {
-    e.key.as_ref().is_some_and(|k| key.matches(k))
-}
-
-impl<K, C: Clock> Table<K, C> {
     /// Settles an entry that just left the map, whoever else still holds
     /// it: its counters folded into `departed`, its bytes (and slot, if
     /// `release_slot`) released, and its fleet accounting settled.
     fn depart(
-        &mut self,
+        &self,
+        books: &mut Books,
         entry: &EntryArc<Entry<K, C>>,
         now: Nanos,
         fleet: &Fleet,
@@ -403,7 +438,7 @@ impl<K, C: Clock> Table<K, C> {
         release_slot: bool,
     ) {
         if let Some(calls) = entry.breaker.snapshot_at(now).calls {
-            add_calls(&mut self.departed, &calls);
+            add_calls(&mut books.departed, &calls);
         }
         if let Some(k) = &entry.key {
             budget.release_bytes(k);
@@ -422,60 +457,83 @@ impl<K, C: Clock> Table<K, C> {
 
     /// Removes `key`'s entry, if any (see [`Shard::remove`]).
     fn remove_found(
-        &mut self,
+        &self,
+        books: &mut Books,
         hash: u64,
         is_key: impl Fn(&K) -> bool,
         now: Nanos,
         fleet: &Fleet,
         budget: &Budget<K>,
     ) -> bool {
-        let Ok(found) = self.map.find_entry(hash, |e| {
-            table_hash(e.breaker.id()) == hash && e.key.as_ref().is_some_and(&is_key)
-        }) else {
+        let Ok(entry) = self.map.find(&ByPredicate { hash, is_key }, |e| e.clone()) else {
             return false;
         };
-        let entry = found.remove().0;
-        self.removed += 1;
-        self.depart(&entry, now, fleet, budget, true);
+        self.map.remove(&ByAddress::of(&entry));
+        books.removed += 1;
+        self.depart(books, &entry, now, fleet, budget, true);
         true
     }
 
     /// Removes the least recently used entry that `rule` (under pressure)
     /// allows, if any. Its slot passes to the caller unless `release_slot`.
     fn evict_lru(
-        &mut self,
+        &self,
+        books: &mut Books,
         rule: Evict,
         fleet: &Fleet,
         budget: &Budget<K>,
         release_slot: bool,
     ) -> bool {
         let now_tick = tick(rule.now);
-        if self.quiet_tick == Some(now_tick) {
+        if books.quiet_tick == Some(now_tick) {
             return false;
         }
         let rule = rule.under_pressure();
-        let oldest = self
-            .map
-            .iter()
-            .filter(|e| rule.allows(e))
-            .max_by_key(|e| e.idle_ticks(rule.now))
-            .map(|e| (table_hash(e.breaker.id()), EntryArc::as_ptr(e)));
-        let Some((hash, ptr)) = oldest else {
-            self.quiet_tick = Some(now_tick);
+        let mut oldest: Option<EntryArc<Entry<K, C>>> = None;
+        self.map.for_each(|e| {
+            let older = oldest
+                .as_ref()
+                .is_none_or(|o| e.idle_ticks(rule.now) > o.idle_ticks(rule.now));
+            if older && rule.allows(e) {
+                oldest = Some(e.clone());
+            }
+        });
+        let Some(victim) = oldest else {
+            books.quiet_tick = Some(now_tick);
             return false;
         };
-        let Ok(found) = self
-            .map
-            .find_entry(hash, |e| core::ptr::eq(EntryArc::as_ptr(e), ptr))
-        else {
+        self.evict(books, &victim, rule.now, fleet, budget, release_slot)
+    }
+
+    /// Evicts `victim`, found stale and unreferenced under the writer lock,
+    /// unless a lock-free reader cloned it since: the handshake of
+    /// [`Entry::begin_leaving`] with [`Entry::claim`]. Its slot (and bytes)
+    /// go back unless `release_slot` is false (an insert takes it over).
+    fn evict(
+        &self,
+        books: &mut Books,
+        victim: &EntryArc<Entry<K, C>>,
+        now: Nanos,
+        fleet: &Fleet,
+        budget: &Budget<K>,
+        release_slot: bool,
+    ) -> bool {
+        // The map's reference and the caller's clone: 2 when nobody else
+        // holds the entry.
+        if !victim.begin_leaving(|| EntryArc::strong_count(victim) - 1) {
+            victim.stay();
             return false;
-        };
-        let victim = found.remove().0;
-        // Unreferenced (the rule checked): settled at once.
-        self.depart(&victim, rule.now, fleet, budget, release_slot);
-        self.evicted += 1;
+        }
+        self.map.remove(&ByAddress::of(victim));
+        // Unreferenced (the handshake checked): settled at once.
+        self.depart(books, victim, now, fleet, budget, release_slot);
+        books.evicted += 1;
         true
     }
+}
+
+fn matches<K, C: Clock>(key: &impl KeyArg<K>, e: &Entry<K, C>) -> bool {
+    e.key.as_ref().is_some_and(|k| key.matches(k))
 }
 
 impl<K, C: Clock> fmt::Debug for Shard<K, C> {
