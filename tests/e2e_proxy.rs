@@ -4,10 +4,17 @@
 //! survive: a slowloris client, a 65 KB URI, 300 idle upstream connections,
 //! running out of file descriptors, bad arguments, malformed and stalled
 //! uploads and the proxy's own shortage of descriptors (neither opens a
-//! healthy upstream's breaker), the status page on an
-//! admin address, and a `GET` answered stale from the proxy's cache while
-//! its upstream is open (fresh again after recovery). Loopback only; each test is bounded in requests and time
-//! (a few seconds) and stops by itself.
+//! healthy upstream's breaker), the status page on an admin address, and a
+//! `GET` answered stale from the proxy's cache while its upstream is open
+//! (fresh again after recovery). Then what makes it safe to copy: no stale
+//! answer that is someone's own (Alice's answer never reaches Bob), hop-by-hop
+//! headers removed both ways with `X-Forwarded-For` and `Via` added, a cap on
+//! calls in flight per upstream that the breaker never hears of, a drain on
+//! SIGTERM/SIGINT that answers the requests in flight and exits 0, one access
+//! log line per request with the breaker's decision, `/metrics` (feature
+//! `metrics`), and non-loopback upstreams refused. Loopback only (the
+//! non-loopback addresses are parsed, never dialled); each test is bounded in
+//! requests and time (a few seconds) and stops by itself.
 //!
 //! The tests that need a process of their own (a small `ulimit -n`, an exit
 //! status) run this test binary again as the proxy: see [`proxy_child`].
