@@ -116,7 +116,7 @@ use std::time::{Duration, Instant};
 use failfast::share::Outbox;
 use failfast::tower::{
     error_response, is_stale, mark_stale, status_json, DownstreamBody, Fallback, FallbackLayer,
-    HttpClassifier, Keyed, KeyedLayer, Recover, X_FAILFAST,
+    HttpClassifier, Keyed, KeyedLayer, Recover, TimedOut, X_FAILFAST,
 };
 use failfast::{
     Breaker, Builder, Bulkhead, BulkheadPermit, DownstreamError, DownstreamKind, Fault, Registry,
@@ -734,8 +734,10 @@ fn failed_call(err: &tower::BoxError) -> (Response<Body>, Decision) {
     if let Some(response) = error_response(err, empty) {
         let decision = if err.is::<Rejected>() {
             Decision::Rejected
+        } else if err.is::<TimedOut>() {
+            Decision::Admitted // and cut by the call timeout: 504
         } else {
-            Decision::Admitted // timed out
+            Decision::NotForwarded // no upstream key (400): never here, the URI has one
         };
         return (response, decision);
     }
