@@ -4,10 +4,17 @@
 //! survive: a slowloris client, a 65 KB URI, 300 idle upstream connections,
 //! running out of file descriptors, bad arguments, malformed and stalled
 //! uploads and the proxy's own shortage of descriptors (neither opens a
-//! healthy upstream's breaker), the status page on an
-//! admin address, and a `GET` answered stale from the proxy's cache while
-//! its upstream is open (fresh again after recovery). Loopback only; each test is bounded in requests and time
-//! (a few seconds) and stops by itself.
+//! healthy upstream's breaker), the status page on an admin address, and a
+//! `GET` answered stale from the proxy's cache while its upstream is open
+//! (fresh again after recovery). Then what makes it safe to copy: no stale
+//! answer that is someone's own (Alice's answer never reaches Bob), hop-by-hop
+//! headers removed both ways with `X-Forwarded-For` and `Via` added, a cap on
+//! calls in flight per upstream that the breaker never hears of, a drain on
+//! SIGTERM/SIGINT that answers the requests in flight and exits 0, one access
+//! log line per request with the breaker's decision, `/metrics` (feature
+//! `metrics`), and non-loopback upstreams refused. Loopback only (the
+//! non-loopback addresses are parsed, never dialled); each test is bounded in
+//! requests and time (a few seconds) and stops by itself.
 //!
 //! The tests that need a process of their own (a small `ulimit -n`, an exit
 //! status) run this test binary again as the proxy: see [`proxy_child`].
@@ -20,13 +27,13 @@ use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use failfast::{Breaker, Reason, State};
-use http_body_util::{BodyExt, Empty};
-use hyper::body::Bytes;
+use http_body_util::{BodyExt, Empty, Full};
+use hyper::body::{Bytes, Incoming};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -277,11 +284,21 @@ async fn fetch(
     method: http::Method,
     url: &str,
 ) -> (u16, http::HeaderMap, String) {
-    let request = http::Request::builder()
-        .method(method)
-        .uri(url)
-        .body(Empty::new())
-        .unwrap();
+    fetch_with(client, method, url, &[]).await
+}
+
+/// One request with these header fields: its status, headers and body.
+async fn fetch_with(
+    client: &HttpClient,
+    method: http::Method,
+    url: &str,
+    fields: &[(&str, &str)],
+) -> (u16, http::HeaderMap, String) {
+    let mut request = http::Request::builder().method(method).uri(url);
+    for (name, value) in fields {
+        request = request.header(*name, *value);
+    }
+    let request = request.body(Empty::new()).unwrap();
     let response = client.request(request).await.expect("the proxy answers");
     let (head, body) = response.into_parts();
     let body = body.collect().await.unwrap().to_bytes();
@@ -627,6 +644,10 @@ fn arguments_parse_or_say_what_is_wrong() {
         "127.0.0.1:9",
         "--timeout",
         "250",
+        "--max-in-flight",
+        "64",
+        "--drain",
+        "1500",
     ])
     .unwrap() else {
         panic!("a run")
@@ -634,6 +655,15 @@ fn arguments_parse_or_say_what_is_wrong() {
     assert_eq!(options.routes.len(), 2);
     assert_eq!(options.settings.timeout, Duration::from_millis(250));
     assert!(options.settings.admin_listener);
+    assert_eq!(options.settings.max_in_flight, 64);
+    assert_eq!(options.settings.drain, Duration::from_millis(1500));
+    assert!(options.settings.access_log, "on by default");
+    let proxy::Cli::Run(defaults) = parse(&["--demo", "--no-access-log"]).unwrap() else {
+        panic!("a run")
+    };
+    assert_eq!(defaults.settings.max_in_flight, 1024, "Envoy's default");
+    assert_eq!(defaults.settings.drain, Duration::from_secs(10));
+    assert!(!defaults.settings.access_log);
     assert!(matches!(parse(&["--help"]), Ok(proxy::Cli::Help)));
     for (args, says) in [
         (
@@ -649,6 +679,11 @@ fn arguments_parse_or_say_what_is_wrong() {
         (&["--demo", "--status-limit", "many"], "a number"),
         (&["--demo", "--verbose"], "unknown argument"),
         (&["--demo", "--replica", "a"], "needs --redis"),
+        (&["--demo", "--max-in-flight", "0"], "at least 1"),
+        (&["--demo", "--drain", "soon"], "milliseconds"),
+        (&["--route", "a b=127.0.0.1:1"], "letters, digits"),
+        (&["--route", "a=127.0.0.1:0"], "port 1 to 65535"),
+        (&["--route", "a=user@127.0.0.1:80"], "not HOST:PORT"),
         (&[], "no routes"),
     ] {
         let err = parse(args).unwrap_err();
@@ -730,6 +765,34 @@ impl Child {
         }
     }
 
+    /// The next `n` lines of its stderr that start with `prefix`, waiting
+    /// up to `within` for them.
+    fn lines_starting(&self, prefix: &str, n: usize, within: Duration) -> Vec<String> {
+        let deadline = Instant::now() + within;
+        let mut lines = Vec::new();
+        while lines.len() < n {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.stderr.recv_timeout(left) {
+                Ok(line) if line.starts_with(prefix) => lines.push(line),
+                Ok(_) => continue,
+                Err(_) => panic!(
+                    "{} of {n} {prefix:?} lines within {within:?}: {lines:#?}",
+                    lines.len()
+                ),
+            }
+        }
+        lines
+    }
+
+    /// Sends it the signal `name` (`TERM`, `INT`).
+    fn signal(&self, name: &str) {
+        let status = Command::new("kill")
+            .args(["-s", name, &self.process.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success(), "kill -s {name}");
+    }
+
     /// The address it listens on, from its start-up line.
     fn address(&self) -> SocketAddr {
         let line = self.wait_for("failfast proxy on http://", Duration::from_secs(10));
@@ -791,6 +854,52 @@ fn bad_arguments_exit_2_with_the_usage() {
     let (code, stdout, _) = Child::start(&["--help"], None).finish();
     assert_eq!(code, 0);
     assert!(stdout.contains("usage: proxy") && stdout.contains("--route NAME=HOST:PORT"));
+}
+
+#[test]
+fn non_loopback_upstreams_are_refused_unless_allowed() {
+    // Parsed only: no test ever sends traffic to these addresses.
+    let parse = |args: &[&str]| proxy::parse_args(args.iter().map(|a| a.to_string()));
+    for remote in [
+        "10.0.0.1:80",
+        "192.168.1.1:8080",
+        "example.com:80",
+        "[2001:db8::1]:80",
+    ] {
+        let route = format!("a={remote}");
+        let err = parse(&["--route", &route]).unwrap_err();
+        assert!(
+            err.contains("not a loopback address") && err.contains("--allow-remote-upstreams"),
+            "{remote}: {err}"
+        );
+        let allowed = parse(&["--route", &route, "--allow-remote-upstreams"]);
+        assert!(
+            matches!(allowed, Ok(proxy::Cli::Run(_))),
+            "{remote}: {allowed:?}"
+        );
+    }
+    for local in [
+        "127.0.0.1:80",
+        "127.8.9.10:80",
+        "localhost:80",
+        "LocalHost:80",
+        "[::1]:80",
+        "[::ffff:127.0.0.1]:80",
+    ] {
+        let route = format!("a={local}");
+        assert!(
+            matches!(parse(&["--route", &route]), Ok(proxy::Cli::Run(_))),
+            "{local} is loopback"
+        );
+    }
+    // The process: exit status 2 and the reason, before it listens.
+    let (code, _, stderr) = Child::start(&["--route", "a=10.0.0.1:80"], None).finish();
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("error: --route a=10.0.0.1:80: 10.0.0.1 is not a loopback address"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("failfast proxy on"), "{stderr}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -990,8 +1099,850 @@ async fn the_proxys_own_fd_shortage_never_opens_a_healthy_upstream() {
     };
     assert!(page.contains("\"open\":0"), "{page}");
     assert!(!page.contains("\"state\":\"open\""), "{page}");
+    // The access log says whose fault each of those 503s was.
+    let line = child.wait_for("status=503 ", Duration::from_secs(5));
+    assert!(line.ends_with(" decision=local-fault"), "{line}");
     eprintln!(
         "fd shortage: {short} of {} calls answered 503, the breaker stayed closed",
         statuses.len()
     );
+}
+
+// ---------------------------------------------------------------------------
+// Safe to copy: nobody's answer served to another, hop-by-hop headers kept to
+// their hop, a cap on calls in flight, a drain on SIGTERM, a line per request,
+// metrics.
+
+/// An upstream that answers "you are {Authorization} (cookie {Cookie})",
+/// adds to its answer each field the request names as `x-respond-NAME:
+/// VALUE`, keeps the head of every request it is sent, and answers 503
+/// while `failing`.
+struct Echo {
+    addr: SocketAddr,
+    hits: Arc<AtomicUsize>,
+    failing: Arc<AtomicBool>,
+    seen: Arc<Mutex<Vec<http::HeaderMap>>>,
+}
+
+async fn echo_upstream() -> Echo {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let echo = Echo {
+        addr: listener.local_addr().unwrap(),
+        hits: Arc::default(),
+        failing: Arc::default(),
+        seen: Arc::default(),
+    };
+    let (hits, failing, seen) = (echo.hits.clone(), echo.failing.clone(), echo.seen.clone());
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let (hits, failing, seen) = (hits.clone(), failing.clone(), seen.clone());
+            let service = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
+                hits.fetch_add(1, Ordering::SeqCst);
+                seen.lock().unwrap().push(req.headers().clone());
+                let field = |name: &str, none: &str| {
+                    req.headers()
+                        .get(name)
+                        .map_or(none.to_owned(), |v| v.to_str().unwrap().to_owned())
+                };
+                let body = format!(
+                    "you are {} (cookie {})",
+                    field("authorization", "anonymous"),
+                    field("cookie", "none")
+                );
+                let mut response = hyper::Response::new(Full::new(Bytes::from(body)));
+                if failing.load(Ordering::SeqCst) {
+                    *response.status_mut() = http::StatusCode::SERVICE_UNAVAILABLE;
+                }
+                for (name, value) in req.headers() {
+                    if let Some(respond) = name.as_str().strip_prefix("x-respond-") {
+                        let name = http::HeaderName::from_bytes(respond.as_bytes()).unwrap();
+                        response.headers_mut().append(name, value.clone());
+                    }
+                }
+                async move { Ok::<_, std::convert::Infallible>(response) }
+            });
+            tokio::spawn(
+                hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service),
+            );
+        }
+    });
+    echo
+}
+
+/// A proxy in this process with these routes and settings, the template
+/// breaker given; its address.
+async fn start_routes(
+    routes: &[(&str, SocketAddr)],
+    template: failfast::Builder,
+    settings: proxy::Settings,
+) -> (Arc<proxy::Proxy>, SocketAddr) {
+    let routes = routes
+        .iter()
+        .map(|(name, addr)| (name.to_string(), addr.to_string().parse().unwrap()))
+        .collect();
+    let proxy = proxy::proxy(routes, template, settings).unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(proxy::serve(listener, proxy.clone()));
+    (proxy, addr)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_stale_answer_is_ever_someone_elses() {
+    let echo = echo_upstream().await;
+    let template = Breaker::builder()
+        .consecutive_failures(3)
+        .open_duration(Duration::from_secs(30))
+        .jitter(0.0);
+    let (proxy, addr) = start_routes(&[("api", echo.addr)], template, Default::default()).await;
+    let client: HttpClient = Client::builder(TokioExecutor::new()).build_http();
+    let url = |path: &str| format!("http://{addr}/api/{path}");
+    let get = |path: &'static str, fields: &'static [(&'static str, &'static str)]| {
+        let (client, url) = (client.clone(), url(path));
+        async move { fetch_with(&client, http::Method::GET, &url, fields).await }
+    };
+    const ALICE: &[(&str, &str)] = &[
+        ("authorization", "Bearer alice-token"),
+        ("cookie", "session=alice"),
+    ];
+    const BOB: &[(&str, &str)] = &[("authorization", "Bearer bob-token")];
+    const ANONYMOUS: &[(&str, &str)] = &[];
+
+    // Fresh answers while the upstream is healthy: each forwarded.
+    let (status, _, body) = get("me", ALICE).await;
+    assert_eq!(
+        (status, body.as_str()),
+        (200, "you are Bearer alice-token (cookie session=alice)")
+    );
+    // Anonymous requests whose answers are someone's own, or may not be
+    // served without asking the upstream (the upstream adds the field).
+    let not_kept: [(&str, &[(&str, &str)]); 10] = [
+        ("private", &[("x-respond-cache-control", "private")]),
+        (
+            "no-store",
+            &[("x-respond-cache-control", "max-age=60, No-Store")],
+        ),
+        ("no-cache", &[("x-respond-cache-control", "no-cache")]),
+        (
+            "must-revalidate",
+            &[("x-respond-cache-control", "must-revalidate")],
+        ),
+        (
+            "vary-authorization",
+            &[("x-respond-vary", "accept, Authorization")],
+        ),
+        ("vary-cookie", &[("x-respond-vary", "cookie")]),
+        ("vary-star", &[("x-respond-vary", "*")]),
+        ("set-cookie", &[("x-respond-set-cookie", "session=new")]),
+        ("asks-no-store", &[("cache-control", "no-store")]),
+        ("cookie-only", &[("cookie", "theme=dark")]),
+    ];
+    for (path, fields) in not_kept {
+        assert_eq!(get(path, fields).await.0, 200, "{path}");
+    }
+    // Answers that may be kept: a public one, one that varies on the
+    // language, and one that turns private on its next fetch.
+    assert_eq!(get("public", ANONYMOUS).await.0, 200);
+    let french: &[(&str, &str)] = &[
+        ("accept-language", "fr"),
+        ("x-respond-vary", "Accept-Language"),
+    ];
+    assert_eq!(get("by-language", french).await.0, 200);
+    assert_eq!(get("turned-private", ANONYMOUS).await.0, 200);
+    assert_eq!(proxy.stale.len(), 3, "public, by-language, turned-private");
+    let (status, _, _) = get("turned-private", &[("x-respond-cache-control", "private")]).await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        proxy.stale.len(),
+        2,
+        "the earlier copy of turned-private is forgotten"
+    );
+
+    // The upstream fails; three 503s open its breaker.
+    echo.failing.store(true, Ordering::SeqCst);
+    for _ in 0..3 {
+        assert_eq!(get("trip", ANONYMOUS).await.0, 503);
+    }
+    let upstream: http::uri::Authority = echo.addr.to_string().parse().unwrap();
+    assert_eq!(proxy.registry.handle(&upstream).state(), State::Open);
+    let hits = echo.hits.load(Ordering::SeqCst);
+
+    // Open. Nobody is served Alice's answer: not Bob, not an anonymous
+    // client, not even Alice (a personal request is never served stale).
+    for (who, fields) in [("bob", BOB), ("anonymous", ANONYMOUS), ("alice", ALICE)] {
+        let (status, headers, body) = get("me", fields).await;
+        assert_eq!(status, 503, "{who}: {body}");
+        assert_eq!(headers["x-failfast"], "rejected", "{who}");
+        assert!(!body.contains("alice"), "{who} got {body:?}");
+    }
+    for (path, _) in not_kept {
+        let (status, headers, body) = get(path, ANONYMOUS).await;
+        assert_eq!(status, 503, "{path}: {body}");
+        assert_eq!(headers["x-failfast"], "rejected", "{path}");
+    }
+    assert_eq!(get("turned-private", ANONYMOUS).await.0, 503);
+    // What may be shared is: the public answer, to anonymous clients.
+    let (status, headers, body) = get("public", ANONYMOUS).await;
+    assert_eq!(
+        (status, body.as_str()),
+        (200, "you are anonymous (cookie none)")
+    );
+    assert_eq!(headers["x-failfast"], "fallback");
+    assert_eq!(get("public", BOB).await.0, 503, "not to a personal request");
+    // The language-varying answer, to a request in the same language only.
+    let english: &[(&str, &str)] = &[("accept-language", "en")];
+    assert_eq!(get("by-language", english).await.0, 503);
+    assert_eq!(get("by-language", ANONYMOUS).await.0, 503);
+    let (status, headers, _) = get("by-language", &[("accept-language", "fr")]).await;
+    assert_eq!(status, 200);
+    assert_eq!(headers["x-failfast"], "fallback");
+    assert_eq!(
+        echo.hits.load(Ordering::SeqCst),
+        hits,
+        "the upstream was not called while open"
+    );
+}
+
+/// Sends `request` on a fresh connection (it asks `Connection: close`) and
+/// reads the whole answer; its head, lower-cased.
+async fn raw_head(addr: SocketAddr, request: &str) -> String {
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut answer))
+        .await
+        .expect("answered within 5 s")
+        .unwrap();
+    let answer = String::from_utf8_lossy(&answer).to_ascii_lowercase();
+    answer.split("\r\n\r\n").next().unwrap().to_owned()
+}
+
+/// The values of `name` in a lower-cased head, in order.
+fn field_values<'h>(head: &'h str, name: &str) -> Vec<&'h str> {
+    head.lines()
+        .filter_map(|line| line.split_once(':'))
+        .filter(|(field, _)| *field == name)
+        .map(|(_, value)| value.trim())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hop_by_hop_headers_stay_on_their_hop_and_forwarding_is_recorded() {
+    let echo = echo_upstream().await;
+    let (_proxy, addr) =
+        start_routes(&[("api", echo.addr)], proxy::template(), Default::default()).await;
+    // The upstream answers with hop-by-hop fields of its own (asked for by
+    // the x-respond-* fields), and one `Connection` names.
+    let respond = "x-respond-connection: x-up-secret\r\nx-respond-x-up-secret: 1\r\n\
+        x-respond-keep-alive: timeout=5\r\nx-respond-proxy-authenticate: Basic\r\n\
+        x-respond-upgrade: h2c\r\nx-respond-trailer: x-checksum\r\n\
+        x-respond-proxy-connection: keep-alive\r\nx-respond-x-up-kept: 1\r\n";
+    let request = format!(
+        "GET /api/x HTTP/1.1\r\nhost: proxy\r\nconnection: close, X-Secret\r\n\
+         x-secret: s\r\nkeep-alive: timeout=5\r\nproxy-authorization: Basic YTpi\r\n\
+         proxy-connection: keep-alive\r\nte: trailers\r\nupgrade: websocket\r\n\
+         trailer: x-checksum\r\nx-forwarded-for: 203.0.113.7\r\n\
+         x-forwarded-for: 198.51.100.2\r\nvia: 1.0 edge\r\nx-kept: 1\r\n{respond}\r\n"
+    );
+
+    // Direct, the upstream does send them (so their absence below is the
+    // proxy's doing).
+    let direct = raw_head(
+        echo.addr,
+        &format!("GET / HTTP/1.1\r\nhost: u\r\n{respond}connection: close\r\n\r\n"),
+    )
+    .await;
+    for field in [
+        "x-up-secret",
+        "keep-alive",
+        "proxy-authenticate",
+        "upgrade",
+        "trailer",
+        "proxy-connection",
+    ] {
+        assert!(
+            !field_values(&direct, field).is_empty(),
+            "the upstream sends {field}: {direct}"
+        );
+    }
+
+    let head = raw_head(addr, &request).await;
+    assert!(head.starts_with("http/1.1 200"), "{head}");
+    // The request as the upstream got it.
+    let seen = echo.seen.lock().unwrap().last().unwrap().clone();
+    for field in [
+        "connection",
+        "x-secret",
+        "keep-alive",
+        "proxy-authorization",
+        "proxy-connection",
+        "te",
+        "upgrade",
+        "trailer",
+    ] {
+        assert!(!seen.contains_key(field), "{field} forwarded: {seen:?}");
+    }
+    assert_eq!(seen["x-kept"], "1");
+    assert_eq!(
+        seen.get_all("x-forwarded-for").iter().collect::<Vec<_>>(),
+        ["203.0.113.7, 198.51.100.2, 127.0.0.1"],
+        "the client's address appended to those it sent"
+    );
+    assert_eq!(
+        seen.get_all("via").iter().collect::<Vec<_>>(),
+        ["1.0 edge", "1.1 failfast"]
+    );
+    // The answer as the client got it.
+    for field in [
+        "x-up-secret",
+        "keep-alive",
+        "proxy-authenticate",
+        "upgrade",
+        "trailer",
+        "proxy-connection",
+    ] {
+        assert!(
+            field_values(&head, field).is_empty(),
+            "{field} passed back: {head}"
+        );
+    }
+    assert_eq!(field_values(&head, "x-up-kept"), ["1"]);
+    assert_eq!(field_values(&head, "via"), ["1.1 failfast"]);
+
+    // A client that sent none: the forwarding fields start with it.
+    let head = raw_head(addr, "GET /api/y HTTP/1.0\r\nhost: proxy\r\n\r\n").await;
+    assert!(
+        head.starts_with("http/1.0 200") || head.starts_with("http/1.1 200"),
+        "{head}"
+    );
+    let seen = echo.seen.lock().unwrap().last().unwrap().clone();
+    assert_eq!(seen["x-forwarded-for"], "127.0.0.1");
+    assert_eq!(seen["via"], "1.0 failfast", "the version the client spoke");
+}
+
+/// An upstream that holds each request until the test adds a permit to
+/// the semaphore; it counts the requests it got.
+async fn held_upstream() -> (SocketAddr, Arc<AtomicUsize>, Arc<tokio::sync::Semaphore>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let hits = Arc::new(AtomicUsize::new(0));
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let (h, g) = (hits.clone(), gate.clone());
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let (hits, gate) = (h.clone(), g.clone());
+            let service = hyper::service::service_fn(move |_req| {
+                hits.fetch_add(1, Ordering::SeqCst);
+                let gate = gate.clone();
+                async move {
+                    gate.acquire().await.unwrap().forget();
+                    Ok::<_, std::convert::Infallible>(hyper::Response::new(Full::new(
+                        Bytes::from_static(b"held\n"),
+                    )))
+                }
+            });
+            tokio::spawn(
+                hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service),
+            );
+        }
+    });
+    (addr, hits, gate)
+}
+
+/// Waits (5 s at most) until `counter` reaches `n`.
+async fn until_count(counter: &AtomicUsize, n: usize) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while counter.load(Ordering::SeqCst) < n {
+        assert!(
+            Instant::now() < deadline,
+            "{} of {n}",
+            counter.load(Ordering::SeqCst)
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await; // polling
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_past_the_in_flight_cap_get_503_overloaded_and_never_reach_the_breaker() {
+    let (held, hits, gate) = held_upstream().await;
+    let healthy = proxy::upstream(proxy::HEALTHY).await.unwrap();
+    let settings = proxy::Settings {
+        max_in_flight: 2,
+        ..proxy::Settings::default()
+    };
+    let (proxy, addr) = start_routes(
+        &[("held", held), ("healthy", healthy.addr)],
+        proxy::template(),
+        settings,
+    )
+    .await;
+    let client: HttpClient = Client::builder(TokioExecutor::new()).build_http();
+    let url = format!("http://{addr}/held/");
+
+    // Two calls in flight: the cap.
+    let in_flight: Vec<_> = (0..2)
+        .map(|_| {
+            let (client, url) = (client.clone(), url.clone());
+            tokio::spawn(async move { fetch(&client, http::Method::GET, &url).await.0 })
+        })
+        .collect();
+    until_count(&hits, 2).await;
+    // More than the template's min_calls: they would open the breaker if
+    // they counted as failures.
+    for _ in 0..12 {
+        let (status, headers, body) = fetch(&client, http::Method::GET, &url).await;
+        assert_eq!(status, 503);
+        assert_eq!(headers["x-failfast"], "overloaded");
+        assert!(body.contains(": 2 calls in flight"), "{body}");
+    }
+    assert_eq!(
+        hits.load(Ordering::SeqCst),
+        2,
+        "turned away before the upstream"
+    );
+    // Another upstream has a cap of its own.
+    let healthy_url = format!("http://{addr}/healthy/");
+    assert_eq!(fetch(&client, http::Method::GET, &healthy_url).await.0, 200);
+    let (state, calls) = upstream_breaker(&proxy, held);
+    assert_eq!(state, State::Closed);
+    assert_eq!(
+        (
+            calls.successes,
+            calls.failures,
+            calls.rejected,
+            calls.neutral
+        ),
+        (0, 0, 0, 0),
+        "the breaker never heard of them: {calls:?}"
+    );
+
+    // The upstream answers: the slots free up.
+    gate.add_permits(3);
+    for call in in_flight {
+        assert_eq!(call.await.unwrap(), 200);
+    }
+    assert_eq!(fetch(&client, http::Method::GET, &url).await.0, 200);
+    let (_, calls) = upstream_breaker(&proxy, held);
+    assert_eq!((calls.successes, calls.rejected), (3, 0), "{calls:?}");
+    let held_requests = &proxy.requests["held"];
+    assert_eq!(held_requests.get(proxy::Decision::Overloaded), 12);
+    assert_eq!(held_requests.get(proxy::Decision::Admitted), 3);
+    assert_eq!(
+        proxy
+            .bulkheads
+            .values()
+            .map(|b| b.in_flight())
+            .sum::<usize>(),
+        0
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_drains_requests_in_flight_refuses_new_connections_and_exits_0() {
+    let (held, hits, gate) = held_upstream().await;
+    let route = format!("held={held}");
+    let child = Child::start(
+        &[
+            "--listen",
+            "127.0.0.1:0",
+            "--route",
+            &route,
+            "--drain",
+            "5000",
+        ],
+        None,
+    );
+    let addr = child.address();
+    // An idle keep-alive connection (it was answered a 404).
+    let mut idle = TcpStream::connect(addr).await.unwrap();
+    idle.write_all(b"GET /nowhere/ HTTP/1.1\r\nhost: proxy\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = [0u8; 12];
+    idle.read_exact(&mut answer).await.unwrap();
+    assert_eq!(&answer, b"HTTP/1.1 404");
+    // Three requests in flight at the upstream.
+    let in_flight: Vec<_> = (0..3)
+        .map(|_| tokio::spawn(raw_status(addr, "/held/")))
+        .collect();
+    until_count(&hits, 3).await;
+
+    child.signal("TERM");
+    child.wait_for(
+        "SIGTERM: stopped accepting; draining",
+        Duration::from_secs(5),
+    );
+    let refused = TcpStream::connect(addr).await;
+    assert_eq!(
+        refused.map(|_| ()).unwrap_err().kind(),
+        std::io::ErrorKind::ConnectionRefused,
+        "no new connection once draining"
+    );
+    // The idle connection is closed (after the rest of the 404, nothing).
+    let mut rest = Vec::new();
+    tokio::time::timeout(Duration::from_secs(2), idle.read_to_end(&mut rest))
+        .await
+        .expect("the idle connection is closed at once")
+        .unwrap();
+
+    // The upstream answers: every request in flight gets its 200.
+    gate.add_permits(3);
+    for call in in_flight {
+        assert_eq!(call.await.unwrap(), Some(200), "answered during the drain");
+    }
+    let (code, _, stderr) = child.finish();
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("drained; exiting"), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_drain_ends_at_its_deadline_with_status_0() {
+    let (held, hits, gate) = held_upstream().await;
+    let route = format!("held={held}");
+    let child = Child::start(
+        &[
+            "--listen",
+            "127.0.0.1:0",
+            "--route",
+            &route,
+            "--drain",
+            "300",
+        ],
+        None,
+    );
+    let addr = child.address();
+    let stuck = tokio::spawn(raw_status(addr, "/held/"));
+    until_count(&hits, 1).await;
+    let signalled = Instant::now();
+    child.signal("INT");
+    let (code, _, stderr) = child.finish();
+    let took = signalled.elapsed();
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stderr.contains("drain deadline: closing 1 connections still open"),
+        "{stderr}"
+    );
+    assert!(
+        took >= Duration::from_millis(300) && took < Duration::from_secs(3),
+        "exited {took:?} after the signal; the deadline is 300 ms"
+    );
+    assert_eq!(
+        stuck.await.unwrap(),
+        None,
+        "cut at the deadline, unanswered"
+    );
+    gate.add_permits(1);
+}
+
+/// The fields of a logfmt line (`key=value`, a value maybe quoted).
+fn logfmt(line: &str) -> HashMap<&str, &str> {
+    line.split(' ')
+        .filter_map(|pair| pair.split_once('='))
+        .map(|(key, value)| (key, value.trim_matches('"')))
+        .collect()
+}
+
+/// One `GET` on a fresh connection: its status and `x-failfast` mark.
+async fn raw_get(addr: SocketAddr, target: &str) -> (u16, Option<String>) {
+    let request = format!("GET {target} HTTP/1.1\r\nhost: proxy\r\nconnection: close\r\n\r\n");
+    let head = raw_head(addr, &request).await;
+    let status = head.get(9..12).and_then(|s| s.parse().ok());
+    let mark = field_values(&head, "x-failfast")
+        .first()
+        .map(|v| v.to_string());
+    (status.unwrap_or_else(|| panic!("{head}")), mark)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_request_gets_one_access_log_line_with_the_breakers_decision() {
+    let ok = proxy::upstream(proxy::HEALTHY).await.unwrap();
+    let flaky = proxy::upstream(proxy::HEALTHY).await.unwrap();
+    let (held, hits, gate) = held_upstream().await;
+    let routes = [
+        format!("ok={}", ok.addr),
+        format!("flaky={}", flaky.addr),
+        format!("held={held}"),
+    ];
+    let upstreams: HashMap<&str, String> = [
+        ("ok", ok.addr.to_string()),
+        ("flaky", flaky.addr.to_string()),
+        ("held", held.to_string()),
+        ("-", "-".to_owned()),
+    ]
+    .into();
+    let child = Child::start(
+        &[
+            "--listen",
+            "127.0.0.1:0",
+            "--route",
+            &routes[0],
+            "--route",
+            &routes[1],
+            "--route",
+            &routes[2],
+            "--max-in-flight",
+            "1",
+        ],
+        None,
+    );
+    let addr = child.address();
+    // What each request should log: method, route, path, status, decision.
+    let mut expected: Vec<(&str, &str, &str, u16, &str)> = Vec::new();
+
+    assert_eq!(raw_get(addr, "/ok/").await, (200, None));
+    expected.push(("GET", "ok", "/ok/", 200, "admitted"));
+    assert_eq!(raw_get(addr, "/flaky/page").await, (200, None));
+    expected.push(("GET", "flaky", "/flaky/page", 200, "admitted"));
+    // The flaky upstream fails (its own 503s) until its breaker opens.
+    flaky.mode.store(proxy::FAILING, Ordering::SeqCst);
+    let mut rejected = false;
+    for _ in 0..20 {
+        match raw_get(addr, "/flaky/x").await {
+            (503, None) => expected.push(("GET", "flaky", "/flaky/x", 503, "admitted")),
+            (503, Some(mark)) if mark == "rejected" => {
+                expected.push(("GET", "flaky", "/flaky/x", 503, "rejected"));
+                rejected = true;
+                break;
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert!(rejected, "the breaker opened");
+    assert_eq!(
+        raw_get(addr, "/flaky/page").await,
+        (200, Some("fallback".to_owned()))
+    );
+    expected.push(("GET", "flaky", "/flaky/page", 200, "fallback"));
+    // One call in flight to `held` fills its cap of 1.
+    let stuck = tokio::spawn(raw_get(addr, "/held/"));
+    until_count(&hits, 1).await;
+    assert_eq!(
+        raw_get(addr, "/held/").await,
+        (503, Some("overloaded".to_owned()))
+    );
+    expected.push(("GET", "held", "/held/", 503, "overloaded"));
+    gate.add_permits(1);
+    assert_eq!(stuck.await.unwrap(), (200, None));
+    expected.push(("GET", "held", "/held/", 200, "admitted"));
+    // A malformed upload: the client's fault.
+    let bad_chunk = b"POST /ok/upload HTTP/1.1\r\nhost: proxy\r\n\
+        transfer-encoding: chunked\r\n\r\n3\r\nabc\r\nZZZ\r\n\r\n";
+    assert_eq!(raw_request(addr, bad_chunk).await, Some(400));
+    expected.push(("POST", "ok", "/ok/upload", 400, "client-fault"));
+    // Not forwarded; the query (which may hold secrets) is not logged.
+    assert_eq!(raw_get(addr, "/nowhere/x?token=secret").await.0, 404);
+    expected.push(("GET", "-", "/nowhere/x", 404, "not-forwarded"));
+    assert_eq!(raw_get(addr, "/_failfast").await.0, 200);
+    expected.push(("GET", "-", "/_failfast", 200, "not-forwarded"));
+    // A last request: the line after the others' (each is logged before
+    // its answer is sent), so no request was logged twice.
+    assert_eq!(raw_get(addr, "/ok/last").await.0, 200);
+
+    let lines = child.lines_starting("access ", expected.len() + 1, Duration::from_secs(5));
+    assert!(
+        lines.last().unwrap().contains(" path=\"/ok/last\" "),
+        "{lines:#?}"
+    );
+    let mut logged = Vec::new();
+    for line in &lines[..expected.len()] {
+        let fields = logfmt(line);
+        assert_eq!(fields["client"], "127.0.0.1", "{line}");
+        assert_eq!(fields["upstream"], upstreams[fields["route"]], "{line}");
+        assert!(
+            fields["duration_ms"].parse::<f64>().unwrap() >= 0.0,
+            "{line}"
+        );
+        assert!(!line.contains("secret"), "{line}");
+        logged.push((
+            fields["method"],
+            fields["route"],
+            fields["path"],
+            fields["status"].parse::<u16>().unwrap(),
+            fields["decision"],
+        ));
+    }
+    // In request order but for the call held while another was turned away.
+    logged.sort();
+    expected.sort();
+    assert_eq!(logged, expected);
+}
+
+/// The samples of a Prometheus text page: (name, labels, value); panics on
+/// a line that is not a comment, blank, or `name{labels} value`.
+#[cfg(feature = "metrics")]
+fn prometheus_samples(
+    page: &str,
+) -> Vec<(String, std::collections::BTreeMap<String, String>, f64)> {
+    let mut samples = Vec::new();
+    for line in page
+        .lines()
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+    {
+        let (series, value) = line.rsplit_once(' ').unwrap_or_else(|| panic!("{line}"));
+        let (name, labels) = match series.split_once('{') {
+            Some((name, labels)) => (
+                name,
+                labels.strip_suffix('}').unwrap_or_else(|| panic!("{line}")),
+            ),
+            None => (series, ""),
+        };
+        assert!(
+            name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'),
+            "{line}"
+        );
+        let labels = labels
+            .split(',')
+            .filter(|l| !l.is_empty())
+            .map(|pair| {
+                let (key, value) = pair.split_once('=').unwrap_or_else(|| panic!("{line}"));
+                (key.to_owned(), value.trim_matches('"').to_owned())
+            })
+            .collect();
+        samples.push((
+            name.to_owned(),
+            labels,
+            value.parse().unwrap_or_else(|_| panic!("{line}")),
+        ));
+    }
+    samples
+}
+
+#[cfg(feature = "metrics")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_show_breakers_decisions_and_calls_in_flight() {
+    let healthy = proxy::upstream(proxy::HEALTHY).await.unwrap();
+    let down = proxy::refusing().await.unwrap();
+    let settings = proxy::Settings {
+        max_in_flight: 7,
+        ..proxy::Settings::default()
+    };
+    let (_proxy, addr) = start_routes(
+        &[("ok", healthy.addr), ("down", down)],
+        proxy::template(),
+        settings,
+    )
+    .await;
+    let client: HttpClient = Client::builder(TokioExecutor::new()).build_http();
+    assert_eq!(
+        get(&client, &format!("http://{addr}/ok/")).await.status,
+        200
+    );
+    let (mut failed, mut rejected) = (0, 0);
+    for _ in 0..12 {
+        let sample = get(&client, &format!("http://{addr}/down/")).await;
+        match (sample.status, sample.rejected) {
+            (502, false) => failed += 1,
+            (503, true) => rejected += 1,
+            other => panic!("{other:?}"),
+        }
+    }
+    assert!(rejected > 0, "the down upstream's breaker opened");
+
+    let response = client
+        .get(format!("http://{addr}/metrics").parse().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert!(response.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/plain; version=0.0.4"));
+    let page = String::from_utf8(
+        response
+            .into_body()
+            .collect()
+            .await
+            .unwrap()
+            .to_bytes()
+            .to_vec(),
+    )
+    .unwrap();
+    let samples = prometheus_samples(&page);
+    let value = |name: &str, labels: &[(&str, &str)]| {
+        samples
+            .iter()
+            .find(|(n, l, _)| {
+                n == name
+                    && labels.len() == l.len()
+                    && labels
+                        .iter()
+                        .all(|(k, v)| l.get(*k).is_some_and(|x| x == v))
+            })
+            .map(|(_, _, value)| *value)
+            .unwrap_or_else(|| panic!("no {name} {labels:?} in\n{page}"))
+    };
+    let (ok, down) = (healthy.addr.to_string(), down.to_string());
+    // The breakers, through the crate's export.
+    assert_eq!(
+        value(
+            "circuit_breaker_state",
+            &[("upstream", &down), ("state", "open")]
+        ),
+        1.0
+    );
+    assert_eq!(
+        value(
+            "circuit_breaker_state",
+            &[("upstream", &ok), ("state", "closed")]
+        ),
+        1.0
+    );
+    assert_eq!(
+        value(
+            "circuit_breaker_transitions_total",
+            &[
+                ("upstream", &down),
+                ("from", "closed"),
+                ("to", "open"),
+                ("reason", "failure_rate")
+            ]
+        ),
+        1.0
+    );
+    assert_eq!(
+        value(
+            "circuit_breaker_calls_total",
+            &[("upstream", &down), ("outcome", "failure")]
+        ),
+        failed as f64
+    );
+    assert_eq!(value("circuit_breaker_open", &[]), 1.0);
+    // The proxy's own: requests by route and decision, the caps.
+    let requests = |route: &str, decision: &str| {
+        value(
+            "failfast_proxy_requests_total",
+            &[("route", route), ("decision", decision)],
+        )
+    };
+    assert_eq!(requests("ok", "admitted"), 1.0);
+    assert_eq!(requests("down", "admitted"), failed as f64);
+    assert_eq!(requests("down", "rejected"), rejected as f64);
+    assert_eq!(requests("down", "overloaded"), 0.0);
+    assert_eq!(
+        value("failfast_proxy_max_in_flight", &[("upstream", &ok)]),
+        7.0
+    );
+    assert_eq!(value("failfast_proxy_in_flight", &[("upstream", &ok)]), 0.0);
+    assert!(
+        page.contains("# TYPE failfast_proxy_requests_total counter"),
+        "{page}"
+    );
+}
+
+#[cfg(not(feature = "metrics"))]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_metrics_feature_the_metrics_page_says_how_to_get_it() {
+    let healthy = proxy::upstream(proxy::HEALTHY).await.unwrap();
+    let (_proxy, addr) = start(healthy.addr, proxy::Settings::default()).await;
+    let client: HttpClient = Client::builder(TokioExecutor::new()).build_http();
+    let (status, _, body) = fetch(
+        &client,
+        http::Method::GET,
+        &format!("http://{addr}/metrics"),
+    )
+    .await;
+    assert_eq!(status, 404);
+    assert!(body.contains("--features tower,metrics"), "{body}");
 }
