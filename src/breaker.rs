@@ -15,6 +15,7 @@ use core::time::Duration;
 use crate::clock::{Clock, Nanos, QuantaClock};
 use crate::counters::Counters;
 use crate::error::{RejectReason, Rejected};
+use crate::hooks::{Hooks, OnTransition};
 use crate::machine::{self, Admission, Decided};
 use crate::observe::{BreakerSnapshot, Observer, Reason, Transition};
 use crate::outcome::{Outcome, Verdict};
@@ -47,16 +48,19 @@ pub(crate) trait TripGate: Send + Sync + 'static {
 
 /// What every breaker of one configuration shares: the validated config, the
 /// clock, the observer and (in a registry) the trip gate.
-pub(crate) struct Shared<C> {
+pub(crate) struct Shared<C: Clock> {
     pub(crate) config: Config,
     /// `config.flags()`, computed once: each breaker built copies it.
     flags: Flags,
     pub(crate) clock: C,
-    observer: Option<std::sync::Arc<dyn Observer>>,
+    pub(crate) observer: Option<std::sync::Arc<dyn Observer>>,
+    /// The transition hooks: this configuration's own, or (in a registry)
+    /// the registry's, shared by all its configurations.
+    pub(crate) hooks: std::sync::Arc<Hooks<Breaker<C>>>,
     gate: Option<std::sync::Arc<dyn TripGate>>,
 }
 
-impl<C> Shared<C> {
+impl<C: Clock> Shared<C> {
     pub(crate) fn new(
         config: Config,
         clock: C,
@@ -67,8 +71,15 @@ impl<C> Shared<C> {
             config,
             clock,
             observer,
+            hooks: std::sync::Arc::new(Hooks::new()),
             gate: None,
         }
+    }
+
+    /// Shares `hooks` (a registry's, for each configuration it builds).
+    pub(crate) fn with_hooks(mut self, hooks: std::sync::Arc<Hooks<Breaker<C>>>) -> Shared<C> {
+        self.hooks = hooks;
+        self
     }
 
     /// Attaches a trip gate (a registry does this once, before any breaker
@@ -157,6 +168,33 @@ impl<C: Clock> Breaker<C> {
     /// key's hash), reported in each [`Transition`].
     pub fn id(&self) -> u32 {
         self.id
+    }
+
+    /// Calls `hook` on every transition of this breaker from now on, named
+    /// `upstream`, after the [`Observer`] and the hooks added before it.
+    /// Whatever caused the transition: a verdict, a drop, a panic, an
+    /// admission that starts a probe round, [`apply_remote_at`](Self::apply_remote_at),
+    /// [`force_open`](Self::force_open) or [`reset`](Self::reset). See
+    /// [`OnTransition`] for an example.
+    ///
+    /// A breaker of a [`Registry`](crate::Registry) shares its hooks with
+    /// every breaker of the registry: add them with
+    /// [`Registry::on_transition`](crate::Registry::on_transition), which
+    /// names each by its key.
+    pub fn on_transition(&self, upstream: impl Into<std::sync::Arc<str>>, hook: impl OnTransition) {
+        self.shared.hooks.keep(upstream.into(), hook);
+    }
+
+    /// The address of the configuration this breaker is built from (a
+    /// registry tells its shared breakers by it).
+    pub(crate) fn shared_address(&self) -> usize {
+        &*self.shared as *const Shared<C> as usize
+    }
+
+    /// The hooks this breaker's transitions reach.
+    #[cfg(feature = "tower")]
+    pub(crate) fn hooks(&self) -> &std::sync::Arc<Hooks<Breaker<C>>> {
+        &self.shared.hooks
     }
 
     /// The current time on the breaker's clock.
@@ -788,9 +826,8 @@ impl<C: Clock> Breaker<C> {
             );
         }
         let transition = self.describe(from, to, reason, now, window);
-        if let Some(observer) = &self.shared.observer {
-            observer.on_transition(&transition);
-        }
+        let observer = self.shared.observer.as_deref();
+        self.shared.hooks.fire(observer, self, &transition);
         transition
     }
 

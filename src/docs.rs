@@ -39,11 +39,12 @@
 //! | `observe` | [`Transition`](crate::Transition), [`Reason`](crate::Reason), [`Observer`](crate::Observer), snapshots, call counts | clock, state, window |
 //! | `bulkhead` | calls in flight, one counter | sync, error |
 //! | `policy` | [`Config`](crate::Config), the hot-path `Flags`, the backoff table; pure judgements (slow? what a drop means? does the window trip?) | clock, observe, outcome, window |
+//! | `hooks` | the one place every transition passes: the configuration's [`Observer`](crate::Observer), then its [`OnTransition`](crate::OnTransition) hooks in order (a copy-on-write list, read on transitions only; a layer's hook lent for its lifetime), named by a registry's namer ([`SHARED_NAME`](crate::SHARED_NAME), [`REMOVED_NAME`](crate::REMOVED_NAME)); it knows breakers only as a type parameter | sync, observe |
 //! | `remote` | [`RemoteTrip`](crate::RemoteTrip): news of a trip from another replica | observe |
 //! | `counters` | the opt-in lifetime call counters over a slice of atomics | sync, observe, outcome |
 //! | `machine` | the pure decisions: for each event, the next word | clock, error, observe, outcome, policy, state |
 //! | `storage` | a breaker's one heap allocation: the window's head word in its header, then the window's body and the counters | sync, window, counters |
-//! | `breaker` | [`Breaker`](crate::Breaker): admission, verdicts, manual modes, reports; the `TripGate` a registry plugs in | everything above |
+//! | `breaker` | [`Breaker`](crate::Breaker): admission, verdicts, manual modes, reports (each transition to its configuration's hooks); the `TripGate` a registry plugs in | everything above |
 //! | `builder` | the validating [`Builder`](crate::Builder) | breaker and below |
 //! | `permit`, `call` | [`OwnedPermit`](crate::OwnedPermit) (one type over any owner of a breaker) and the admissions; `call` wrappers | breaker, ticket and below |
 //! | `registry` | [`Registry`](crate::Registry): sharded per-key breakers, [`Handle`](crate::Handle)s, sweeping, the fleet cap (its `TripGate`), remote trips | builder, permit, breaker and below |
@@ -51,7 +52,7 @@
 //! | `fallback` | [`Answer`](crate::Answer) and the explicit fallbacks [`Breaker::call_or_else`](crate::Breaker::call_or_else) / `call_async_or_else` | call, breaker and below |
 //! | `export` | transition observers and scrape-time exporters for `tracing` and `metrics`; per call: `Ending` (how a call ended), the span fields and the `RejectionLog` (feature `tracing`), `CallMetrics` and the handles a layer registers (`meters`, feature `metrics`) | registry, breaker, observe, state, error, clock, sync |
 //! | `tower` | the layers (feature `tower`); `watch`: what a layer records of each call (the span found before admission, the permit `Held` with it to its end); `fallback`: `FallbackLayer`, `unavailable`, `mark_stale` | export, permit, registry, breaker and below |
-//! | `share` | trips shared across replicas, with no I/O: the [`Outbox`](crate::share::Outbox) the request path reports local trips into, [`News`](crate::share::News) and its wire form, the [`Replica`](crate::share::Replica) (publish, the filtered monotone merge, reconcile), the [`Store`](crate::share::Store) rules and the in-process [`MemoryStore`](crate::share::MemoryStore) | sync, clock, state, observe, remote, error, registry; tower (the outbox hook, with that feature) |
+//! | `share` | trips shared across replicas, with no I/O: the [`Outbox`](crate::share::Outbox) the request path reports local trips into, [`News`](crate::share::News) and its wire form, the [`Replica`](crate::share::Replica) (publish, the filtered monotone merge, reconcile), the [`Store`](crate::share::Store) rules and the in-process [`MemoryStore`](crate::share::MemoryStore) | sync, clock, state, observe, hooks, remote, error, registry |
 //! | `redis` | the Redis transport (feature `redis`): `RedisSync`, one tokio task per registry (two Lua scripts, sharded pub/sub, reconciliation, back-off), and the blocking `RedisStore` | share, clock, error |
 //!
 //! # The state word

@@ -160,6 +160,7 @@ mod fallback;
 // `tower` (as on docs.rs); without it, a plain `cargo doc` need not warn.
 #[cfg_attr(not(feature = "tower"), allow(rustdoc::broken_intra_doc_links))]
 mod fault;
+pub mod hooks;
 mod machine;
 mod observe;
 mod outcome;
@@ -193,6 +194,7 @@ pub use clock::{Clock, ManualClock, Nanos, QuantaClock, StdClock};
 pub use error::{ConfigError, RejectReason, Rejected};
 pub use fallback::Answer;
 pub use fault::{DownstreamError, DownstreamKind, Fault};
+pub use hooks::{OnTransition, REMOVED_NAME, SHARED_NAME};
 pub use observe::{BreakerSnapshot, CallCounts, Observer, Reason, Transition};
 pub use outcome::Outcome;
 pub use permit::{OwnedPermit, Permit};

@@ -257,31 +257,21 @@ impl<C: Clock, B: Deref<Target = Breaker<C>>> OwnedPermit<C, B> {
         self.record_at(Outcome::Ignored, now)
     }
 
-    /// Records `outcome` (at `at`, or when the breaker needs the time, as
-    /// [`record`](Self::record) decides) and, if it caused a transition,
-    /// shows it to `then` with the owner before the owner goes: for a
-    /// caller that names the upstream from its owner (a registry entry's
-    /// key) only when there is a transition to report.
+    /// Records `outcome` at `at`, or when the breaker needs the time, as
+    /// [`record`](Self::record) decides: a layer's verdict, whose
+    /// transition reaches the breaker's hooks like any other.
     #[cfg(feature = "tower")]
-    pub(crate) fn record_then(
-        mut self,
-        outcome: Outcome,
-        at: Option<Nanos>,
-        then: impl FnOnce(&B, &Transition),
-    ) {
+    pub(crate) fn record_at_or_now(mut self, outcome: Outcome, at: Option<Nanos>) {
         let now = match at {
             Some(at) => at,
             None => self.breaker.verdict_time(self.ticket, outcome),
         };
         self.done = true;
-        let transition = if self.ticket.is_answered() {
+        if self.ticket.is_answered() {
             // A stream: slow if its head was (`on_ending`), not by its length.
-            self.breaker.on_ending(self.ticket, outcome.into(), now)
+            let _ = self.breaker.on_ending(self.ticket, outcome.into(), now);
         } else {
-            self.breaker.on_verdict(self.ticket, outcome, now)
-        };
-        if let Some(t) = transition {
-            then(&self.breaker, &t);
+            let _ = self.breaker.on_verdict(self.ticket, outcome, now);
         }
     }
 

@@ -18,7 +18,7 @@
 //! other crates that key on `cfg(loom)` (tokio-rs/loom#159).
 
 #[cfg(failfast_loom)]
-pub(crate) use loom::sync::atomic::{fence, AtomicU32, AtomicU8};
+pub(crate) use loom::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU8};
 #[cfg(failfast_loom)]
 pub(crate) use loom::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 #[cfg(failfast_loom)]
@@ -32,7 +32,7 @@ pub(crate) use loom::sync::Mutex;
 pub(crate) use loom::sync::RwLock;
 
 #[cfg(not(failfast_loom))]
-pub(crate) use std::sync::atomic::{fence, AtomicU32, AtomicU8};
+pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU8};
 #[cfg(not(failfast_loom))]
 pub(crate) use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 #[cfg(not(failfast_loom))]

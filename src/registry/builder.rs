@@ -21,6 +21,7 @@ use crate::breaker::Shared;
 use crate::builder::Builder;
 use crate::clock::{Clock, QuantaClock};
 use crate::error::ConfigError;
+use crate::hooks::Hooks;
 use crate::sync::{Arc, AtomicU64};
 
 /// Default idle TTL: ten minutes.
@@ -298,10 +299,17 @@ impl<K: Hash + Eq + Key + ?Sized, S: BuildHasher> RegistryBuilder<K, S> {
         let fleet = std::sync::Arc::new(Fleet::new(self.max_open));
         let now = clock.now();
         let template = self.template.build_shared(clock.clone())?;
-        // Shared breakers (overflow, unkeyed): the template's config, outside
-        // the fleet — they are no key's breaker.
-        let detached = Arc::new(Shared::new(template.config.clone(), clock.clone(), None));
-        let shared = attach(template, &fleet);
+        // One list of transition hooks for every breaker of the registry.
+        let hooks = std::sync::Arc::new(Hooks::new());
+        // Shared breakers (overflow, unkeyed): the template's config and
+        // observer, outside the fleet — they are no key's breaker.
+        let detached = Shared::new(
+            template.config.clone(),
+            clock.clone(),
+            template.observer.clone(),
+        );
+        let detached = Arc::new(detached.with_hooks(hooks.clone()));
+        let shared = attach(template, &fleet, &hooks);
         let mut overrides = HashTable::new();
         for (key, breaker, name) in self.overrides {
             let own = breaker
@@ -311,7 +319,7 @@ impl<K: Hash + Eq + Key + ?Sized, S: BuildHasher> RegistryBuilder<K, S> {
             let entry = Override {
                 key,
                 hash,
-                shared: attach(own, &fleet),
+                shared: attach(own, &fleet, &hooks),
             };
             // A key overridden twice: the last one wins.
             let same = |o: &Override<Stored<K>, C>| key_of::<K>(&o.key) == key_of::<K>(&entry.key);
@@ -403,10 +411,15 @@ impl<K: Hash + Eq + Key + ?Sized, S: BuildHasher> RegistryBuilder<K, S> {
     }
 }
 
-/// Attaches the registry's fleet counters to a freshly built shared config.
-pub(crate) fn attach<C>(shared: Arc<Shared<C>>, fleet: &std::sync::Arc<Fleet>) -> Arc<Shared<C>> {
+/// Attaches the registry's fleet counters and hooks to a freshly built
+/// shared config.
+pub(crate) fn attach<C: Clock>(
+    shared: Arc<Shared<C>>,
+    fleet: &std::sync::Arc<Fleet>,
+    hooks: &std::sync::Arc<Hooks<Breaker<C>>>,
+) -> Arc<Shared<C>> {
     match Arc::try_unwrap(shared) {
-        Ok(shared) => Arc::new(shared.with_gate(fleet.clone())),
+        Ok(shared) => Arc::new(shared.with_gate(fleet.clone()).with_hooks(hooks.clone())),
         // Unreachable: `build_shared` returns a fresh `Arc` nobody else holds.
         Err(shared) => shared,
     }

@@ -205,6 +205,7 @@ mod hash;
 mod host;
 mod key;
 mod map;
+mod names;
 mod remote;
 mod shard;
 mod sweep;
@@ -230,20 +231,22 @@ use self::handle::Kind;
 pub(crate) use self::handle::{Entry, EntryArc};
 use self::hash::key_hash;
 use self::key::{Borrowed, Converted, KeyArg, Owned, Stored};
-use self::shard::{Evict, Shard};
+use self::shard::{shard_index, Evict, Shard};
 use self::sweep::Schedule;
 use crate::breaker::{Breaker, Shared};
 use crate::builder::Builder;
 use crate::clock::{Clock, Nanos, QuantaClock};
+use crate::hooks::{Hooks, OnTransition};
 use crate::observe::{BreakerSnapshot, CallCounts};
 use crate::state::State;
 use crate::sync::{Arc, AtomicU64, Ordering};
 
-/// The shards of a registry of `K`, each in its own cache line.
-type Shards<K, C> = Box<[CachePadded<Shard<Stored<K>, C>>]>;
+/// The shards of a registry of `K`, each in its own cache line (a std
+/// `Arc`: the hooks' names hold them weakly).
+type Shards<K, C> = std::sync::Arc<[CachePadded<Shard<Stored<K>, C>>]>;
 
 /// A key with its own configuration.
-struct Override<K, C> {
+struct Override<K, C: Clock> {
     key: K,
     hash: u64,
     shared: Arc<Shared<C>>,
@@ -550,15 +553,66 @@ impl<K: Hash + Eq, S: BuildHasher, C: Clock> Registry<K, S, C> {
     }
 }
 
+impl<K: Key + ?Sized, S, C: Clock> Registry<K, S, C>
+where
+    Stored<K>: fmt::Display + Send + Sync + 'static,
+{
+    /// Calls `hook` on every transition of every breaker of this registry
+    /// from now on, named by its key (by `Display`; a breaker many keys
+    /// share is [`SHARED_NAME`](crate::SHARED_NAME), one no longer in the
+    /// registry [`REMOVED_NAME`](crate::REMOVED_NAME)), after the
+    /// configuration's [`Observer`](crate::Observer) and the hooks added
+    /// before it. Whatever caused the transition: a verdict, a drop, a
+    /// panic, an admission that starts a probe round, news from another
+    /// replica, `force_open` or `reset`. Nothing is paid per call: the key
+    /// is found and formatted (on the stack) on transitions only.
+    ///
+    /// ```
+    /// use failfast::{Breaker, Registry, Transition};
+    /// use std::sync::{Arc, Mutex};
+    ///
+    /// let registry = Registry::<str>::builder(Breaker::builder().consecutive_failures(1))
+    ///     .build()?;
+    /// let seen = Arc::new(Mutex::new(Vec::new()));
+    /// let log = seen.clone();
+    /// registry.on_transition(move |host: &str, t: &Transition| {
+    ///     log.lock().unwrap().push(format!("{host}: {}", t.reason));
+    /// });
+    /// registry.handle("db-1:5432").try_acquire().unwrap().failure();
+    /// registry.handle("db-2:5432").force_open();
+    /// assert_eq!(
+    ///     *seen.lock().unwrap(),
+    ///     ["db-1:5432: consecutive_failures", "db-2:5432: force_open"]
+    /// );
+    /// # Ok::<(), failfast::ConfigError>(())
+    /// ```
+    pub fn on_transition(&self, hook: impl OnTransition) {
+        self.named_hooks().keep(std::sync::Arc::from(""), hook);
+    }
+
+    /// Adds a layer's hook, heard while the lease lives.
+    #[cfg(feature = "tower")]
+    pub(crate) fn lend_hook(&self, hook: std::sync::Arc<dyn OnTransition>) -> crate::hooks::Lease {
+        self.named_hooks().lend(std::sync::Arc::from(""), hook)
+    }
+
+    /// The registry's hooks, naming breakers by their keys.
+    fn named_hooks(&self) -> &Hooks<Breaker<C>> {
+        let hooks = &self.shared.hooks;
+        hooks.name_by(|| {
+            Box::new(names::KeyNames {
+                shards: std::sync::Arc::downgrade(&self.shards),
+                shared: self.unkeyed.breaker.shared_address(),
+            })
+        });
+        hooks
+    }
+}
+
 impl<K: Key + ?Sized, S, C: Clock> Registry<K, S, C> {
     #[inline]
     fn shard(&self, hash: u64) -> &Shard<Stored<K>, C> {
-        // Bits 25..57: below hashbrown's 7-bit tag, above the bits it uses for
-        // bucket positions (a shard's table stays below 2^25 buckets), scaled
-        // to the shard count by one multiply, so the count need not be a
-        // power of two.
-        let bits = u64::from((hash >> 25) as u32);
-        &self.shards[((bits * self.shards.len() as u64) >> 32) as usize]
+        &self.shards[shard_index(hash, self.shards.len())]
     }
 
     fn rule(&self, now: Nanos) -> Evict {

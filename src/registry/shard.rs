@@ -34,6 +34,7 @@ use super::fleet::Fleet;
 use super::handle::{tick, Entry, EntryArc, Kind, TICK_SHIFT};
 use super::key::KeyArg;
 use super::map::{address_of, stored_hash, Probe, ShardMap};
+use crate::breaker::Breaker;
 use crate::clock::{Clock, Nanos};
 use crate::observe::CallCounts;
 use crate::state::State;
@@ -170,6 +171,34 @@ impl<K, C: Clock> Probe<K, C> for ByAddress {
     }
 }
 
+/// The shard of `len` that holds the key stored under `hash`.
+///
+/// Bits 25..57: below hashbrown's 7-bit tag, above the bits it uses for
+/// bucket positions (a shard's table stays below 2^25 buckets), scaled to
+/// the shard count by one multiply, so the count need not be a power of two.
+#[inline]
+pub(crate) fn shard_index(hash: u64, len: usize) -> usize {
+    let bits = u64::from((hash >> 25) as u32);
+    ((bits * len as u64) >> 32) as usize
+}
+
+/// Finds an entry by its breaker's address (a transition hook naming the
+/// breaker that reported).
+struct ByBreaker {
+    hash: u64,
+    address: usize,
+}
+
+impl<K, C: Clock> Probe<K, C> for ByBreaker {
+    fn hash(&self) -> u64 {
+        self.hash
+    }
+
+    fn is(&self, e: &EntryArc<Entry<K, C>>) -> bool {
+        &e.breaker as *const Breaker<C> as usize == self.address
+    }
+}
+
 /// What a shard keeps about entries that left it, and its scan memo: the
 /// writer's, under the shard's mutex.
 #[derive(Default)]
@@ -263,6 +292,21 @@ impl<K, C: Clock> Shard<K, C> {
         F: FnOnce(&EntryArc<Entry<K, C>>) -> R,
     {
         self.map.find(&ByKey { hash, key }, f)
+    }
+
+    /// Runs `f` on the entry whose breaker is `breaker`, with no lock, if
+    /// it is in this shard under `hash` (its id's table hash).
+    pub(crate) fn find_breaker<R>(
+        &self,
+        hash: u64,
+        breaker: &Breaker<C>,
+        f: impl FnOnce(&EntryArc<Entry<K, C>>) -> R,
+    ) -> Option<R> {
+        let probe = ByBreaker {
+            hash,
+            address: breaker as *const Breaker<C> as usize,
+        };
+        self.map.find(&probe, f).ok()
     }
 
     /// The miss path: under the writer lock, returns the existing entry (a

@@ -100,7 +100,6 @@
 //! [`MemoryStore`] runs the store's rules in process (the demo's third scene
 //! uses it); see its example. The `redis` module runs them in Redis.
 
-#[cfg(feature = "tower")]
 mod hook;
 mod memory;
 mod news;
@@ -110,8 +109,6 @@ mod spread;
 mod stats;
 mod store;
 
-#[cfg(feature = "tower")]
-#[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub use hook::OutboxHook;
 pub use memory::{MemoryStore, Unreachable};
 #[cfg(feature = "redis")]

@@ -12,11 +12,12 @@ use tower::{BoxError, Layer, Service};
 
 use super::classify::{Classify, DefaultClassifier};
 use super::future::ResponseFuture;
-use super::hook::{Hook, OnTransition};
-use super::permit::{admit, LayerPermit, Naming, Owner, Reporter};
+use super::hook::LayerHooks;
+use super::permit::{admit, LayerPermit, Naming, Owner};
 use super::watch::Watcher;
 use crate::breaker::Breaker;
 use crate::clock::{Clock, QuantaClock};
+use crate::hooks::OnTransition;
 
 /// The longest an ejected endpoint sleeps before it looks at its breaker
 /// again (see [`EjectLayer::recheck`]).
@@ -44,7 +45,7 @@ pub struct EjectLayer<Cl = DefaultClassifier, C: Clock = QuantaClock> {
     classify: Cl,
     timeout: Option<Duration>,
     recheck: Duration,
-    reporter: Option<Arc<Reporter<()>>>,
+    hooks: LayerHooks,
     upstream: Arc<str>,
     naming: Naming<(), C>,
     watch: Watcher<()>,
@@ -58,7 +59,7 @@ impl<C: Clock> EjectLayer<DefaultClassifier, C> {
             classify: DefaultClassifier,
             timeout: None,
             recheck: DEFAULT_RECHECK,
-            reporter: None,
+            hooks: LayerHooks::default(),
             upstream: Arc::from(""),
             naming: Naming::Unnamed,
             watch: Watcher::none(),
@@ -74,7 +75,7 @@ impl<Cl, C: Clock> EjectLayer<Cl, C> {
             classify,
             timeout: self.timeout,
             recheck: self.recheck,
-            reporter: self.reporter,
+            hooks: self.hooks,
             upstream: self.upstream,
             naming: self.naming,
             watch: self.watch,
@@ -105,19 +106,20 @@ impl<Cl, C: Clock> EjectLayer<Cl, C> {
         self.upstream = name.into();
         self.naming = Naming::fixed(&self.upstream);
         self.watch = self.watch.upstream(self.upstream.clone());
-        if let Some(r) = &self.reporter {
-            self.reporter = Some(Reporter::shared(r.hook.clone(), self.upstream.clone()));
-        }
+        let (breaker, name) = (&self.breaker, &self.upstream);
+        self.hooks
+            .relend(|hook| breaker.hooks().lend(name.clone(), hook));
         self
     }
 
-    /// Reports each transition caused by a call through this layer (by its
-    /// admission or its verdict).
+    /// Calls `hook` on every transition of the endpoint's breaker, with the
+    /// upstream's name, whatever caused it, as
+    /// [`FailFastLayer::on_transition`](super::FailFastLayer::on_transition).
     pub fn on_transition(mut self, hook: impl OnTransition) -> Self {
-        self.reporter = Some(Reporter::shared(
-            Hook(Arc::new(hook)),
-            self.upstream.clone(),
-        ));
+        let (breaker, name) = (&self.breaker, &self.upstream);
+        self.hooks.add(Arc::new(hook), |hook| {
+            breaker.hooks().lend(name.clone(), hook)
+        });
         self
     }
 
@@ -153,7 +155,7 @@ impl<S, Cl: Clone, C: Clock> Layer<S> for EjectLayer<Cl, C> {
             classify: self.classify.clone(),
             timeout: self.timeout,
             recheck: self.recheck,
-            reporter: self.reporter.clone(),
+            _hooks: self.hooks.clone(),
             naming: self.naming.clone(),
             watch: self.watch.clone(),
             permit: None,
@@ -219,7 +221,8 @@ pub struct Eject<S, Cl = DefaultClassifier, C: Clock = QuantaClock> {
     classify: Cl,
     timeout: Option<Duration>,
     recheck: Duration,
-    reporter: Option<Arc<Reporter<()>>>,
+    /// Keeps the layer's hooks heard while this service lives.
+    _hooks: LayerHooks,
     naming: Naming<(), C>,
     watch: Watcher<()>,
     permit: Option<LayerPermit<(), C>>,
@@ -304,7 +307,7 @@ impl<S: Clone, Cl: Clone, C: Clock> Clone for Eject<S, Cl, C> {
             classify: self.classify.clone(),
             timeout: self.timeout,
             recheck: self.recheck,
-            reporter: self.reporter.clone(),
+            _hooks: self._hooks.clone(),
             naming: self.naming.clone(),
             watch: self.watch.clone(),
             permit: None,
@@ -345,7 +348,6 @@ where
             match admit(
                 Owner::Shared(self.breaker.clone()),
                 self.breaker.now(),
-                self.reporter.as_deref(),
                 &Naming::Unnamed, // a rejection here is a wait, never returned
             ) {
                 Ok(permit) => self.permit = Some(permit),
@@ -380,10 +382,7 @@ where
             None => {
                 let owner = Owner::Shared(self.breaker.clone());
                 let watching = self.watch.begin(&owner);
-                (
-                    watching,
-                    admit(owner, now, self.reporter.as_deref(), &self.naming),
-                )
+                (watching, admit(owner, now, &self.naming))
             }
         };
         ResponseFuture::admitted(
@@ -391,7 +390,6 @@ where
             || self.inner.call(req),
             self.classify.clone(),
             self.timeout,
-            self.reporter.clone(),
         )
     }
 }

@@ -11,25 +11,21 @@ use pin_project_lite::pin_project;
 use tower::BoxError;
 
 use super::future::ResponseFuture;
-use super::permit::Reporter;
 use super::stream::{AtEnd, ClassifyEos, ClassifyStream, Verdict};
 use super::watch::Held;
 use crate::clock::{Clock, QuantaClock};
 use crate::outcome::Outcome;
-use std::sync::Arc;
 
-/// A verdict still to come: the permit, what classifies the end, and where
-/// transitions go.
+/// A verdict still to come: the permit and what classifies the end.
 struct Pending<Eos, K, C: Clock> {
     permit: Held<K, C>,
     eos: Eos,
-    reporter: Option<Arc<Reporter<K>>>,
 }
 
 impl<Eos, K, C: Clock> Pending<Eos, K, C> {
     fn settle(self, classify: impl FnOnce(Eos) -> Outcome) {
         let outcome = classify(self.eos);
-        self.permit.record(outcome, None, self.reporter.as_deref());
+        self.permit.record(outcome, None);
     }
 
     /// A frame arrived: the stream is making progress now. One clock read
@@ -183,7 +179,6 @@ fn hand_off<B, G, C, K>(
     classify: &G,
     result: Result<http::Response<B>, BoxError>,
     permit: Option<Held<K, C>>,
-    reporter: Option<Arc<Reporter<K>>>,
 ) -> Result<Carried<B, G::Eos, C, K>, BoxError>
 where
     B: Body,
@@ -195,16 +190,12 @@ where
     };
     let eos = match classify.classify_head(&result) {
         Verdict::Ready(outcome) => {
-            permit.record(outcome, None, reporter.as_deref());
+            permit.record(outcome, None);
             return result.map(|r| r.map(PermitBody::passing));
         }
         Verdict::AtEndOfStream(eos) => eos,
     };
-    let pending = Pending {
-        permit,
-        eos,
-        reporter,
-    };
+    let pending = Pending { permit, eos };
     match result {
         Ok(response) if response.body().is_end_stream() => {
             pending.settle(|eos| eos.classify_eos(None));

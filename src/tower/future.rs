@@ -6,14 +6,12 @@ use core::marker::PhantomData;
 use core::pin::Pin;
 use core::task::{ready, Context, Poll};
 use core::time::Duration;
-use std::sync::Arc;
 
 use pin_project_lite::pin_project;
 use tokio::time::Sleep;
 use tower::BoxError;
 
 use super::classify::Classify;
-use super::permit::Reporter;
 use super::stream::AtHead;
 use super::timeout::TimedOut;
 use super::watch::{Held, Inside, Polling};
@@ -73,7 +71,6 @@ pin_project! {
         permit: Option<Held<K, C>>,
         classify: Cl,
         timeout: Duration,
-        reporter: Option<Arc<Reporter<K>>>,
         mode: PhantomData<fn() -> M>,
     }
 }
@@ -88,7 +85,6 @@ impl<F, Cl, C: Clock, K, M> ResponseFuture<F, Cl, C, K, M> {
             permit: None,
             classify,
             timeout: Duration::ZERO,
-            reporter: None,
             mode: PhantomData,
         }
     }
@@ -102,7 +98,6 @@ impl<F, Cl, C: Clock, K, M> ResponseFuture<F, Cl, C, K, M> {
             permit: None,
             classify,
             timeout: Duration::ZERO,
-            reporter: None,
             mode: PhantomData,
         }
     }
@@ -114,7 +109,6 @@ impl<F, Cl, C: Clock, K, M> ResponseFuture<F, Cl, C, K, M> {
         call: impl FnOnce() -> F,
         classify: Cl,
         timeout: Option<Duration>,
-        reporter: Option<Arc<Reporter<K>>>,
     ) -> Self {
         match admission {
             Err(rejected) => ResponseFuture::rejected(rejected, classify),
@@ -123,7 +117,7 @@ impl<F, Cl, C: Clock, K, M> ResponseFuture<F, Cl, C, K, M> {
                     let _inside = Inside::new(&permit);
                     call()
                 };
-                ResponseFuture::called(fut, permit, classify, timeout, reporter)
+                ResponseFuture::called(fut, permit, classify, timeout)
             }
         }
     }
@@ -133,7 +127,6 @@ impl<F, Cl, C: Clock, K, M> ResponseFuture<F, Cl, C, K, M> {
         permit: Held<K, C>,
         classify: Cl,
         timeout: Option<Duration>,
-        reporter: Option<Arc<Reporter<K>>>,
     ) -> Self {
         ResponseFuture {
             kind: Kind::Called { fut },
@@ -141,7 +134,6 @@ impl<F, Cl, C: Clock, K, M> ResponseFuture<F, Cl, C, K, M> {
             permit: Some(permit),
             classify,
             timeout: timeout.unwrap_or_default(),
-            reporter,
             mode: PhantomData,
         }
     }
@@ -157,9 +149,9 @@ where
     type Output = Result<T, BoxError>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        self.poll_call(cx, |classify, result, permit, reporter| {
+        self.poll_call(cx, |classify, result, permit| {
             if let Some(permit) = permit {
-                permit.record(classify.classify(&result), None, reporter.as_deref());
+                permit.record(classify.classify(&result), None);
             }
             result
         })
@@ -170,17 +162,12 @@ impl<F, Cl, C: Clock, K, M> ResponseFuture<F, Cl, C, K, M> {
     /// Polls the call. When it resolves, `finish` gets the classifier, the
     /// result with its error boxed (what the caller receives anyway, and
     /// what a classifier reads the error's source chain from), the permit
-    /// (`None` when unguarded) and the reporter, and decides what the
+    /// (`None` when unguarded), and decides what the
     /// caller receives; at the deadline the permit records a failure here.
     pub(super) fn poll_call<T, E, U>(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-        finish: impl FnOnce(
-            &Cl,
-            Result<T, BoxError>,
-            Option<Held<K, C>>,
-            Option<Arc<Reporter<K>>>,
-        ) -> Result<U, BoxError>,
+        finish: impl FnOnce(&Cl, Result<T, BoxError>, Option<Held<K, C>>) -> Result<U, BoxError>,
     ) -> Poll<Result<U, BoxError>>
     where
         F: Future<Output = Result<T, E>>,
@@ -209,14 +196,14 @@ impl<F, Cl, C: Clock, K, M> ResponseFuture<F, Cl, C, K, M> {
         if let Poll::Ready(result) = polled {
             let permit = this.permit.take();
             let result = result.map_err(Into::into);
-            return Poll::Ready(finish(this.classify, result, permit, this.reporter.take()));
+            return Poll::Ready(finish(this.classify, result, permit));
         }
         if let Some(deadline) = this.deadline.as_pin_mut() {
             ready!(deadline.poll(cx));
             if let Some(permit) = this.permit.take() {
                 // The instant the deadline fired, not the instant we noticed.
                 let fired = permit.started_at().saturating_add(*this.timeout);
-                permit.record(Outcome::Failure, Some(fired), this.reporter.as_deref());
+                permit.record(Outcome::Failure, Some(fired));
             }
             return Poll::Ready(Err(Box::new(TimedOut::new(*this.timeout))));
         }

@@ -1,52 +1,53 @@
-//! [`OnTransition`]: the layers' transition hook, told the upstream's name.
+//! A layer's transition hooks: lent to its breaker's (or registry's) hook
+//! list, where every transition passes, and kept alive by the layer and the
+//! services it builds. Nothing travels with a call.
 
 use core::fmt;
 use std::sync::Arc;
 
-use crate::observe::Transition;
+use crate::hooks::{Lease, OnTransition};
 
-/// Told about each transition a layer's verdicts cause, with the upstream's
-/// name. Runs on the request path of the call that caused it: must not block.
-///
-/// Any `Fn(&str, &Transition) + Send + Sync + 'static` is a hook, for
-/// instance `failfast::export::tracing::emit` (feature `tracing`) or
-/// `failfast::export::metrics::record_transition` (feature `metrics`).
-///
-/// ```
-/// use failfast::tower::{FailFastLayer, OnTransition};
-/// use failfast::{Breaker, State, Transition};
-/// use std::sync::{Arc, Mutex};
-///
-/// let seen = Arc::new(Mutex::new(Vec::new()));
-/// let log = seen.clone();
-/// let hook = move |upstream: &str, t: &Transition| {
-///     log.lock().unwrap().push(format!("{upstream}: {} -> {}", t.from, t.to));
-/// };
-/// let breaker = Arc::new(Breaker::builder().consecutive_failures(1).build()?);
-/// let layer = FailFastLayer::new(breaker).upstream("payments").on_transition(hook);
-/// # let _ = layer;
-/// # Ok::<(), failfast::ConfigError>(())
-/// ```
-pub trait OnTransition: Send + Sync + 'static {
-    /// Called once per transition the layer's verdict caused.
-    fn on_transition(&self, upstream: &str, transition: &Transition);
+/// A hook a layer added, with the lease that keeps it heard.
+type LentHook = (Arc<dyn OnTransition>, Lease);
+
+/// The hooks a layer added with `on_transition`, each with the lease that
+/// keeps it heard. Cloning a layer or a service clones one `Arc` (none
+/// without hooks).
+#[derive(Clone, Default)]
+pub(crate) struct LayerHooks {
+    hooks: Option<Arc<[LentHook]>>,
 }
 
-impl<F> OnTransition for F
-where
-    F: Fn(&str, &Transition) + Send + Sync + 'static,
-{
-    fn on_transition(&self, upstream: &str, transition: &Transition) {
-        self(upstream, transition)
+impl LayerHooks {
+    /// Adds `hook`, lent by `lend` (to a breaker with the layer's upstream
+    /// name, or to a registry that names each key).
+    pub(crate) fn add(
+        &mut self,
+        hook: Arc<dyn OnTransition>,
+        lend: impl FnOnce(Arc<dyn OnTransition>) -> Lease,
+    ) {
+        let lease = lend(hook.clone());
+        let mut all: Vec<_> = self.hooks.iter().flat_map(|h| h.iter().cloned()).collect();
+        all.push((hook, lease));
+        self.hooks = Some(all.into());
+    }
+
+    /// Lends every hook again through `lend` (the layer's upstream name
+    /// changed); the old leases end with this layer's copy of them.
+    pub(crate) fn relend(&mut self, mut lend: impl FnMut(Arc<dyn OnTransition>) -> Lease) {
+        if let Some(hooks) = &self.hooks {
+            let again: Vec<_> = hooks
+                .iter()
+                .map(|(h, _)| (h.clone(), lend(h.clone())))
+                .collect();
+            self.hooks = Some(again.into());
+        }
     }
 }
 
-/// A shared hook, cloned into every service of a layer.
-#[derive(Clone)]
-pub(crate) struct Hook(pub(crate) Arc<dyn OnTransition>);
-
-impl fmt::Debug for Hook {
+impl fmt::Debug for LayerHooks {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Hook")
+        let n = self.hooks.as_ref().map_or(0, |h| h.len());
+        write!(f, "LayerHooks({n})")
     }
 }

@@ -29,12 +29,13 @@ use super::authority::AuthorityKey;
 use super::body::PermitBody;
 use super::classify::{Classify, DefaultClassifier};
 use super::future::ResponseFuture;
-use super::hook::{Hook, OnTransition};
+use super::hook::LayerHooks;
 use super::key::{KeyFn, KeySink};
-use super::permit::{admit, Naming, Owner, Reporter};
+use super::permit::{admit, Naming, Owner};
 use super::stream::{AtEnd, AtHead, ClassifyStream};
 use super::watch::Watcher;
 use crate::clock::{Clock, Nanos, QuantaClock};
+use crate::hooks::OnTransition;
 use crate::registry::{Entry, EntryArc, Registry};
 
 /// The keyed layer's sink: a registry lookup at one clock reading.
@@ -115,10 +116,6 @@ pub enum KeylessPolicy {
     Shared,
 }
 
-fn display_key<K: fmt::Display>(key: &K) -> String {
-    key.to_string()
-}
-
 /// Wraps a service in a [`Keyed`]: one breaker per key, from `registry`.
 ///
 /// ```
@@ -157,7 +154,7 @@ pub struct KeyedLayer<
     classify: Cl,
     timeout: Option<Duration>,
     keyless: KeylessPolicy,
-    reporter: Option<Arc<Reporter<K>>>,
+    hooks: LayerHooks,
     naming: Naming<K, C>,
     watch: Watcher<K>,
     mode: PhantomData<fn() -> M>,
@@ -179,7 +176,7 @@ impl<K, H, C: Clock> KeyedLayer<K, AuthorityKey<K>, DefaultClassifier, H, C> {
             classify: DefaultClassifier,
             timeout: None,
             keyless: KeylessPolicy::Reject,
-            reporter: None,
+            hooks: LayerHooks::default(),
             naming: Naming::Unnamed,
             watch: Watcher::none(),
             mode: PhantomData,
@@ -197,7 +194,7 @@ impl<K, Kf, Cl, H, C: Clock, M> KeyedLayer<K, Kf, Cl, H, C, M> {
             classify: self.classify,
             timeout: self.timeout,
             keyless: self.keyless,
-            reporter: self.reporter,
+            hooks: self.hooks,
             naming: self.naming,
             watch: self.watch,
             mode: PhantomData,
@@ -239,7 +236,7 @@ impl<K, Kf, Cl, H, C: Clock, M> KeyedLayer<K, Kf, Cl, H, C, M> {
             classify,
             timeout: self.timeout,
             keyless: self.keyless,
-            reporter: self.reporter,
+            hooks: self.hooks,
             naming: self.naming,
             watch: self.watch,
             mode: PhantomData,
@@ -291,20 +288,24 @@ impl<K, Kf, Cl, H, C: Clock, M> KeyedLayer<K, Kf, Cl, H, C, M> {
         self
     }
 
-    /// Reports each transition caused by a call through this layer (by its
-    /// admission or its verdict), with the key formatted by `Display` as the
-    /// upstream's name (formatting happens on transitions only; a breaker
-    /// shared by many keys is named `(shared)`). Costs one reference-count
-    /// increment per call.
+    /// Calls `hook` on every transition of every breaker of the registry,
+    /// named by its key (by `Display`, formatted on the stack on
+    /// transitions only), whatever caused it: a call through this layer or
+    /// another, a drop, a timeout, news from another replica, `force_open`
+    /// or `reset` (see [`Registry::on_transition`]). A breaker many keys
+    /// share is [`SHARED_NAME`](crate::SHARED_NAME). Several hooks are
+    /// called in the order they were added, after the observer.
+    ///
+    /// The hook is heard while this layer or a service it built lives, and
+    /// nothing travels with a call. Build the layer once and clone it: each
+    /// layer built with a hook adds it again.
     pub fn on_transition(mut self, hook: impl OnTransition) -> Self
     where
-        K: fmt::Display,
+        K: fmt::Display + Send + Sync + 'static,
     {
-        self.reporter = Some(Arc::new(Reporter {
-            hook: Hook(Arc::new(hook)),
-            upstream: Arc::from("(shared)"),
-            name_of: Some(display_key::<K>),
-        }));
+        let registry = &self.registry;
+        self.hooks
+            .add(Arc::new(hook), |hook| registry.lend_hook(hook));
         self
     }
 
@@ -360,7 +361,7 @@ impl<K, Kf: Clone, Cl: Clone, H, C: Clock, M> Clone for KeyedLayer<K, Kf, Cl, H,
             classify: self.classify.clone(),
             timeout: self.timeout,
             keyless: self.keyless,
-            reporter: self.reporter.clone(),
+            hooks: self.hooks.clone(),
             naming: self.naming.clone(),
             watch: self.watch.clone(),
             mode: PhantomData,
@@ -377,7 +378,7 @@ impl<K, Kf: fmt::Debug, Cl: fmt::Debug, H, C: Clock, M> fmt::Debug
             .field("classify", &self.classify)
             .field("timeout", &self.timeout)
             .field("keyless", &self.keyless)
-            .field("reporter", &self.reporter)
+            .field("hooks", &self.hooks)
             .finish_non_exhaustive()
     }
 }
@@ -393,7 +394,7 @@ impl<S, K, Kf: Clone, Cl: Clone, H, C: Clock, M> Layer<S> for KeyedLayer<K, Kf, 
             classify: self.classify.clone(),
             timeout: self.timeout,
             keyless: self.keyless,
-            reporter: self.reporter.clone(),
+            hooks: self.hooks.clone(),
             naming: self.naming.clone(),
             watch: self.watch.clone(),
             mode: PhantomData,
@@ -460,7 +461,7 @@ pub struct Keyed<
     classify: Cl,
     timeout: Option<Duration>,
     keyless: KeylessPolicy,
-    reporter: Option<Arc<Reporter<K>>>,
+    hooks: LayerHooks,
     naming: Naming<K, C>,
     watch: Watcher<K>,
     mode: PhantomData<fn() -> M>,
@@ -509,13 +510,12 @@ impl<S, K, Kf, Cl, H, C: Clock, M> Keyed<S, K, Kf, Cl, H, C, M> {
         };
         let owner = Owner::Entry(entry);
         let watching = self.watch.begin(&owner);
-        let admission = admit(owner, now, self.reporter.as_deref(), &self.naming);
+        let admission = admit(owner, now, &self.naming);
         ResponseFuture::admitted(
             watching.admitted(&self.watch, admission, now),
             || self.inner.call(req),
             self.classify.clone(),
             self.timeout,
-            self.reporter.clone(),
         )
     }
 }
@@ -529,7 +529,7 @@ impl<S: Clone, K, Kf: Clone, Cl: Clone, H, C: Clock, M> Clone for Keyed<S, K, Kf
             classify: self.classify.clone(),
             timeout: self.timeout,
             keyless: self.keyless,
-            reporter: self.reporter.clone(),
+            hooks: self.hooks.clone(),
             naming: self.naming.clone(),
             watch: self.watch.clone(),
             mode: PhantomData,

@@ -10,12 +10,13 @@ use tower::{BoxError, Layer, Service};
 use super::body::PermitBody;
 use super::classify::{Classify, DefaultClassifier};
 use super::future::ResponseFuture;
-use super::hook::{Hook, OnTransition};
-use super::permit::{admit, Naming, Owner, Reporter};
+use super::hook::LayerHooks;
+use super::permit::{admit, Naming, Owner};
 use super::stream::{AtEnd, AtHead, ClassifyStream};
 use super::watch::Watcher;
 use crate::breaker::Breaker;
 use crate::clock::{Clock, QuantaClock};
+use crate::hooks::OnTransition;
 
 /// Wraps a service in a [`FailFast`] on one shared breaker.
 ///
@@ -45,7 +46,7 @@ pub struct FailFastLayer<Cl = DefaultClassifier, C: Clock = QuantaClock, M = AtH
     breaker: Arc<Breaker<C>>,
     classify: Cl,
     timeout: Option<Duration>,
-    reporter: Option<Arc<Reporter<()>>>,
+    hooks: LayerHooks,
     upstream: Arc<str>,
     naming: Naming<(), C>,
     watch: Watcher<()>,
@@ -59,7 +60,7 @@ impl<C: Clock> FailFastLayer<DefaultClassifier, C> {
             breaker,
             classify: DefaultClassifier,
             timeout: None,
-            reporter: None,
+            hooks: LayerHooks::default(),
             upstream: Arc::from(""),
             naming: Naming::Unnamed,
             watch: Watcher::none(),
@@ -101,7 +102,7 @@ impl<Cl, C: Clock, M> FailFastLayer<Cl, C, M> {
             breaker: self.breaker,
             classify,
             timeout: self.timeout,
-            reporter: self.reporter,
+            hooks: self.hooks,
             upstream: self.upstream,
             naming: self.naming,
             watch: self.watch,
@@ -127,21 +128,26 @@ impl<Cl, C: Clock, M> FailFastLayer<Cl, C, M> {
         self.upstream = name.into();
         self.naming = Naming::fixed(&self.upstream);
         self.watch = self.watch.upstream(self.upstream.clone());
-        if let Some(r) = &self.reporter {
-            self.reporter = Some(Reporter::shared(r.hook.clone(), self.upstream.clone()));
-        }
+        let (breaker, name) = (&self.breaker, &self.upstream);
+        self.hooks
+            .relend(|hook| breaker.hooks().lend(name.clone(), hook));
         self
     }
 
-    /// Reports each transition caused by a call through this layer (by its
-    /// admission or its verdict), with the upstream's name. Costs one
-    /// reference-count increment per call (the reporter travels into the
-    /// response future).
+    /// Calls `hook` on every transition of the layer's breaker, with the
+    /// upstream's name, whatever caused it: a call through this layer or
+    /// another, a drop, a timeout, news from another replica, `force_open`
+    /// or `reset` (see [`Breaker::on_transition`]). Several hooks are
+    /// called in the order they were added, after the breaker's observer.
+    ///
+    /// The hook is heard while this layer or a service it built lives, and
+    /// nothing travels with a call. Build the layer once and clone it: each
+    /// layer built with a hook adds it again.
     pub fn on_transition(mut self, hook: impl OnTransition) -> Self {
-        self.reporter = Some(Reporter::shared(
-            Hook(Arc::new(hook)),
-            self.upstream.clone(),
-        ));
+        let (breaker, name) = (&self.breaker, &self.upstream);
+        self.hooks.add(Arc::new(hook), |hook| {
+            breaker.hooks().lend(name.clone(), hook)
+        });
         self
     }
 
@@ -195,7 +201,7 @@ impl<S, Cl: Clone, C: Clock, M> Layer<S> for FailFastLayer<Cl, C, M> {
             breaker: self.breaker.clone(),
             classify: self.classify.clone(),
             timeout: self.timeout,
-            reporter: self.reporter.clone(),
+            _hooks: self.hooks.clone(),
             naming: self.naming.clone(),
             watch: self.watch.clone(),
             mode: PhantomData,
@@ -248,7 +254,8 @@ pub struct FailFast<S, Cl = DefaultClassifier, C: Clock = QuantaClock, M = AtHea
     breaker: Arc<Breaker<C>>,
     classify: Cl,
     timeout: Option<Duration>,
-    reporter: Option<Arc<Reporter<()>>>,
+    /// Keeps the layer's hooks heard while this service lives.
+    _hooks: LayerHooks,
     naming: Naming<(), C>,
     watch: Watcher<()>,
     mode: PhantomData<fn() -> M>,
@@ -292,13 +299,12 @@ impl<S, Cl, C: Clock, M> FailFast<S, Cl, C, M> {
         let owner = Owner::Shared(self.breaker.clone());
         let now = self.breaker.now();
         let watching = self.watch.begin(&owner);
-        let admission = admit(owner, now, self.reporter.as_deref(), &self.naming);
+        let admission = admit(owner, now, &self.naming);
         ResponseFuture::admitted(
             watching.admitted(&self.watch, admission, now),
             || self.inner.call(req),
             self.classify.clone(),
             self.timeout,
-            self.reporter.clone(),
         )
     }
 }

@@ -121,14 +121,19 @@
 //!
 //! An [`Observer`](crate::Observer) set on a breaker (or a registry) sees every
 //! transition but not the upstream's name: one observer serves all breakers of
-//! a registry. The layers know the name, so they report every transition
-//! their calls cause to an [`OnTransition`] hook, with the name: the ones the
-//! verdicts return — every trip (Closed → Open, HalfOpen → Open) and every
-//! recovery (HalfOpen → Closed) — and the ones admission causes (Open →
-//! HalfOpen, a superseded probe round), read from
-//! [`Permit::transition`](crate::Permit::transition). The name is
-//! [`FailFastLayer::upstream`] for a single breaker, the request's key
-//! (formatted with `Display`, on transitions only) for [`KeyedLayer`].
+//! a registry. An [`OnTransition`] hook hears every transition *with* the
+//! name, whatever caused it — a verdict, a drop, a panic, a timeout, an
+//! admission that starts a probe round, news from another replica,
+//! `force_open` or `reset` — at the one place every transition passes
+//! ([`hooks`](crate::hooks)). A layer's `on_transition` adds its hook there:
+//! the breaker's ([`Breaker::on_transition`](crate::Breaker::on_transition))
+//! for [`FailFastLayer`], named by [`FailFastLayer::upstream`]; the registry's
+//! ([`Registry::on_transition`](crate::Registry::on_transition)) for
+//! [`KeyedLayer`], named by the key (formatted with `Display`, on
+//! transitions only). The hook is heard while the layer or a service it
+//! built lives; nothing travels with a call. `tests/hook_every_cause.rs`
+//! checks each cause against every hook, the tracing event and the metrics
+//! counter: each hears each transition once.
 
 mod authority;
 mod balance;
@@ -151,6 +156,7 @@ mod stream;
 mod timeout;
 mod watch;
 
+pub use crate::hooks::OnTransition;
 pub use authority::{
     normalise_authority, AuthorityKey, FromAuthority, KeyBuf, DEFAULT_MAX_KEY_LEN,
     MAX_AUTHORITY_LEN,
@@ -169,7 +175,6 @@ pub use fallback::{
 pub use from_tower_http::FromTowerHttp;
 pub use future::ResponseFuture;
 pub use grpc::{GrpcClassifier, GrpcEos, GRPC_STATUS};
-pub use hook::OnTransition;
 pub use key::{KeyFn, KeySink, Keyless, KeylessReason};
 pub use keyed::{Keyed, KeyedLayer, KeylessPolicy};
 pub use layer::{FailFast, FailFastLayer};

@@ -14,7 +14,7 @@
 
 use core::fmt;
 
-use super::permit::{LayerPermit, Owner, Reporter};
+use super::permit::{LayerPermit, Owner};
 use crate::clock::{Clock, Nanos};
 use crate::error::Rejected;
 use crate::outcome::Outcome;
@@ -170,13 +170,8 @@ mod off {
         }
 
         #[inline(always)]
-        pub(crate) fn record(
-            self,
-            outcome: Outcome,
-            at: Option<Nanos>,
-            reporter: Option<&Reporter<K>>,
-        ) {
-            self.permit.record_reporting(outcome, at, reporter);
+        pub(crate) fn record(self, outcome: Outcome, at: Option<Nanos>) {
+            self.permit.record_at_or_now(outcome, at);
         }
     }
 
@@ -753,23 +748,18 @@ mod on {
         }
 
         /// Records `outcome` on the permit (at `at`, or when the breaker
-        /// needs the time), reporting its transition, and the call's ending
+        /// needs the time), and the call's ending
         /// on its span and duration histogram. The end is read from the
         /// clock here only when something needs it — the histogram, or a
         /// breaker that times calls (whose verdict would read it anyway) —
         /// and handed to the breaker, so no reading is added for the span.
         #[inline]
-        pub(crate) fn record(
-            self,
-            outcome: Outcome,
-            at: Option<Nanos>,
-            reporter: Option<&Reporter<K>>,
-        ) {
+        pub(crate) fn record(self, outcome: Outcome, at: Option<Nanos>) {
             match self {
-                Held::Bare(permit) => permit.record_reporting(outcome, at, reporter),
+                Held::Bare(permit) => permit.record_at_or_now(outcome, at),
                 Held::Watched(mut w) => {
                     if let Some(permit) = w.permit.take() {
-                        finish(&w.watched, permit, outcome, at, reporter);
+                        finish(&w.watched, permit, outcome, at);
                     }
                 }
             }
@@ -815,7 +805,6 @@ mod on {
         permit: LayerPermit<K, C>,
         outcome: Outcome,
         at: Option<Nanos>,
-        reporter: Option<&Reporter<K>>,
     ) {
         let breaker: &Breaker<C> = permit.breaker();
         let threshold = breaker.config().slow_call_threshold();
@@ -829,7 +818,7 @@ mod on {
             Outcome::Neutral => Ending::Neutral,
         };
         watched.ended(ending, permit.breaker(), start, end);
-        permit.record_reporting(outcome, end, reporter);
+        permit.record_at_or_now(outcome, end);
     }
 
     impl<K, C: Clock> Drop for WatchedPermit<K, C> {

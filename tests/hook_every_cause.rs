@@ -1,0 +1,212 @@
+//! Every transition reaches every hook exactly once, whatever caused it
+//! (issues 29 and 30): a verdict, a dropped call, a panic, a timeout, an
+//! admission that starts a probe round, news from another replica,
+//! `force_open` and `reset`. The hooks are a registry's own
+//! (`Registry::on_transition`: a recording hook, the tracing event, the
+//! per-host metrics counter) and a keyed layer's (`KeyedLayer::on_transition`),
+//! which since the single hook point hears the same transitions, not only
+//! those of calls through it.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use failfast::export::metrics::{record_transition_per_host, TRANSITIONS_TOTAL};
+use failfast::registry::HostKey;
+use failfast::tower::{KeyedLayer, TokioClock};
+use failfast::{Breaker, Reason, Registry, RemoteTrip, Transition};
+use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+use tower::{BoxError, Layer, Service, ServiceExt};
+use tracing::field::{Field, Visit};
+use tracing::{Event, Subscriber};
+use tracing_subscriber::layer::{Context, SubscriberExt};
+
+/// What one hook heard: (upstream, reason), in order.
+type Heard = Arc<Mutex<Vec<(String, Reason)>>>;
+
+fn recording(heard: &Heard) -> impl Fn(&str, &Transition) + Send + Sync + 'static {
+    let heard = heard.clone();
+    move |up: &str, t: &Transition| heard.lock().unwrap().push((up.to_owned(), t.reason))
+}
+
+/// The `circuit.transition` events: (upstream, reason name).
+#[derive(Clone, Default)]
+struct Events(Arc<Mutex<Vec<(String, String)>>>);
+
+struct Fields(BTreeMap<String, String>);
+
+impl Visit for Fields {
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        self.0.insert(field.name().to_owned(), format!("{value:?}"));
+    }
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.0.insert(field.name().to_owned(), value.to_owned());
+    }
+}
+
+impl<S: Subscriber> tracing_subscriber::Layer<S> for Events {
+    fn on_event(&self, event: &Event<'_>, _: Context<'_, S>) {
+        let mut fields = Fields(BTreeMap::new());
+        event.record(&mut fields);
+        if fields.0.get("message").map(String::as_str) == Some("circuit.transition") {
+            self.0
+                .lock()
+                .unwrap()
+                .push((fields.0["upstream"].clone(), fields.0["reason"].clone()));
+        }
+    }
+}
+
+/// What the upstream does with a request, by host.
+async fn upstream(req: http::Request<()>) -> Result<(), BoxError> {
+    match req.uri().host().unwrap() {
+        "fails" => Err("down".into()),
+        "hangs" | "hangs.again" => std::future::pending().await,
+        "panics" => panic!("deliberate"),
+        _ => Ok(()),
+    }
+}
+
+fn request(host: &str) -> http::Request<()> {
+    http::Request::get(format!("http://{host}/"))
+        .body(())
+        .unwrap()
+}
+
+fn quiet_panics() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if info.payload().downcast_ref::<&str>() != Some(&"deliberate") {
+            default(info);
+        }
+    }));
+}
+
+#[tokio::test(start_paused = true)]
+async fn every_cause_reaches_every_hook_once() {
+    quiet_panics();
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let _metrics = metrics::set_default_local_recorder(&recorder);
+    let events = Events::default();
+    let _tracing =
+        tracing::subscriber::set_default(tracing_subscriber::registry().with(events.clone()));
+
+    let registry = Arc::new(
+        Registry::<HostKey>::builder(
+            Breaker::builder()
+                .consecutive_failures(1)
+                .slow_call_threshold(Duration::from_secs(10))
+                .unanswered(1, Duration::from_millis(200))
+                .open_duration(Duration::from_secs(5))
+                .jitter(0.0),
+        )
+        .build_with_clock(TokioClock::new())
+        .unwrap(),
+    );
+    let by_registry: Heard = Arc::default();
+    registry.on_transition(recording(&by_registry));
+    registry.on_transition(failfast::export::tracing::emit);
+    registry.on_transition(record_transition_per_host);
+    let by_layer: Heard = Arc::default();
+    let mut svc = KeyedLayer::new(registry.clone())
+        .timeout(Duration::from_secs(1))
+        .on_transition(recording(&by_layer))
+        .layer(tower::service_fn(upstream));
+
+    // A verdict: the upstream fails.
+    assert!(svc
+        .ready()
+        .await
+        .unwrap()
+        .call(request("fails"))
+        .await
+        .is_err());
+    // A drop: the caller gives up on a hung call after 300 ms.
+    {
+        let mut call: Pin<Box<dyn Future<Output = _>>> =
+            Box::pin(svc.ready().await.unwrap().call(request("hangs")));
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        assert!(call.as_mut().poll(&mut cx).is_pending());
+        tokio::time::advance(Duration::from_millis(300)).await;
+    }
+    // A timeout: the layer's own, on another hung host.
+    let timed_out = svc
+        .ready()
+        .await
+        .unwrap()
+        .call(request("hangs.again"))
+        .await;
+    assert!(timed_out.is_err());
+    // A panic in the upstream, while its response future is polled.
+    let mut call = Box::pin(svc.ready().await.unwrap().call(request("panics")));
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    let panicked =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| call.as_mut().poll(&mut cx)));
+    assert!(panicked.is_err());
+    drop(call);
+    // An admission after the open period: a probe round starts, and its
+    // success closes the breaker.
+    tokio::time::advance(Duration::from_secs(5)).await;
+    let _ = svc.ready().await.unwrap().call(request("fails")).await;
+    // News from another replica, and the manual modes.
+    let remote = RemoteTrip::new(1, Duration::from_secs(30), Reason::ConsecutiveFailures);
+    assert!(registry
+        .apply_remote(&HostKey::from("remote:80"), &remote)
+        .is_some());
+    let manual = registry.handle_from("manual:80");
+    assert!(manual.force_open().is_some());
+    assert!(manual.reset().is_some());
+
+    let expected: Vec<(String, Reason)> = [
+        ("fails:80", Reason::ConsecutiveFailures),
+        ("hangs:80", Reason::Unresponsive),
+        ("hangs.again:80", Reason::ConsecutiveFailures),
+        ("panics:80", Reason::ConsecutiveFailures),
+        ("fails:80", Reason::OpenElapsed),
+        ("fails:80", Reason::ProbeFailed),
+        ("remote:80", Reason::RemoteTrip),
+        ("manual:80", Reason::ForceOpen),
+        ("manual:80", Reason::Reset),
+    ]
+    .into_iter()
+    .map(|(up, r)| (up.to_owned(), r))
+    .collect();
+    assert_eq!(
+        *by_registry.lock().unwrap(),
+        expected,
+        "the registry's hook"
+    );
+    assert_eq!(*by_layer.lock().unwrap(), expected, "the layer's hook");
+    let traced: Vec<(String, String)> = expected
+        .iter()
+        .map(|(up, r)| (up.clone(), r.as_str().to_owned()))
+        .collect();
+    assert_eq!(*events.0.lock().unwrap(), traced, "the tracing events");
+    let mut counted: BTreeMap<(String, String), u64> = BTreeMap::new();
+    for (key, _, _, value) in snapshotter.snapshot().into_vec() {
+        let key = key.key();
+        if key.name() != TRANSITIONS_TOTAL {
+            continue;
+        }
+        let label = |n: &str| {
+            key.labels()
+                .find(|l| l.key() == n)
+                .unwrap()
+                .value()
+                .to_owned()
+        };
+        let DebugValue::Counter(n) = value else {
+            panic!("a counter")
+        };
+        counted.insert((label("upstream"), label("reason")), n);
+    }
+    let mut want: BTreeMap<(String, String), u64> = BTreeMap::new();
+    for (up, r) in traced {
+        *want.entry((up, r)).or_default() += 1;
+    }
+    assert_eq!(counted, want, "the metrics counter");
+}
