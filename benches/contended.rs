@@ -1,4 +1,6 @@
-//! Two threads: on one shared breaker, and each on its own breaker.
+//! Two threads: on one shared breaker, and each on its own breaker; and
+//! `FAILFAST_BENCH_THREADS` threads (default 2) through a registry to one
+//! hot host or each to its own (the `keyed` rows).
 //!
 //! `iter_custom`: two threads wait on a barrier, each makes `iters` calls,
 //! and the time from the start barrier to the end barrier is reported, so
@@ -16,7 +18,8 @@ use std::time::{Duration, Instant};
 
 use criterion::Criterion;
 use crossbeam_utils::CachePadded;
-use failfast::Breaker;
+use failfast::registry::HostKey;
+use failfast::{Breaker, Registry};
 
 use crate::adapters::{self, ff_consecutive, ff_count, work};
 
@@ -94,6 +97,8 @@ pub fn bench(c: &mut Criterion) {
         bn.iter_custom(|iters| threads(iters, &[&rc, &rc], rc_call))
     });
 
+    keyed(&mut g);
+
     // The floor: one fetch_add per call, on a shared word and on two words.
     let one = CachePadded::new(AtomicU64::new(0));
     let two = [
@@ -113,4 +118,71 @@ pub fn bench(c: &mut Criterion) {
         bn.iter_custom(|iters| threads(iters, &[&two[0], &two[1]], add))
     });
     g.finish();
+}
+
+/// How many threads the keyed rows run: `FAILFAST_BENCH_THREADS` (default
+/// 2), so the same rows run at 16 or 64 threads on a bigger machine.
+fn thread_count() -> usize {
+    std::env::var("FAILFAST_BENCH_THREADS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .filter(|&n| n >= 1)
+        .unwrap_or(2)
+}
+
+/// The hot host every thread of a `shared` row asks for.
+const HOT: &str = "hot.example.com:443";
+
+/// What a proxy does per request to a known host, without the tower layer
+/// around it: look the key up, admit, record a success. `key` names the host.
+fn keyed_success(r: &(&Registry<HostKey>, &'static str)) {
+    let (registry, key) = *r;
+    let upstream = registry.handle_from(black_box(key));
+    if let Ok(permit) = upstream.try_acquire() {
+        black_box(permit.success());
+    }
+}
+
+/// A registry of 10k hosts (the hot one among them), with or without a
+/// transition hook.
+fn hosts(hooked: bool) -> Registry<HostKey> {
+    let registry = Registry::<HostKey>::builder(Breaker::builder().consecutive_failures(5))
+        .build()
+        .expect("valid");
+    if hooked {
+        registry.on_transition(|_: &str, t: &failfast::Transition| {
+            black_box(t);
+        });
+    }
+    for i in 0..10_000 {
+        let _ = registry.handle_from(format!("host-{i}.example.com:443").as_str());
+    }
+    let _ = registry.handle_from(HOT);
+    registry
+}
+
+/// The keyed rows (issue 26): `keyed[_hooked]/1_thread`, and
+/// `/{n}_threads_shared` (every thread on the hot host) and
+/// `/{n}_threads_separate` (each thread on a host of its own).
+fn keyed(g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>) {
+    let n = thread_count();
+    let own: Vec<&'static str> = (0..n)
+        .map(|i| &*Box::leak(format!("own-{i}.example.com:443").into_boxed_str()))
+        .collect();
+    for (name, hooked) in [("keyed", false), ("keyed_hooked", true)] {
+        let registry = hosts(hooked);
+        let hot = (&registry, HOT);
+        let separate: Vec<_> = own.iter().map(|k| (&registry, *k)).collect();
+        g.bench_function(format!("{name}/1_thread"), |bn| {
+            bn.iter_custom(|iters| threads(iters, &[&hot], keyed_success))
+        });
+        let shared: Vec<_> = (0..n).map(|_| &hot).collect();
+        g.bench_function(format!("{name}/{n}_threads_shared"), |bn| {
+            bn.iter_custom(|iters| threads(iters, &shared, keyed_success))
+        });
+        let separate: Vec<_> = separate.iter().collect();
+        g.bench_function(format!("{name}/{n}_threads_separate"), |bn| {
+            bn.iter_custom(|iters| threads(iters, &separate, keyed_success))
+        });
+    }
 }

@@ -365,20 +365,46 @@
 //! # Many breakers
 //!
 //! A [`Registry`](crate::Registry) keeps one breaker per key in
-//! `CachePadded` shards, each a `hashbrown::HashTable` of `Arc<Entry>` behind
-//! its own `RwLock` (`sync::RwLock`, loom's under `failfast_loom`). Callers
-//! keep a [`Handle`](crate::Handle) per upstream so requests never touch the
-//! map. A breaker is evicted by information, not by state: with no live
-//! handle (checked under the shard's write lock) and idle past the TTL, when
-//! it is pristine, or CLOSED with nothing newer than `forget_after` in its
-//! window, or OPEN/HALF_OPEN and idle past the TTL plus its longest open
-//! period — one shard at a time, by whoever wins the sweep CAS. A full
-//! registry sends new keys to one overflow breaker per shard. An entry
-//! keeps its key in the form [`Key`](crate::registry::Key) names: a sized
-//! key as itself, and `str` as a [`HostKey`](crate::registry::HostKey), so
-//! a `Registry<str>` holds ordinary host names inside the entry with no
-//! allocation of their own. The [`registry`](crate::registry) module docs
-//! hold the full argument.
+//! `CachePadded` shards, each a papaya map of `Arc<Entry>` read with no
+//! lock, written under the shard's own mutex (`registry::map`, `shard`;
+//! under `failfast_loom` a stand-in with papaya's documented guarantees).
+//! Callers may keep a [`Handle`](crate::Handle) per upstream so requests
+//! never touch the map. A breaker is evicted by information, not by state:
+//! with no live holder (the handshake of `Entry::claim` with
+//! `Entry::begin_leaving`, modelled in `loom-tests/tests/registry*.rs`) and
+//! idle past the TTL, when it is pristine, or CLOSED with nothing newer than
+//! `forget_after` in its window, or OPEN/HALF_OPEN and idle past the TTL
+//! plus its longest open period — one shard at a time, by whoever wins the
+//! sweep CAS. A full registry sends new keys to one overflow breaker per
+//! shard. An entry keeps its key in the form
+//! [`Key`](crate::registry::Key) names: a sized key as itself, and `str` as
+//! a [`HostKey`](crate::registry::HostKey), so host names live inside the
+//! entry with no allocation of their own. The
+//! [`registry`](crate::registry) module docs hold the full argument.
+//!
+//! # What each request path costs
+//!
+//! What a request pays on each path, today. "Shared write" is a
+//! read-modify-write on a cache line that other requests to the same
+//! upstream also write; each claim names what checks it.
+//!
+//! | path | lock | allocation | shared write | checked by |
+//! |---|---|---|---|---|
+//! | breaker: admission and success, CLOSED | none | none | none | `tests/alloc.rs`; callgrind `failfast` (31 instructions); `contended/count/2_threads_shared` |
+//! | breaker: failure, trip, probe | none | none | the breaker's state word (a CAS), and the window's counter | `tests/alloc.rs`; loom `protocol` |
+//! | breaker: rejection while OPEN | none | none | none | `tests/alloc.rs`, `tests/open_rejection.rs` |
+//! | any transition, no hook | none | none | — | `tests/alloc.rs` |
+//! | any transition, with hooks | none | none after the thread's first (arc-swap's per-thread node); a name over 256 bytes | — | `src/hooks.rs` tests; `tests/hook_every_cause.rs` |
+//! | registry: lookup of a known key (`with`) | none | none | none (the idle stamp is a plain store, once per tick) | `tests/alloc_keyed.rs`; callgrind `reg_with` |
+//! | registry: `handle` / keyed layer, known key | none | none | the entry's reference count: +1 at admission, −1 at the verdict | `tests/alloc_keyed.rs`; `contended/keyed/*` |
+//! | registry: first request to a new key | the shard's mutex | the entry (one) | the shard's books | `tests/registry_model.rs` |
+//! | tower layers: rejection | none | the `BoxError` (and with `name_rejections`, the name's `Arc`) | none | — |
+//!
+//! Two costs are left to remove. The reference count is the one shared
+//! write on a keyed success: it keeps the breaker alive while the call
+//! runs (striped counts, or a permit that finds its breaker again at the
+//! verdict, would remove it). And a layer's rejection allocates its boxed
+//! error.
 //!
 //! # Per-call observability
 //!

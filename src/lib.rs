@@ -2,8 +2,10 @@
 //!
 //! A lock-free, timer-free circuit-breaker core for services and proxies that
 //! keep one breaker per upstream host — tens of thousands to millions of them —
-//! with no lock, no timer, no background task and no allocation on any request
-//! path.
+//! with no timer and no background task. A request to a known host takes no
+//! lock and allocates nothing; the first request to a new host takes its
+//! shard's lock and allocates its entry, and a tower layer's rejection
+//! allocates its error ([what each path costs](crate::docs#what-each-request-path-costs)).
 //!
 //! It protects callers from a dependency that is **down** (errors come fast)
 //! and from one that is **slow** (200 OK after 8 s: no error ever arrives, the

@@ -204,6 +204,8 @@ mod handle;
 mod hash;
 mod host;
 mod key;
+#[cfg(all(test, not(failfast_loom)))]
+mod lock_free_reads;
 mod map;
 mod names;
 mod remote;

@@ -279,6 +279,13 @@ impl<K, C: Clock> Shard<K, C> {
         self.books.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Holds this shard's writer lock until the guard drops: a test pauses
+    /// every writer of the shard there (`registry::lock_free_reads`).
+    #[cfg(test)]
+    pub(crate) fn pause_writers(&self) -> impl Drop + '_ {
+        self.books.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// The breaker new keys of this shard share while the registry is full.
     pub(crate) fn overflow(&self) -> &EntryArc<Entry<K, C>> {
         &self.overflow
