@@ -141,6 +141,7 @@
     rust_2018_idioms
 )]
 
+pub mod authority;
 mod breaker;
 mod builder;
 mod bulkhead;
