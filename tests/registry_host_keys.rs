@@ -148,3 +148,29 @@ fn the_normal_form_needs_no_feature() {
     assert_eq!(norm("api.example:0", None), Err(AuthorityError::BadPort));
     assert_eq!(norm("", None), Err(AuthorityError::Empty));
 }
+
+/// `handle` and `with` take a `&str` on a `Registry<HostKey>`: the entry
+/// `handle_from` and an owned key reach, compared byte for byte.
+#[test]
+fn handle_and_with_take_a_str() {
+    let registry = hosts();
+    for text in [INLINE, BOXED] {
+        let by_handle = registry.handle(text);
+        assert!(Handle::ptr_eq(&by_handle, &registry.handle_from(text)));
+        assert!(Handle::ptr_eq(
+            &by_handle,
+            &registry.get_or_insert(HostKey::from(text))
+        ));
+        registry.with(text, |b| {
+            b.try_acquire_at(Nanos::ZERO)
+                .unwrap()
+                .failure_at(Nanos::ZERO)
+        });
+        assert_eq!(by_handle.state(), State::Open);
+        assert_eq!(
+            registry.handle(text.to_uppercase().as_str()).state(),
+            State::Closed
+        );
+    }
+    assert_eq!(registry.len(), 4);
+}

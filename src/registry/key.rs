@@ -66,35 +66,52 @@ impl Key for str {
 }
 
 /// A borrowed form `Q` of a key `K` that a lookup compares with the stored
-/// keys and, when the key is new, turns into the stored form: any `Q` whose
-/// `ToOwned` is `K` (`Q = str` for a `String` key, `Q = u64` for a `u64`
-/// key), and `str` for a `Registry<str>`.
+/// keys and, when the key is new, turns into the stored form: any sized `Q`
+/// whose `ToOwned` is `K` (`Q = u64` for a `u64` key), and `str` for a
+/// `String`, `str`, [`HostKey`] or `Box<str>` key (std's other borrowed
+/// forms too: `[T]` for `Vec<T>`, `Path`, `OsStr`, `CStr`).
 ///
-/// A [`HostKey`] registry is looked up by `&str` with
-/// [`handle_from`](crate::Registry::handle_from) (the text is converted
-/// with `From` when the key is new), as is a key type of your own built from
-/// `&str`. `handle` with a `&str` does not compile for it, and the error
-/// says so and names `handle_from`:
-///
-/// ```compile_fail,E0277
+/// ```
 /// use failfast::registry::HostKey;
-/// use failfast::{Breaker, Registry};
+/// use failfast::{Breaker, Handle, Registry};
 ///
 /// let hosts = Registry::<HostKey>::builder(Breaker::builder().consecutive_failures(5)).build()?;
-/// // error[E0277]: a `Registry<HostKey>` is not looked up by `&str` with `handle`, …
-/// //   = note: a key type made from `&str` with `From` (a `HostKey` from a `&str`) is looked up
-/// //           with `registry.handle_from(key)`; `handle` takes a `&HostKey`
+/// let upstream = hosts.handle("api.example.com:443");
+/// assert!(Handle::ptr_eq(&upstream, &hosts.handle_from("api.example.com:443")));
+/// # Ok::<(), failfast::ConfigError>(())
+/// ```
+///
+/// A key type of your own made from `&str` is looked up with
+/// [`handle_from`](crate::Registry::handle_from); `handle` with a `&str`
+/// does not compile for it, and the error names `handle_from`:
+///
+/// ```compile_fail
+/// use failfast::{Breaker, Registry};
+///
+/// #[derive(Clone, PartialEq, Eq, Hash)]
+/// struct Host(String);
+/// impl From<&str> for Host {
+///     fn from(text: &str) -> Host { Host(text.to_owned()) }
+/// }
+/// impl std::borrow::Borrow<str> for Host {
+///     fn borrow(&self) -> &str { &self.0 }
+/// }
+///
+/// let hosts = Registry::<Host>::builder(Breaker::builder().consecutive_failures(5)).build()?;
+/// // error[E0277]: a `Registry<Host>` is not looked up by `&str` with `handle`, …
+/// //   = note: a key type made from `&str` with `From` … is looked up with
+/// //           `registry.handle_from(key)`; `handle` takes a `&Host`
 /// let upstream = hosts.handle("api.example.com:443");
 /// # Ok::<(), failfast::ConfigError>(())
 /// ```
 ///
-/// Because `str` is a lookup for both `String` and `str` keys, a registry
-/// looked up by `&str` names its key type (`Registry::<String>` or
-/// `Registry::<str>`): it is not inferred from the lookup.
+/// Because `str` is a lookup for several key types, a registry looked up
+/// by `&str` names its key type (`Registry::<HostKey>`,
+/// `Registry::<String>`…): it is not inferred from the lookup.
 #[diagnostic::on_unimplemented(
     message = "a `Registry<{K}>` is not looked up by `&{Self}` with `handle`, `with` or `apply_remote`",
     label = "`&{Self}` is not a borrowed form of `{K}`",
-    note = "a key type made from `&{Self}` with `From` (a `HostKey` from a `&str`) is looked up with `registry.handle_from(key)`; `handle` takes a `&{K}`"
+    note = "a key type made from `&{Self}` with `From` is looked up with `registry.handle_from(key)`; `handle` takes a `&{K}`"
 )]
 pub trait Lookup<K: ?Sized + Key> {
     /// Whether `stored` is this key. The registry asks only about a stored
@@ -106,14 +123,18 @@ pub trait Lookup<K: ?Sized + Key> {
     fn to_stored(&self) -> K::Stored;
 }
 
-// `do_not_recommend`: a failed lookup (`&str` for a `HostKey`) reports the
-// trait's own message, which names `handle_from`, instead of a type
-// mismatch of `<str as ToOwned>::Owned` (E0271).
+// `do_not_recommend`: a failed lookup (`&str` for a `String`-less key type)
+// reports the trait's own message instead of a type mismatch of
+// `<str as ToOwned>::Owned` (E0271).
+/// Every sized `Q` whose `ToOwned` is `K`: `u64` for a `u64` key, a key
+/// type of your own for itself. (Unsized borrowed forms — `str`, `[T]`,
+/// `Path`… — have their own impls below, so that `str` can look up
+/// `String`, `str`, `HostKey` and `Box<str>` registries.)
 #[diagnostic::do_not_recommend]
 impl<K, Q> Lookup<K> for Q
 where
     K: Borrow<Q>,
-    Q: ToOwned<Owned = K> + Eq + ?Sized,
+    Q: ToOwned<Owned = K> + Eq,
 {
     #[inline]
     fn matches(&self, stored: &K) -> bool {
@@ -122,6 +143,58 @@ where
 
     fn to_stored(&self) -> K {
         self.to_owned()
+    }
+}
+
+/// The borrowed forms of std's owned types (`String` by `&str`, `Vec<T>` by
+/// `&[T]`, `PathBuf` by `&Path`…): compared as the borrowed type compares,
+/// converted with `ToOwned` only when the key is new.
+macro_rules! lookup_by_to_owned {
+    ($(impl$([$($g:tt)*])? Lookup<$owned:ty> for $borrowed:ty;)*) => {$(
+        impl$(<$($g)*>)? Lookup<$owned> for $borrowed {
+            #[inline]
+            fn matches(&self, stored: &$owned) -> bool {
+                Borrow::<$borrowed>::borrow(stored) == self
+            }
+
+            fn to_stored(&self) -> $owned {
+                self.to_owned()
+            }
+        }
+    )*};
+}
+
+lookup_by_to_owned! {
+    impl Lookup<String> for str;
+    impl[T: Clone + Eq] Lookup<Vec<T>> for [T];
+    impl Lookup<std::path::PathBuf> for std::path::Path;
+    impl Lookup<std::ffi::OsString> for std::ffi::OsStr;
+    impl Lookup<std::ffi::CString> for std::ffi::CStr;
+}
+
+/// A `Registry<HostKey>` is looked up by `&str`
+/// (`registry.handle("db:5432")`): compared by bytes, with no UTF-8 check
+/// of the stored key, and made a `HostKey` only when the key is new.
+impl Lookup<HostKey> for str {
+    #[inline]
+    fn matches(&self, stored: &HostKey) -> bool {
+        stored == self
+    }
+
+    fn to_stored(&self) -> HostKey {
+        HostKey::from(self)
+    }
+}
+
+/// A `Registry<Box<str>>` is looked up by `&str` too.
+impl Lookup<Box<str>> for str {
+    #[inline]
+    fn matches(&self, stored: &Box<str>) -> bool {
+        **stored == *self
+    }
+
+    fn to_stored(&self) -> Box<str> {
+        self.into()
     }
 }
 
@@ -240,6 +313,28 @@ where
 
     fn into_key(self) -> K {
         K::from(self.0)
+    }
+}
+
+/// A borrowed key whose `ToOwned` is `K`, whatever `Q` is (the keyed
+/// layer's `KeySink::borrowed`): compared through `Borrow`, cloned only by
+/// `into_key`.
+#[cfg(feature = "tower")]
+pub(crate) struct Cloned<'a, Q: ?Sized>(pub(crate) &'a Q);
+
+#[cfg(feature = "tower")]
+impl<K, Q> KeyArg<K> for Cloned<'_, Q>
+where
+    K: Borrow<Q>,
+    Q: ToOwned<Owned = K> + Eq + ?Sized,
+{
+    #[inline]
+    fn matches(&self, key: &K) -> bool {
+        key.borrow() == self.0
+    }
+
+    fn into_key(self) -> K {
+        self.0.to_owned()
     }
 }
 
