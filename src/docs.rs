@@ -521,6 +521,14 @@
 //!   `connection-manager`, `script`, `cluster-async`), `futures-util` (scripts
 //!   in flight at once) and `tokio` with `sync`, `time` and `macros` for the
 //!   sync task the user spawns.
+//! * `reqwest`: `reqwest` 0.13 with no default features (no TLS stack; the
+//!   application's own reqwest picks one, and Cargo unifies the two),
+//!   `reqwest-middleware` 0.5 (the `Middleware` trait) and `async-trait`
+//!   (the trait's form); it turns on `tower` for `HttpClassifier`, which
+//!   adds no crate, reqwest depending on all of `tower`'s. reqwest 0.13
+//!   declares rust-version 1.85; reqwest-middleware declares none (edition
+//!   2018). Each request's future is boxed by `async-trait`, as every
+//!   reqwest middleware's is.
 //!
 //! The minimum supported Rust version, 1.87, is the highest `rust-version`
 //! among these for any feature (quanta 0.13's); `.ci/msrv.sh` fails the build

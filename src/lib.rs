@@ -117,6 +117,7 @@
 //! | `tower-http` | an adapter from any `tower_http::classify::ClassifyResponse` (implies `tower`) | `tower-http` 0.7, no default features |
 //! | `tracing` | `export::tracing`: an event per transition; with `tower`, what the breaker did to each call on its span (`trace_calls`) | `tracing` |
 //! | `metrics` | `export::metrics`: gauges and counters through the `metrics` facade, exported at scrape time; with `tower`, per-call rejections, fallbacks and an opt-in duration histogram (`call_metrics`) | `metrics` |
+//! | `reqwest` | `reqwest::BreakerMiddleware`: a `reqwest_middleware::Middleware` with one breaker per upstream host from a `Registry<HostKey>` (implies `tower`) | `reqwest` 0.13 (no default features, no TLS), `reqwest-middleware` 0.5, `async-trait` |
 //! | `redis` | `redis`: trips shared across replicas through Redis 7+ (single server or cluster), `RedisSync`, a tokio task you start | `redis` (redis-rs), `futures-util`, `tokio` (`sync`, `time`) |
 //! | `coarse-clock` | `CoarseClock`: the kernel's coarse monotonic clock (1–10 ms steps), for the cheapest OPEN rejection that reads the time | `rustix` (Linux and Android; `time` only) |
 //!
@@ -143,6 +144,7 @@
     rust_2018_idioms
 )]
 
+pub mod authority;
 mod breaker;
 mod builder;
 mod bulkhead;
@@ -173,6 +175,9 @@ mod policy;
 pub mod redis;
 pub mod registry;
 mod remote;
+#[cfg(feature = "reqwest")]
+#[cfg_attr(docsrs, doc(cfg(feature = "reqwest")))]
+pub mod reqwest;
 // The module's docs link to `Outbox::hook`, which exists with feature `tower`
 // (as on docs.rs); without it, a plain `cargo doc` need not warn about it.
 #[cfg_attr(not(feature = "tower"), allow(rustdoc::broken_intra_doc_links))]

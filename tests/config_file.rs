@@ -1,13 +1,15 @@
 //! Configuration files (feature `serde`): every builder knob survives
 //! builder → config → TOML → config → builder; bad values from a file give
 //! the builder's own `ConfigError`, with the host named for an override;
-//! unknown fields are refused; presets are a start that fields override.
+//! unknown fields are refused; presets are a start that fields override;
+//! `[hosts."…"]` keys of a `HostKey` registry are normalised as the keyed
+//! layer normalises requests, and refused when they cannot name one host.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use failfast::config::{BackoffConfig, BreakerConfig, Preset, RegistryConfig, TimeWindowConfig};
-use failfast::registry::KeyBytes;
+use failfast::registry::{HostKey, KeyBytes};
 use failfast::{
     Breaker, Builder, Config, ConfigError, ManualClock, MaxOpen, Nanos, Registry, WindowKind,
     MAX_DURATION,
@@ -725,4 +727,230 @@ fn config_errors_compare_whole() {
         .build_config()
         .unwrap_err();
     assert_ne!(a, b);
+}
+
+// ---------------------------------------------------------------------------
+// `[hosts."…"]` keys for a registry of `HostKey`s: normalised as the keyed
+// layer normalises requests, refused when they cannot name one upstream.
+
+/// A template of 5 failures in a row, and `[hosts.KEY]` of 1.
+fn one_host(key: &str) -> RegistryConfig {
+    registry_config(&format!(
+        "[breaker]\nconsecutive_failures = 5\n[hosts.{key:?}]\nconsecutive_failures = 1"
+    ))
+}
+
+/// The threshold `registry` gives `key`'s breaker (looked up as written).
+fn threshold<K>(registry: &Registry<K>, key: &str) -> Option<u32>
+where
+    K: std::hash::Hash + Eq + std::borrow::Borrow<str> + for<'q> From<&'q str>,
+{
+    registry.handle_from(key).config().consecutive_failures()
+}
+
+#[test]
+fn host_keys_are_normalised_as_the_keyed_layer_normalises_requests() {
+    for written in [
+        "api.example:443",
+        "API.Example:443",
+        "api.example.:443",
+        "API.EXAMPLE.:0443",
+    ] {
+        let registry = one_host(written)
+            .to_builder::<HostKey>()
+            .unwrap_or_else(|e| panic!("{written}: {e}"))
+            .build()
+            .unwrap();
+        assert_eq!(
+            threshold(&registry, "api.example:443"),
+            Some(1),
+            "{written}"
+        );
+        assert_eq!(
+            threshold(&registry, "other.example:443"),
+            Some(5),
+            "{written}"
+        );
+    }
+    // An IP address: IPv6 in its RFC 5952 form, IPv4 as written.
+    let registry = one_host("[2001:DB8:0::1]:8443")
+        .to_builder::<HostKey>()
+        .unwrap()
+        .build()
+        .unwrap();
+    assert_eq!(threshold(&registry, "[2001:db8::1]:8443"), Some(1));
+    let registry = one_host("10.0.0.7:5432")
+        .to_builder::<HostKey>()
+        .unwrap()
+        .build()
+        .unwrap();
+    assert_eq!(threshold(&registry, "10.0.0.7:5432"), Some(1));
+}
+
+/// A manual clock that says it moves in 4 ms steps: a registry built on it
+/// refuses an override's 1 ms threshold, naming the key `override_key` got.
+#[derive(Clone, Default)]
+struct Steps4ms(ManualClock);
+
+impl failfast::Clock for Steps4ms {
+    fn now(&self) -> Nanos {
+        self.0.now()
+    }
+
+    fn resolution(&self) -> Duration {
+        Duration::from_millis(4)
+    }
+}
+
+#[test]
+fn override_key_receives_the_normal_form() {
+    let config = registry_config(
+        "[breaker]\nconsecutive_failures = 5\n[hosts.\"API.Example.:0443\"]\n\
+         slow_call_rate = 0.5\nslow_call_threshold = \"1ms\"",
+    );
+    // `to_builder` checks the table with the default clock: it passes. The
+    // registry's own check names the key that `override_key` received.
+    let err = config
+        .to_builder::<HostKey>()
+        .unwrap()
+        .build_with_clock(Steps4ms::default())
+        .unwrap_err();
+    assert_eq!(
+        (err.field(), err.key()),
+        ("slow_call_threshold", Some("\"api.example:443\""))
+    );
+    // Built on an ordinary clock, the override is the normal form's, which
+    // its handle shows; the text as written is just another key.
+    let registry = config.to_builder::<HostKey>().unwrap().build().unwrap();
+    let api = registry.handle_from("api.example:443");
+    assert_eq!(api.config().slow_call_rate(), Some(0.5));
+    assert_eq!(api.key().unwrap(), "api.example:443");
+    assert_eq!(
+        registry
+            .handle_from("API.Example.:0443")
+            .config()
+            .slow_call_rate(),
+        None
+    );
+}
+
+#[test]
+fn a_host_key_without_a_port_is_refused_with_a_suggestion() {
+    for (written, https, http) in [
+        ("api.example", "api.example:443", "api.example:80"),
+        ("API.Example.", "api.example:443", "api.example:80"),
+        ("api.example:", "api.example:443", "api.example:80"),
+        ("[::1]", "[::1]:443", "[::1]:80"),
+    ] {
+        let err = one_host(written).to_builder::<HostKey>().unwrap_err();
+        assert_eq!(
+            (err.field(), err.key()),
+            ("hosts", Some(&*format!("{written:?}")))
+        );
+        assert_eq!(
+            err.found(),
+            format!("{written:?} (no port: write {https:?} for https, {http:?} for http)")
+        );
+        assert!(err.allowed().starts_with("host:port"), "{err}");
+    }
+}
+
+#[test]
+fn a_host_key_that_is_not_a_host_is_refused_naming_it() {
+    for (written, why) in [
+        ("api example:443", "not a host name or an IP address"),
+        ("api.example/v1:443", "not a host name or an IP address"),
+        ("a..b:443", "not a host name or an IP address"),
+        ("::1:443", "not a host name or an IP address"),
+        ("127.1:80", "not a host name or an IP address"),
+        (
+            "https://api.example:443",
+            "not a host name or an IP address",
+        ),
+        (
+            "user@api.example:443",
+            "not a host name or an IP address: a key has no user@ part",
+        ),
+        ("api.example:0", "the port is not a number in 1..=65535"),
+        ("api.example:65536", "the port is not a number in 1..=65535"),
+        ("api.example:https", "the port is not a number in 1..=65535"),
+        ("", "empty"),
+    ] {
+        let err = one_host(written).to_builder::<HostKey>().unwrap_err();
+        assert_eq!(err.key(), Some(&*format!("{written:?}")), "{err}");
+        assert_eq!(err.found(), format!("{written:?} ({why})"));
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "invalid failfast config for key {written:?}: hosts = {written:?} ({why}); \
+                 allowed: host:port — a host name or an IP address and a port in 1..=65535, \
+                 the port written out (a config has no scheme to imply one)"
+            )
+        );
+    }
+    let long = format!("{}:443", vec!["a".repeat(63); 5].join("."));
+    let err = one_host(&long).to_builder::<HostKey>().unwrap_err();
+    assert_eq!(err.key(), Some(&*format!("{long:?}")));
+}
+
+#[test]
+fn two_spellings_of_one_host_are_refused_naming_both() {
+    let config = registry_config(
+        r#"
+        [breaker]
+        consecutive_failures = 5
+        [hosts."api.example:443"]
+        consecutive_failures = 1
+        [hosts."API.Example.:443"]
+        consecutive_failures = 9
+        "#,
+    );
+    let err = config.to_builder::<HostKey>().unwrap_err();
+    assert_eq!(
+        (err.field(), err.key()),
+        ("hosts", Some("\"api.example:443\""))
+    );
+    assert_eq!(
+        err.to_string(),
+        "invalid failfast config for key \"api.example:443\": hosts = \"API.Example.:443\" and \
+         \"api.example:443\" name one key, \"api.example:443\"; allowed: one [hosts.\"…\"] table per key"
+    );
+    // Other key types: two texts that make one key are refused the same way.
+    let config =
+        registry_config("[breaker]\nconsecutive_failures = 5\n[hosts.\"443\"]\n[hosts.\"0443\"]");
+    let err = config.to_builder::<Port>().unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "invalid failfast config for key Port(443): hosts = \"0443\" and \"443\" name one key, \
+         Port(443); allowed: one [hosts.\"…\"] table per key"
+    );
+}
+
+#[test]
+fn other_key_types_take_the_text_as_written() {
+    // `String`: no normal form, no port required; the text is the key.
+    let registry = one_host("API.Example")
+        .to_builder::<String>()
+        .unwrap()
+        .build()
+        .unwrap();
+    assert_eq!(threshold(&registry, "API.Example"), Some(1));
+    assert_eq!(threshold(&registry, "api.example:443"), Some(5));
+    // A number: its own parse.
+    let registry = one_host("0443")
+        .to_builder::<Port>()
+        .unwrap()
+        .build()
+        .unwrap();
+    assert_eq!(
+        registry.handle(&Port(443)).config().consecutive_failures(),
+        Some(1)
+    );
+    // `Box<str>`: as written too.
+    let registry = one_host("API.Example")
+        .to_builder::<Box<str>>()
+        .unwrap()
+        .build()
+        .unwrap();
+    assert_eq!(threshold(&registry, "API.Example"), Some(1));
 }

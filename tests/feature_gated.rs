@@ -83,6 +83,7 @@ needs!(redis_sync, "redis", "needs --features redis");
 needs!(redis_cluster, "redis", "needs --features redis");
 needs!(redis_faults, "redis", "needs --features redis");
 needs!(redis_store_rules, "redis", "needs --features redis");
+needs!(reqwest_middleware, "reqwest", "needs --features reqwest");
 needs!(
     redis_proxy,
     "tower" + "redis",

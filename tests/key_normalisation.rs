@@ -225,6 +225,95 @@ async fn one_host_one_breaker_through_the_layer() {
     assert_eq!(registry.keyless(), 5);
 }
 
+/// The trap of a configuration file's override key: `[hosts."API.Example:443"]`
+/// is normalised as the layer normalises requests, so it overrides the
+/// breaker of `api.example:443` that the layer uses — one breaker, whose
+/// name in the status view is the normal form.
+#[cfg(feature = "serde")]
+#[tokio::test]
+async fn a_misspelled_override_key_applies_to_the_layers_breaker() {
+    use failfast::config::RegistryConfig;
+    use failfast::tower::status_json;
+
+    let config: RegistryConfig = toml::from_str(
+        r#"
+        [breaker]
+        consecutive_failures = 5
+        open_duration = "60s"
+        [hosts."API.Example:443"]
+        consecutive_failures = 1
+        "#,
+    )
+    .unwrap();
+    let registry = Arc::new(
+        config
+            .to_builder::<HostKey>()
+            .unwrap()
+            .build_with_clock(ManualClock::new())
+            .unwrap(),
+    );
+    let inner = tower::service_fn(|_req: http::Request<()>| async {
+        Err::<(), _>(std::io::Error::other("503"))
+    });
+    let mut svc = KeyedLayer::new(registry.clone()).layer(inner);
+    let get = |uri: &str| http::Request::get(uri).body(()).unwrap();
+    // One failure: the override's threshold, not the template's 5.
+    let first = svc
+        .ready()
+        .await
+        .unwrap()
+        .call(get("https://api.example/v1"))
+        .await;
+    assert!(first.unwrap_err().is::<std::io::Error>());
+    let second = svc
+        .ready()
+        .await
+        .unwrap()
+        .call(get("https://API.EXAMPLE:443/v2"))
+        .await;
+    assert!(second.unwrap_err().is::<Rejected>());
+    assert_eq!((registry.len(), registry.open_count()), (1, 1));
+    let status = status_json(&registry, 10);
+    assert!(
+        status.contains(r#""upstreams":[{"upstream":"api.example:443","state":"open""#),
+        "{status}"
+    );
+    // A host the file does not name keeps the template.
+    let other = svc
+        .ready()
+        .await
+        .unwrap()
+        .call(get("https://other.example/"))
+        .await;
+    assert!(other.unwrap_err().is::<std::io::Error>());
+    assert_eq!(registry.open_count(), 1);
+}
+
+/// `http::uri::Authority` is a host key type too: its configuration keys
+/// are normalised (its own `==` ignores case but not a missing port).
+#[cfg(feature = "serde")]
+#[test]
+fn authority_keys_from_a_file_are_normalised_too() {
+    use failfast::config::RegistryConfig;
+    use http::uri::Authority;
+
+    let config = |key: &str| -> RegistryConfig {
+        toml::from_str(&format!(
+            "[breaker]\nconsecutive_failures = 5\n[hosts.{key:?}]\nconsecutive_failures = 1"
+        ))
+        .unwrap()
+    };
+    let registry = config("API.Example.:0443")
+        .to_builder::<Authority>()
+        .unwrap()
+        .build()
+        .unwrap();
+    let api = registry.get_or_insert(Authority::from_static("api.example:443"));
+    assert_eq!(api.config().consecutive_failures(), Some(1));
+    let err = config("api.example").to_builder::<Authority>().unwrap_err();
+    assert_eq!((err.field(), err.key()), ("hosts", Some("\"api.example\"")));
+}
+
 /// A DNS name: 1–4 labels of letters, digits and `-`, the last one starting
 /// with a letter (so it is never read as an IPv4 address).
 fn name() -> impl Strategy<Value = String> {

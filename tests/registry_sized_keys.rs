@@ -27,7 +27,7 @@ fn template() -> Builder {
 fn every_lookup<K, Q>(registry: &Registry<K>, query: &Q, owned: K) -> Vec<K>
 where
     K: Hash + Eq + Clone + Debug + Borrow<Q>,
-    Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    Q: Hash + Eq + failfast::registry::Lookup<K> + ?Sized,
 {
     let handle: Handle<K> = registry.handle(query);
     assert_eq!(handle.key(), Some(&owned));

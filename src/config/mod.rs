@@ -16,6 +16,7 @@
 //!
 //! ```
 //! use failfast::config::RegistryConfig;
+//! use failfast::registry::HostKey;
 //!
 //! let toml = r#"
 //! ## The registry (RegistryBuilder).
@@ -46,13 +47,14 @@
 //! ## id = 7                       # .id(7): tests and simulations only
 //!
 //! ## One host's own breaker (RegistryBuilder::override_key): laid over [breaker].
+//! ## `host:port`, the port written out; normalised for HostKey keys.
 //! [hosts."payments.internal:443"]
 //! consecutive_failures = 2
 //! backoff = "off"
 //! "#;
 //! let config: RegistryConfig = toml::from_str(toml).unwrap();
-//! let registry = config.to_builder::<String>()?.build()?;
-//! let pay = registry.handle("payments.internal:443");
+//! let registry = config.to_builder::<HostKey>()?.build()?;
+//! let pay = registry.handle_from("payments.internal:443");
 //! assert_eq!(pay.config().consecutive_failures(), Some(2));
 //! assert_eq!(pay.config().failure_rate(), Some(0.5)); // the template's
 //! # Ok::<(), failfast::ConfigError>(())
@@ -83,10 +85,17 @@
 //! - **Backoff**: `"off"` or `{ multiplier, cap }` (both required); left out,
 //!   the builder's default (×2 up to 5 min) or the preset's.
 //! - **Hosts lay over the template** field by field (the window as one
-//!   field), and a host's `preset` replaces the template's. Keys are the
-//!   registry's keys as text, made with `K::try_from(&str)`: write them as
-//!   the registry will look them up (the keyed tower layer uses the
-//!   normalised, lowercase `host:port`).
+//!   field), and a host's `preset` replaces the template's.
+//! - **Host keys are `host:port`, normalised.** For a registry of
+//!   [`HostKey`](crate::registry::HostKey)s (the key type for host names)
+//!   each `[hosts."…"]` key goes through the normaliser the keyed tower
+//!   layer keys requests by ([`authority`](crate::authority)):
+//!   `"API.Example.:0443"` is `api.example:443`, the breaker the layer
+//!   uses. A file has no scheme, so a key without a port is refused with a
+//!   suggestion (`"api.example:443" for https`); so is a key that is not a
+//!   host name or an IP address, one with a `user@` part, and two keys that
+//!   name one host (the error names both). Other key types (`u64`,
+//!   `String`, your own) take the text as written, with `K::try_from(&str)`.
 //! - **Unknown fields are refused** by the deserializer (a misspelt
 //!   `failure_rates` would otherwise be a silent default), as are values of
 //!   the wrong type (`consecutive_failures = -1`, `count_window = "20"`):
@@ -101,6 +110,7 @@
 
 mod breaker;
 mod duration;
+mod hosts;
 mod parts;
 mod registry;
 

@@ -8,7 +8,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::breaker::BreakerConfig;
-use super::{duration, Text};
+use super::{duration, hosts, Text};
+use crate::authority::KeyBuf;
 use crate::error::ConfigError;
 use crate::registry::MaxOpen;
 use crate::registry::{KeyBytes, Registry, RegistryBuilder};
@@ -26,6 +27,7 @@ use crate::registry::{KeyBytes, Registry, RegistryBuilder};
 ///
 /// ```
 /// use failfast::config::RegistryConfig;
+/// use failfast::registry::HostKey;
 ///
 /// let config: RegistryConfig = toml::from_str(r#"
 ///     capacity = 10000
@@ -37,10 +39,10 @@ use crate::registry::{KeyBytes, Registry, RegistryBuilder};
 ///     [hosts."pay.internal:443"]
 ///     consecutive_failures = 2
 /// "#).unwrap();
-/// let registry = config.to_builder::<String>()?.build()?;
+/// let registry = config.to_builder::<HostKey>()?.build()?;
 /// assert_eq!(registry.capacity(), Some(10_000));
-/// assert_eq!(registry.handle("pay.internal:443").config().consecutive_failures(), Some(2));
-/// assert_eq!(registry.handle("other:443").config().consecutive_failures(), Some(5));
+/// assert_eq!(registry.handle_from("pay.internal:443").config().consecutive_failures(), Some(2));
+/// assert_eq!(registry.handle_from("other:443").config().consecutive_failures(), Some(5));
 /// # Ok::<(), failfast::ConfigError>(())
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -81,25 +83,68 @@ pub struct RegistryConfig {
 
 impl RegistryConfig {
     /// The [`RegistryBuilder`] this describes, for keys of type `K` made
-    /// from each host's text (`String`, [`HostKey`](crate::registry::HostKey),
-    /// `Box<str>`, `http::uri::Authority`…). Checked as
+    /// from each host's text: [`HostKey`](crate::registry::HostKey) for host names (the type the keyed
+    /// tower layer and the README use), or `String`, `u64`, `Box<str>`,
+    /// `http::uri::Authority`, a type of your own. Checked as
     /// [`RegistryBuilder::build`] checks it: the registry's limits, then the
     /// template, then each override in the keys' order. Add a hasher or an
     /// observer to the builder it returns.
     ///
-    /// Write each key as the registry will see it: the keyed tower layer
-    /// looks hosts up by their normalised `host:port` (lowercase, with the
-    /// port).
+    /// # Host keys are normalised
+    ///
+    /// For a host key type — [`HostKey`](crate::registry::HostKey), or `http::uri::Authority` (feature
+    /// `tower`) — each `[hosts."…"]` key goes through the normaliser the
+    /// keyed layer keys requests by ([`authority`](crate::authority)), so
+    /// `[hosts."API.Example:443"]` overrides the breaker of
+    /// `api.example:443`, the key the layer looks up, and
+    /// [`override_key`](RegistryBuilder::override_key) receives that normal
+    /// form (what a status view then shows). A configuration has no scheme,
+    /// so the port must be written. Every other type takes its text as
+    /// written, with `K::try_from(&str)`: write such keys as the registry
+    /// will look them up.
+    ///
+    /// ```
+    /// use failfast::config::RegistryConfig;
+    /// use failfast::registry::HostKey;
+    ///
+    /// let config: RegistryConfig = toml::from_str(r#"
+    ///     [breaker]
+    ///     consecutive_failures = 5
+    ///     [hosts."API.Example.:0443"]
+    ///     consecutive_failures = 2
+    /// "#).unwrap();
+    /// let registry = config.to_builder::<HostKey>()?.build()?;
+    /// assert_eq!(registry.handle_from("api.example:443").config().consecutive_failures(), Some(2));
+    ///
+    /// let no_port: RegistryConfig = toml::from_str(r#"
+    ///     [breaker]
+    ///     consecutive_failures = 5
+    ///     [hosts."api.example"]
+    ///     consecutive_failures = 2
+    /// "#).unwrap();
+    /// assert_eq!(
+    ///     no_port.to_builder::<HostKey>().unwrap_err().to_string(),
+    ///     "invalid failfast config for key \"api.example\": hosts = \"api.example\" \
+    ///      (no port: write \"api.example:443\" for https, \"api.example:80\" for http); \
+    ///      allowed: host:port — a host name or an IP address and a port in 1..=65535, \
+    ///      the port written out (a config has no scheme to imply one)"
+    /// );
+    /// # Ok::<(), failfast::ConfigError>(())
+    /// ```
     ///
     /// # Errors
     ///
     /// A [`ConfigError`] naming the field, as [`BreakerConfig::to_builder`]
     /// and [`RegistryBuilder::build`] give it; for a host's table,
-    /// [`key`](ConfigError::key) names the host. A host's text that `K`
-    /// refuses is an error of the field `hosts` naming that key.
+    /// [`key`](ConfigError::key) names the host as written. A host's text
+    /// that `K` refuses, or (for a host key type) that has no port or is not
+    /// a host name or an IP address, is an error of the field `hosts` naming
+    /// that key; so are two keys that make one key (`"API.example:443"` and
+    /// `"api.example:443"` for a host key type), naming both.
     ///
     /// ```
     /// use failfast::config::RegistryConfig;
+    /// use failfast::registry::HostKey;
     ///
     /// let config: RegistryConfig = toml::from_str(r#"
     ///     [breaker]
@@ -107,7 +152,7 @@ impl RegistryConfig {
     ///     [hosts."api.example:443"]
     ///     failure_rate = 1.5
     /// "#).unwrap();
-    /// let err = config.to_builder::<String>().unwrap_err();
+    /// let err = config.to_builder::<HostKey>().unwrap_err();
     /// assert_eq!(err.key(), Some(r#""api.example:443""#));
     /// assert_eq!(
     ///     err.to_string(),
@@ -116,7 +161,7 @@ impl RegistryConfig {
     /// ```
     pub fn to_builder<K>(&self) -> Result<RegistryBuilder<K>, ConfigError>
     where
-        K: Hash + Eq + fmt::Debug + KeyBytes + for<'a> TryFrom<&'a str>,
+        K: Hash + Eq + fmt::Debug + KeyBytes + for<'a> TryFrom<&'a str> + 'static,
         for<'a> <K as TryFrom<&'a str>>::Error: fmt::Display,
     {
         let template = self.breaker.apply()?;
@@ -141,8 +186,16 @@ impl RegistryConfig {
         }
         registry.check_limits()?;
         template.build_config()?;
+        let host_keys = hosts::is_host_key::<K>();
+        let mut keys = Vec::with_capacity(self.hosts.len());
         for (name, host) in &self.hosts {
-            let key = K::try_from(name.as_str()).map_err(|e| {
+            let mut buf = KeyBuf::new();
+            let text = if host_keys {
+                hosts::normal_form(name, &mut buf)?
+            } else {
+                name.as_str()
+            };
+            let key = K::try_from(text).map_err(|e| {
                 ConfigError::new("hosts", "a key the registry's key type accepts", Text(&e))
                     .with_key(&name.as_str())
             })?;
@@ -151,6 +204,10 @@ impl RegistryConfig {
                 .layered(host)
                 .to_builder()
                 .map_err(|e| e.with_key(&name.as_str()))?;
+            keys.push((key, name.as_str(), breaker));
+        }
+        hosts::one_table_per_key(keys.iter().map(|(key, name, _)| (key, *name)))?;
+        for (key, _, breaker) in keys {
             registry = registry.override_key(key, breaker);
         }
         Ok(registry)

@@ -5,6 +5,7 @@ use core::borrow::Borrow;
 use core::cmp::Ordering;
 use core::fmt;
 use core::hash::{Hash, Hasher};
+use core::ops::Deref;
 
 /// Bytes a [`HostKey`] keeps inline.
 const INLINE: usize = 23;
@@ -35,24 +36,36 @@ enum Repr {
     Heap(Box<str>),
 }
 
-/// A string key for a [`Registry`](crate::Registry) of hosts: up to 23 bytes
-/// are stored inline — in the registry's entry, no allocation of their own —
-/// and longer text in one boxed `str`. 24 bytes, like a `String` header.
+/// The key type for host names: a [`Registry<HostKey>`](crate::Registry)
+/// is what the keyed tower layer, configuration files and the examples use,
+/// and what a program that keeps one breaker per upstream should use.
 ///
-/// It borrows as `str` and hashes and compares like one, so a registry of
-/// `HostKey`s is looked up by `&str` with
-/// [`Registry::handle_from`](crate::Registry::handle_from), which converts
-/// the text only when it inserts. It is what the keyed layer's
-/// `AuthorityKey` produces for a normalised `host:port`.
+/// Up to 23 bytes are stored inline — in the registry's entry, no
+/// allocation of their own — and longer text in one boxed `str`. 24 bytes,
+/// like a `String` header.
+///
+/// It borrows as `str`, hashes like one and compares with one byte for
+/// byte (no UTF-8 check), so a registry of `HostKey`s is looked up by
+/// `&str` with [`Registry::handle_from`](crate::Registry::handle_from),
+/// which converts the text only when the key is new. It is what the keyed
+/// layer's `AuthorityKey` produces for a normalised `host:port`, and what
+/// `RegistryConfig::to_builder` normalises a configuration's keys for
+/// (feature `serde`).
 ///
 /// ```
 /// use failfast::registry::HostKey;
+/// use failfast::{Breaker, Registry};
+///
+/// let registry = Registry::<HostKey>::builder(Breaker::builder().consecutive_failures(5)).build()?;
+/// let upstream = registry.handle_from("api.example.com:443");
+/// assert_eq!(upstream.key().unwrap(), "api.example.com:443");
 ///
 /// let key = HostKey::from("api.example.com:443");
 /// assert_eq!(key.as_str(), "api.example.com:443");
 /// assert!(key.is_inline());
 /// assert!(!HostKey::from("a-much-longer-host.example.com:443").is_inline());
 /// assert_eq!(std::mem::size_of::<HostKey>(), 24);
+/// # Ok::<(), failfast::ConfigError>(())
 /// ```
 #[derive(Clone)]
 pub struct HostKey(Repr);
@@ -74,6 +87,20 @@ impl HostKey {
                 core::str::from_utf8(&bytes[..*len as usize]).unwrap_or_default()
             }
             Repr::Heap(text) => text,
+        }
+    }
+
+    /// The text's bytes, read without the UTF-8 check [`as_str`](Self::as_str)
+    /// makes: what a lookup compares.
+    ///
+    /// ```
+    /// # use failfast::registry::HostKey;
+    /// assert_eq!(HostKey::from("db:5432").as_bytes(), b"db:5432");
+    /// ```
+    pub fn as_bytes(&self) -> &[u8] {
+        match &self.0 {
+            Repr::Inline { bytes, len } => &bytes[..*len as usize],
+            Repr::Heap(text) => text.as_bytes(),
         }
     }
 
@@ -146,30 +173,75 @@ impl AsRef<str> for HostKey {
     }
 }
 
-/// Hashes exactly like the `str` it borrows as (the registry's contract).
+/// A `HostKey` reads as its text: `key.starts_with("api.")`, `&*key`.
+impl Deref for HostKey {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+/// Hashes exactly like the `str` it borrows as (the registry's contract:
+/// a lookup by `&str` hashes the text itself).
 impl Hash for HostKey {
     fn hash<H: Hasher>(&self, state: &mut H) {
         self.as_str().hash(state);
     }
 }
 
+/// Compares bytes, as `str`'s `==` does, without the UTF-8 check of
+/// [`as_str`](HostKey::as_str): equal exactly when the texts are.
 impl PartialEq for HostKey {
     fn eq(&self, other: &HostKey) -> bool {
-        self.as_str() == other.as_str()
+        self.as_bytes() == other.as_bytes()
     }
 }
 
 impl Eq for HostKey {}
 
+/// Compares bytes (see `PartialEq for HostKey`): what a registry lookup by
+/// `&str` runs on the stored key.
+///
+/// ```
+/// # use failfast::registry::HostKey;
+/// let key = HostKey::from("db:5432");
+/// assert!(key == *"db:5432" && key == "db:5432" && "db:5432" == key);
+/// assert!(key != "db:5433" && key == String::from("db:5432"));
+/// ```
 impl PartialEq<str> for HostKey {
     fn eq(&self, other: &str) -> bool {
-        self.as_str() == other
+        self.as_bytes() == other.as_bytes()
     }
 }
 
 impl PartialEq<&str> for HostKey {
     fn eq(&self, other: &&str) -> bool {
-        self.as_str() == *other
+        self.as_bytes() == other.as_bytes()
+    }
+}
+
+impl PartialEq<String> for HostKey {
+    fn eq(&self, other: &String) -> bool {
+        self.as_bytes() == other.as_bytes()
+    }
+}
+
+impl PartialEq<HostKey> for str {
+    fn eq(&self, other: &HostKey) -> bool {
+        other == self
+    }
+}
+
+impl PartialEq<HostKey> for &str {
+    fn eq(&self, other: &HostKey) -> bool {
+        other == self
+    }
+}
+
+impl PartialEq<HostKey> for String {
+    fn eq(&self, other: &HostKey) -> bool {
+        other == self
     }
 }
 
@@ -179,9 +251,10 @@ impl PartialOrd for HostKey {
     }
 }
 
+/// The texts' order (`str`'s order is its bytes').
 impl Ord for HostKey {
     fn cmp(&self, other: &HostKey) -> Ordering {
-        self.as_str().cmp(other.as_str())
+        self.as_bytes().cmp(other.as_bytes())
     }
 }
 
@@ -212,8 +285,36 @@ mod tests {
             assert_eq!(key.as_str(), text);
             assert_eq!(key.len(), n);
             assert_eq!(HostKey::from(text.clone()), key);
+            assert_eq!(key.as_bytes(), text.as_bytes());
+            assert!(key == *text.as_str() && key == text && *text.as_str() == key);
             let s = RandomState::new();
             assert_eq!(s.hash_one(&key), s.hash_one(text.as_str()));
+        }
+    }
+
+    /// Byte comparison agrees with `str`'s `==` and order, inline or boxed,
+    /// on keys that differ in their last byte, their length or their case.
+    #[test]
+    fn bytes_compare_as_str_does() {
+        let long = "a-much-longer-host.example.com:443";
+        let texts = [
+            "",
+            "a",
+            "b",
+            "ab",
+            "db:5432",
+            "db:5433",
+            "DB:5432",
+            long,
+            &long[..33],
+        ];
+        for a in texts {
+            for b in texts {
+                let (ka, kb) = (HostKey::from(a), HostKey::from(b));
+                assert_eq!(ka == kb, a == b, "{a:?} == {b:?}");
+                assert_eq!(ka == *b, a == b, "{a:?} == str {b:?}");
+                assert_eq!(ka.cmp(&kb), a.cmp(b), "{a:?} cmp {b:?}");
+            }
         }
     }
 }

@@ -356,17 +356,6 @@ impl<K: Hash + Eq + Key + ?Sized, S: BuildHasher, C: Clock> Registry<K, S, C> {
         Handle::new(self.entry(hash, Borrowed::new(key), now))
     }
 
-    /// The entry of a borrowed key (see [`entry_from_at`](Self::entry_from_at)).
-    #[cfg(feature = "tower")]
-    pub(crate) fn entry_borrowed_at<Q>(&self, key: &Q, now: Nanos) -> EntryArc<Entry<Stored<K>, C>>
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + Lookup<K> + ?Sized,
-    {
-        let hash = key_hash(&self.hasher, key);
-        self.entry(hash, Borrowed::new(key), now)
-    }
-
     /// Runs `f` on `key`'s breaker without cloning a handle or allocating
     /// (for an existing key), creating the breaker on first use.
     ///
@@ -507,6 +496,19 @@ impl<K: Hash + Eq, S: BuildHasher, C: Clock> Registry<K, S, C> {
         Q: Hash + Eq + ?Sized,
     {
         Handle::new(self.entry_from_at(key, now))
+    }
+
+    /// The entry of a borrowed key whose `ToOwned` is `K` (the keyed layer's
+    /// `KeySink::borrowed`: any such `Q`, not only those that are a
+    /// [`Lookup`] of `K`).
+    #[cfg(feature = "tower")]
+    pub(crate) fn entry_borrowed_at<Q>(&self, key: &Q, now: Nanos) -> EntryArc<Entry<K, C>>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let hash = key_hash(&self.hasher, key);
+        self.entry(hash, self::key::Cloned(key), now)
     }
 
     /// The entry of a borrowed key converted with `From` (the keyed layer's

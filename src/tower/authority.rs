@@ -1,95 +1,16 @@
 //! [`AuthorityKey`]: one key per upstream, whatever the spelling — and
 //! [`Keyless`], the error of a request whose key cannot be derived.
 
-use core::fmt::{self, Write as _};
+use core::fmt;
 use core::marker::PhantomData;
-use std::net::{Ipv4Addr, Ipv6Addr};
 
 use super::key::{KeyFn, KeySink, Keyless, KeylessReason};
+use crate::authority::{normalise, AuthorityError};
 use crate::registry::HostKey;
 
-/// The longest text a normal form can take: a 253-byte name, `:` and a
-/// 5-digit port.
-pub const MAX_AUTHORITY_LEN: usize = 259;
-
-/// The default [`AuthorityKey::max_len`]: 255 bytes, the DNS limit.
-pub const DEFAULT_MAX_KEY_LEN: usize = 255;
-
-/// Inputs longer than this are refused before they are read.
-const MAX_INPUT: usize = 1024;
-
-/// A stack buffer holding one normal form (see [`AuthorityKey`]): what
-/// [`AuthorityKey::normalise`] returns, and where [`normalise_authority`]
-/// writes, so deriving a key allocates nothing.
-///
-/// ```
-/// use failfast::tower::{normalise_authority, AuthorityKey, KeyBuf};
-///
-/// let req = http::Request::get("https://Shop.example/cart").body(()).unwrap();
-/// let key: KeyBuf = AuthorityKey::<String>::new().normalise(&req).unwrap();
-/// assert_eq!(key.as_str(), "shop.example:443");
-///
-/// // One buffer serves many authorities: each is written over the last.
-/// let mut buf = KeyBuf::new();
-/// for authority in ["API.example", "api.example.:080", "user@api.example:80"] {
-///     let key = normalise_authority(authority.as_bytes(), Some(80), 255, &mut buf).unwrap();
-///     assert_eq!(key, "api.example:80");
-/// }
-/// ```
-#[derive(Clone)]
-pub struct KeyBuf {
-    bytes: [u8; MAX_AUTHORITY_LEN],
-    len: usize,
-}
-
-impl KeyBuf {
-    /// An empty buffer.
-    ///
-    /// ```
-    /// use failfast::tower::KeyBuf;
-    /// assert_eq!(KeyBuf::new().as_str(), "");
-    /// ```
-    pub const fn new() -> KeyBuf {
-        KeyBuf {
-            bytes: [0; MAX_AUTHORITY_LEN],
-            len: 0,
-        }
-    }
-
-    /// The text written so far.
-    pub fn as_str(&self) -> &str {
-        // Only ASCII is ever written.
-        core::str::from_utf8(&self.bytes[..self.len]).unwrap_or_default()
-    }
-
-    fn push(&mut self, bytes: &[u8]) -> Result<(), Keyless> {
-        let end = self.len + bytes.len();
-        let Some(to) = self.bytes.get_mut(self.len..end) else {
-            return Err(Keyless::new(KeylessReason::TooLong));
-        };
-        to.copy_from_slice(bytes);
-        self.len = end;
-        Ok(())
-    }
-}
-
-impl Default for KeyBuf {
-    fn default() -> KeyBuf {
-        KeyBuf::new()
-    }
-}
-
-impl fmt::Write for KeyBuf {
-    fn write_str(&mut self, s: &str) -> fmt::Result {
-        self.push(s.as_bytes()).map_err(|_| fmt::Error)
-    }
-}
-
-impl fmt::Debug for KeyBuf {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(self.as_str(), f)
-    }
-}
+/// Re-exported from [`failfast::authority`](crate::authority), where the
+/// normaliser lives (it needs no feature).
+pub use crate::authority::{KeyBuf, DEFAULT_MAX_KEY_LEN, MAX_AUTHORITY_LEN};
 
 /// The default port of `scheme` (ASCII case-insensitive).
 fn scheme_port(scheme: &str) -> Option<u16> {
@@ -106,114 +27,27 @@ fn malformed() -> Keyless {
     Keyless::new(KeylessReason::Malformed)
 }
 
-/// A port's digits, leading zeros dropped; `None` when absent or empty.
-fn parse_port(digits: &[u8]) -> Result<Option<u16>, Keyless> {
-    if digits.is_empty() {
-        return Ok(None);
+/// A text without a normal form is a request without a key; without a
+/// port, the request's scheme had no default ([`KeylessReason::UnknownScheme`]).
+impl From<AuthorityError> for Keyless {
+    fn from(error: AuthorityError) -> Keyless {
+        Keyless::new(match error {
+            AuthorityError::Empty => KeylessReason::Missing,
+            AuthorityError::Malformed => KeylessReason::Malformed,
+            AuthorityError::BadPort => KeylessReason::BadPort,
+            AuthorityError::NoPort => KeylessReason::UnknownScheme,
+            AuthorityError::TooLong => KeylessReason::TooLong,
+        })
     }
-    let mut port: u32 = 0;
-    for &d in digits {
-        if !d.is_ascii_digit() {
-            return Err(Keyless::new(KeylessReason::BadPort));
-        }
-        port = port * 10 + u32::from(d - b'0');
-        if port > 65_535 {
-            return Err(Keyless::new(KeylessReason::BadPort));
-        }
-    }
-    match u16::try_from(port) {
-        Ok(p) if p > 0 => Ok(Some(p)),
-        _ => Err(Keyless::new(KeylessReason::BadPort)),
-    }
-}
-
-/// What a byte may be in a host name: 0 = not allowed, else the byte to
-/// write (lowercased); `.` separates labels.
-const NAME_BYTE: [u8; 256] = {
-    let mut table = [0u8; 256];
-    let mut b = 0;
-    while b < 256 {
-        let c = b as u8;
-        table[b] = match c {
-            b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => c,
-            b'A'..=b'Z' => c + 32,
-            _ => 0,
-        };
-        b += 1;
-    }
-    table
-};
-
-/// Writes the normal form of a DNS name or IPv4 address: one pass that
-/// lowercases, checks every byte and the label lengths.
-fn push_name(host: &[u8], buf: &mut KeyBuf) -> Result<(), Keyless> {
-    let host = host.strip_suffix(b".").unwrap_or(host);
-    if host.is_empty() || host.len() > 253 {
-        return Err(malformed());
-    }
-    let start = buf.len;
-    let Some(out) = buf.bytes.get_mut(start..start + host.len()) else {
-        return Err(Keyless::new(KeylessReason::TooLong));
-    };
-    let mut label = 0usize;
-    let mut last_start = 0usize;
-    for (i, (&b, o)) in host.iter().zip(out.iter_mut()).enumerate() {
-        let c = NAME_BYTE[b as usize];
-        if c == b'.' {
-            if label == 0 {
-                return Err(malformed());
-            }
-            label = 0;
-            last_start = i + 1;
-        } else if c == 0 || label == 63 {
-            return Err(malformed());
-        } else {
-            label += 1;
-        }
-        *o = c;
-    }
-    if label == 0 {
-        return Err(malformed());
-    }
-    buf.len = start + host.len();
-    let last = &buf.bytes[start + last_start..buf.len];
-    let numeric = last.iter().all(u8::is_ascii_digit)
-        || (last.len() > 2
-            && last.starts_with(b"0x")
-            && last[2..].iter().all(u8::is_ascii_hexdigit));
-    if numeric {
-        // Only the plain dotted quad (std's parser refuses leading zeros and
-        // short forms); its text is already canonical.
-        let text = core::str::from_utf8(&buf.bytes[start..buf.len]).map_err(|_| malformed())?;
-        text.parse::<Ipv4Addr>().map_err(|_| malformed())?;
-    }
-    Ok(())
-}
-
-/// Writes `:port` in decimal.
-fn push_port(buf: &mut KeyBuf, port: u16) -> Result<(), Keyless> {
-    let mut digits = [0u8; 6];
-    let mut i = digits.len();
-    let mut n = port;
-    loop {
-        i -= 1;
-        digits[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    i -= 1;
-    digits[i] = b':';
-    buf.push(&digits[i..])
 }
 
 /// Writes the normal form of `authority` (`[userinfo@]host[:port]`) into
 /// `buf`, `default_port` standing in for an absent or empty port, and
-/// returns it. See [`AuthorityKey`] for the rules.
+/// returns it: [`failfast::authority::normalise`](crate::authority::normalise)
+/// with the keyed layer's error. See [`AuthorityKey`] for the rules.
 ///
 /// ```
-/// use failfast::tower::{normalise_authority, KeyBuf};
+/// use failfast::tower::{normalise_authority, AuthorityKey, KeyBuf, KeylessReason};
 ///
 /// let mut buf = KeyBuf::new();
 /// let key = normalise_authority(b"u:p@API.Example.:080", Some(80), 255, &mut buf).unwrap();
@@ -221,6 +55,14 @@ fn push_port(buf: &mut KeyBuf, port: u16) -> Result<(), Keyless> {
 /// let key = normalise_authority(b"[0:0::1]", Some(443), 255, &mut buf).unwrap();
 /// assert_eq!(key, "[::1]:443");
 /// assert!(normalise_authority(b"api example", Some(80), 255, &mut buf).is_err());
+/// let no_port = normalise_authority(b"api.example", None, 255, &mut buf).unwrap_err();
+/// assert_eq!(no_port.reason(), KeylessReason::UnknownScheme);
+///
+/// // `AuthorityKey::normalise` hands back the buffer.
+/// let req = http::Request::get("https://Shop.example/cart").body(()).unwrap();
+/// let key: KeyBuf = AuthorityKey::<HostKey>::new().normalise(&req).unwrap();
+/// assert_eq!(key.as_str(), "shop.example:443");
+/// # use failfast::registry::HostKey;
 /// ```
 ///
 /// # Errors
@@ -232,53 +74,7 @@ pub fn normalise_authority<'b>(
     max_len: usize,
     buf: &'b mut KeyBuf,
 ) -> Result<&'b str, Keyless> {
-    buf.len = 0;
-    if authority.len() > MAX_INPUT {
-        return Err(Keyless::new(KeylessReason::TooLong));
-    }
-    if authority.is_empty() {
-        return Err(Keyless::new(KeylessReason::Missing));
-    }
-    // Printable ASCII, none of `/ ? # \`; and where userinfo ends.
-    let mut after_at = 0;
-    for (i, &b) in authority.iter().enumerate() {
-        if !b.is_ascii_graphic() || matches!(b, b'/' | b'?' | b'#' | b'\\') {
-            return Err(malformed());
-        }
-        if b == b'@' {
-            after_at = i + 1;
-        }
-    }
-    let host_port = &authority[after_at..];
-    let port_digits: &[u8];
-    if let Some(rest) = host_port.strip_prefix(b"[") {
-        let close = rest.iter().position(|&b| b == b']').ok_or_else(malformed)?;
-        let text = core::str::from_utf8(&rest[..close]).map_err(|_| malformed())?;
-        let ip: Ipv6Addr = text.parse().map_err(|_| malformed())?;
-        port_digits = match &rest[close + 1..] {
-            [] => &[],
-            [b':', digits @ ..] => digits,
-            _ => return Err(malformed()),
-        };
-        write!(buf, "[{ip}]").map_err(|_| malformed())?;
-    } else {
-        let (host, digits) = match host_port.iter().rposition(|&b| b == b':') {
-            Some(colon) => (&host_port[..colon], &host_port[colon + 1..]),
-            None => (host_port, &[][..]),
-        };
-        // A second `:` (or a bracket) is not a name byte: `push_name` refuses it.
-        port_digits = digits;
-        push_name(host, buf)?;
-    }
-    let port = match parse_port(port_digits)? {
-        Some(port) => port,
-        None => default_port.ok_or(Keyless::new(KeylessReason::UnknownScheme))?,
-    };
-    push_port(buf, port)?;
-    if buf.len > max_len {
-        return Err(Keyless::new(KeylessReason::TooLong));
-    }
-    Ok(buf.as_str())
+    normalise(authority, default_port, max_len, buf).map_err(Keyless::from)
 }
 
 /// A key type [`AuthorityKey`] can produce from a normal form: looked up by
@@ -374,10 +170,13 @@ impl FromAuthority for http::uri::Authority {
 /// URI's authority (as a client or a forward proxy sees it), else of its
 /// `Host` header (as a server or a reverse proxy sees it).
 ///
-/// `K` is the registry's key type: [`HostKey`] is the compact choice (no
-/// allocation per request, ordinary names inline in the entry); `String`
-/// also looks up without allocating; `http::uri::Authority` (the default,
-/// for compatibility) builds one per request.
+/// `K` is the registry's key type. Use [`HostKey`], the crate's key type
+/// for hosts: no allocation per request, ordinary names inline in the
+/// entry, looked up by the borrowed normal form, and a configuration
+/// file's `[hosts."…"]` keys are normalised the same way for it
+/// (`RegistryConfig::to_builder`, feature `serde`).
+/// `String` also looks up without allocating; `http::uri::Authority` (the
+/// type's default, kept for compatibility) builds one per request.
 ///
 /// ```
 /// use failfast::registry::HostKey;
@@ -394,21 +193,13 @@ impl FromAuthority for http::uri::Authority {
 ///
 /// # The normal form
 ///
-/// `host:port`, always with the port:
-///
-/// * the **host** lowercased, one trailing dot removed; a name is letters,
-///   digits, `-`, `_` and `.`-separated labels of 1..=63 bytes, at most 253
-///   bytes in all (DNS); a name whose last label is numeric (`127.1`,
-///   `0x7f.0.0.1`, `1.2.3.04`) must be a plain dotted-quad IPv4 address, since
-///   resolvers read the other spellings as the same address in other bases;
-///   an IPv6 literal is written in its RFC 5952 form (`[::1]`), zone ids are
-///   not accepted;
-/// * **userinfo** (`user:pass@`) removed;
-/// * the **port** explicit: the scheme's default when absent or empty
-///   (`http`, `ws` → 80; `https`, `wss` → 443; a request without a scheme —
-///   origin-form, keyed by its `Host` header — is taken as `http` unless
-///   [`default_port`](AuthorityKey::default_port) says otherwise), leading
-///   zeros dropped (`080` is 80, as clients read it), and in 1..=65535.
+/// `host:port`, always with the port, as the [`authority`](crate::authority)
+/// module defines it (lowercase host, no trailing dot, no userinfo, IPv6 in
+/// its RFC 5952 form, the port explicit and without leading zeros). The
+/// port of a request without one is its scheme's default (`http`, `ws` →
+/// 80; `https`, `wss` → 443); a request without a scheme — origin-form,
+/// keyed by its `Host` header — is taken as `http` unless
+/// [`default_port`](AuthorityKey::default_port) says otherwise.
 ///
 /// Anything else — an empty or absent authority, spaces, `/`, a bad port, an
 /// unknown scheme without a port, two `Host` headers, a key longer than

@@ -284,6 +284,21 @@ impl HttpClassifier {
     }
 }
 
+impl HttpClassifier {
+    /// The outcome of a call that ended in `error`, without a response: the
+    /// [`errors`](Self::errors) outcome when the classifier's fault function
+    /// blames the upstream, else neutral. What `Classify` does for an `Err`,
+    /// for a client whose error is not a `BoxError` (the reqwest middleware).
+    #[cfg(feature = "reqwest")]
+    pub(crate) fn classify_error(&self, error: &(dyn Error + 'static)) -> Outcome {
+        if (self.fault)(error).is_upstream() {
+            self.errors
+        } else {
+            Outcome::Neutral
+        }
+    }
+}
+
 impl<B> Classify<http::Response<B>, BoxError> for HttpClassifier {
     fn classify(&self, result: &Result<http::Response<B>, BoxError>) -> Outcome {
         match result {

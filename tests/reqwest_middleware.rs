@@ -1,0 +1,274 @@
+//! The reqwest middleware (feature `reqwest`) against a real HTTP server on
+//! loopback (hyper), on a `ManualClock`: 503s open the upstream's breaker and
+//! a rejected call sends nothing; a 404 never opens it; a refused connection
+//! counts; a probe closes it; a dropped call is judged as the keyed tower
+//! layer judges one.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU16, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use failfast::registry::HostKey;
+use failfast::reqwest::BreakerMiddleware;
+use failfast::{Breaker, Builder, ManualClock, Registry, Rejected, State};
+use http_body_util::Empty;
+use hyper::body::{Bytes, Incoming};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+use tokio::sync::Notify;
+
+type Hosts = Registry<HostKey, std::collections::hash_map::RandomState, ManualClock>;
+
+/// A loopback server answering every request with `status` (0: never
+/// answers), counting the requests that reach it and waking `arrived` on each.
+struct Upstream {
+    addr: SocketAddr,
+    status: Arc<AtomicU16>,
+    requests: Arc<AtomicUsize>,
+    arrived: Arc<Notify>,
+}
+
+impl Upstream {
+    async fn start(status: u16) -> Upstream {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let up = Upstream {
+            addr,
+            status: Arc::new(AtomicU16::new(status)),
+            requests: Arc::new(AtomicUsize::new(0)),
+            arrived: Arc::new(Notify::new()),
+        };
+        let (status, requests, arrived) =
+            (up.status.clone(), up.requests.clone(), up.arrived.clone());
+        tokio::spawn(async move {
+            loop {
+                let (stream, _) = listener.accept().await.unwrap();
+                let (status, requests, arrived) =
+                    (status.clone(), requests.clone(), arrived.clone());
+                let service = service_fn(move |_req: http::Request<Incoming>| {
+                    let (status, requests, arrived) =
+                        (status.clone(), requests.clone(), arrived.clone());
+                    async move {
+                        // SeqCst: test bookkeeping read by the test task.
+                        requests.fetch_add(1, Ordering::SeqCst);
+                        arrived.notify_one();
+                        let code = status.load(Ordering::SeqCst);
+                        if code == 0 {
+                            std::future::pending::<()>().await;
+                        }
+                        let mut response = http::Response::new(Empty::<Bytes>::new());
+                        *response.status_mut() = http::StatusCode::from_u16(code).unwrap();
+                        Ok::<_, Infallible>(response)
+                    }
+                });
+                tokio::spawn(http1::Builder::new().serve_connection(TokioIo::new(stream), service));
+            }
+        });
+        up
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    /// The upstream's key, as the middleware derives it.
+    fn key(&self) -> String {
+        self.addr.to_string()
+    }
+
+    fn requests(&self) -> usize {
+        self.requests.load(Ordering::SeqCst)
+    }
+
+    fn answer(&self, status: u16) {
+        self.status.store(status, Ordering::SeqCst);
+    }
+}
+
+fn hosts(template: Builder, clock: &ManualClock) -> Arc<Hosts> {
+    Arc::new(
+        Registry::<HostKey>::builder(template)
+            .build_with_clock(clock.clone())
+            .unwrap(),
+    )
+}
+
+fn client(registry: &Arc<Hosts>) -> reqwest_middleware::ClientWithMiddleware {
+    reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
+        .with(BreakerMiddleware::new(registry.clone()))
+        .build()
+}
+
+fn state(registry: &Hosts, key: &str) -> State {
+    registry.handle_from(key).state()
+}
+
+fn rejected(err: &reqwest_middleware::Error) -> Option<&Rejected> {
+    match err {
+        reqwest_middleware::Error::Middleware(e) => e.downcast_ref::<Rejected>(),
+        reqwest_middleware::Error::Reqwest(_) => None,
+    }
+}
+
+#[tokio::test]
+async fn server_errors_open_the_breaker_and_a_rejected_call_sends_nothing() {
+    let clock = ManualClock::new();
+    let registry = hosts(
+        Breaker::builder()
+            .consecutive_failures(3)
+            .open_duration(Duration::from_secs(30)),
+        &clock,
+    );
+    let client = client(&registry);
+    let up = Upstream::start(503).await;
+    for sent in 1..=3 {
+        let response = client.get(up.url("/v1")).send().await.unwrap();
+        assert_eq!(response.status(), 503);
+        assert_eq!(up.requests(), sent);
+    }
+    assert_eq!(state(&registry, &up.key()), State::Open);
+    // Open: refused before anything is sent.
+    let err = client.get(up.url("/v1")).send().await.unwrap_err();
+    let rejected = rejected(&err).expect("a Rejected inside Error::Middleware");
+    assert_eq!(
+        rejected.upstream().map(|u| u.to_string()),
+        Some(up.key()),
+        "named by its upstream"
+    );
+    assert_eq!(up.requests(), 3, "a rejected call sends nothing");
+    // A 429 is a failure too (a fresh upstream, one breaker per host).
+    let busy = Upstream::start(429).await;
+    for _ in 0..3 {
+        client.get(busy.url("/")).send().await.unwrap();
+    }
+    assert_eq!(state(&registry, &busy.key()), State::Open);
+    assert_eq!(registry.len(), 2);
+}
+
+#[tokio::test]
+async fn client_errors_never_open_it() {
+    let clock = ManualClock::new();
+    let registry = hosts(Breaker::builder().consecutive_failures(1), &clock);
+    let client = client(&registry);
+    let up = Upstream::start(404).await;
+    for sent in 1..=10 {
+        let response = client.get(up.url("/missing")).send().await.unwrap();
+        assert_eq!(response.status(), 404);
+        assert_eq!(up.requests(), sent);
+    }
+    assert_eq!(state(&registry, &up.key()), State::Closed);
+    // And a success after them still finds it closed; one 500 opens it.
+    up.answer(500);
+    client.get(up.url("/")).send().await.unwrap();
+    assert_eq!(state(&registry, &up.key()), State::Open);
+}
+
+#[tokio::test]
+async fn a_refused_connection_counts_as_a_failure() {
+    let clock = ManualClock::new();
+    let registry = hosts(Breaker::builder().consecutive_failures(2), &clock);
+    let client = client(&registry);
+    // A port that was just free: nothing listens there.
+    let closed = TcpListener::bind("127.0.0.1:0")
+        .await
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let url = format!("http://{closed}/");
+    for _ in 0..2 {
+        let err = client.get(&url).send().await.unwrap_err();
+        assert!(
+            matches!(&err, reqwest_middleware::Error::Reqwest(e) if e.is_connect()),
+            "{err:?}"
+        );
+    }
+    assert_eq!(state(&registry, &closed.to_string()), State::Open);
+    let err = client.get(&url).send().await.unwrap_err();
+    assert!(rejected(&err).is_some(), "{err:?}");
+}
+
+#[tokio::test]
+async fn a_probe_closes_it() {
+    let clock = ManualClock::new();
+    let registry = hosts(
+        Breaker::builder()
+            .consecutive_failures(1)
+            .open_duration(Duration::from_secs(10))
+            .backoff_off(),
+        &clock,
+    );
+    let client = client(&registry);
+    let up = Upstream::start(502).await;
+    client.get(up.url("/")).send().await.unwrap();
+    assert_eq!(state(&registry, &up.key()), State::Open);
+    clock.advance(Duration::from_secs(9));
+    assert!(rejected(&client.get(up.url("/")).send().await.unwrap_err()).is_some());
+    assert_eq!(up.requests(), 1);
+    // The open duration has passed: the next call is the probe, and it succeeds.
+    clock.advance(Duration::from_secs(1));
+    up.answer(200);
+    let response = client.get(up.url("/")).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(up.requests(), 2);
+    assert_eq!(state(&registry, &up.key()), State::Closed);
+}
+
+/// Starts `call`, waits until the upstream has the request, lets `held` pass
+/// on the clock, and drops the call unanswered.
+async fn drop_after<F: Future>(call: F, up: &Upstream, clock: &ManualClock, held: Duration) {
+    let mut call = Box::pin(call);
+    tokio::select! {
+        _ = &mut call => panic!("the upstream never answers"),
+        () = up.arrived.notified() => {}
+    }
+    clock.advance(held);
+    drop(call);
+}
+
+/// A dropped call is judged by its age, as the keyed layer judges one: the
+/// same upstream behind the middleware and behind the layer, dropped early
+/// (neutral) and late (past `abandoned_after`: a failure).
+#[tokio::test]
+async fn a_dropped_call_is_judged_as_the_keyed_layers_drop() {
+    use tower::{Layer, Service, ServiceExt};
+
+    let template = || {
+        Breaker::builder()
+            .consecutive_failures(1)
+            .abandoned_after(Duration::from_secs(5))
+    };
+    for (held, expected) in [
+        (Duration::from_secs(1), State::Closed),
+        (Duration::from_secs(6), State::Open),
+    ] {
+        // Through the middleware.
+        let clock = ManualClock::new();
+        let registry = hosts(template(), &clock);
+        let up = Upstream::start(0).await;
+        drop_after(client(&registry).get(up.url("/")).send(), &up, &clock, held).await;
+        let through_middleware = state(&registry, &up.key());
+
+        // Through the keyed layer, over a hyper client to the same kind of upstream.
+        let clock = ManualClock::new();
+        let layered = hosts(template(), &clock);
+        let up = Upstream::start(0).await;
+        let hyper_client =
+            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+                .build_http::<Empty<Bytes>>();
+        let mut svc = failfast::tower::KeyedLayer::new(layered.clone()).layer(hyper_client);
+        let request = http::Request::get(up.url("/"))
+            .body(Empty::<Bytes>::new())
+            .unwrap();
+        let call = svc.ready().await.unwrap().call(request);
+        drop_after(call, &up, &clock, held).await;
+        let through_layer = state(&layered, &up.key());
+
+        assert_eq!(through_middleware, through_layer, "held {held:?}");
+        assert_eq!(through_middleware, expected, "held {held:?}");
+    }
+}
