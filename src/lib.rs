@@ -118,6 +118,7 @@
 //! | `tracing` | `export::tracing`: an event per transition; with `tower`, what the breaker did to each call on its span (`trace_calls`) | `tracing` |
 //! | `metrics` | `export::metrics`: gauges and counters through the `metrics` facade, exported at scrape time; with `tower`, per-call rejections, fallbacks and an opt-in duration histogram (`call_metrics`) | `metrics` |
 //! | `reqwest` | `reqwest::BreakerMiddleware`: a `reqwest_middleware::Middleware` with one breaker per upstream host from a `Registry<HostKey>` (implies `tower`) | `reqwest` 0.13 (no default features, no TLS), `reqwest-middleware` 0.5, `async-trait` |
+//! | `serde` | `config`: breaker and registry configuration from files (TOML, YAML, JSON…) with per-host overrides, host keys normalised | `serde` (derive) |
 //! | `redis` | `redis`: trips shared across replicas through Redis 7+ (single server or cluster), `RedisSync`, a tokio task you start | `redis` (redis-rs), `futures-util`, `tokio` (`sync`, `time`) |
 //! | `coarse-clock` | `CoarseClock`: the kernel's coarse monotonic clock (1–10 ms steps), for the cheapest OPEN rejection that reads the time | `rustix` (Linux and Android; `time` only) |
 //!

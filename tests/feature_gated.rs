@@ -65,6 +65,11 @@ needs!(
     "needs --features tower,tracing"
 );
 needs!(
+    hook_every_cause,
+    "tower" + "tracing" + "metrics",
+    "needs --features tower,tracing,metrics"
+);
+needs!(
     otel_export,
     "tower" + "tracing",
     "needs --features tower,tracing"

@@ -1,7 +1,8 @@
 //! Rules about the source itself, checked by reading `src/`:
 //! nothing outside `src/sync.rs` names the atomics, and no code (doc examples
 //! aside) starts a thread, a task or uses `unsafe`; public enums and field
-//! structs are `#[non_exhaustive]`; `tests/README.md` names every test file.
+//! structs are `#[non_exhaustive]`; `tests/README.md` names every test file;
+//! the crate docs' feature table names every feature of `Cargo.toml`.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -24,6 +25,24 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 /// in the first column.
 const LOOM_MODELS: &str = "#[cfg(all(test, failfast_loom))]";
 
+/// Whether `file` is a module of its own built only for the crate's unit
+/// tests: its parent declares it right after a `#[cfg(all(test, …))]` line
+/// (`src/registry/lock_free_reads.rs`, whose reader runs on a thread).
+fn test_only(file: &Path) -> bool {
+    let stem = file.file_stem().unwrap().to_str().unwrap();
+    let dir = file.parent().unwrap();
+    let parent = ["mod.rs", "lib.rs"]
+        .iter()
+        .map(|p| dir.join(p))
+        .find(|p| p.exists() && p != file);
+    let Some(parent) = parent else { return false };
+    let text = fs::read_to_string(parent).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    lines
+        .windows(2)
+        .any(|w| w[0].starts_with("#[cfg(all(test") && w[1] == format!("mod {stem};"))
+}
+
 fn code_lines() -> Vec<(PathBuf, usize, String)> {
     let mut files = Vec::new();
     rust_files(
@@ -32,7 +51,7 @@ fn code_lines() -> Vec<(PathBuf, usize, String)> {
     );
     assert!(files.len() > 10, "found the sources: {files:?}");
     let mut lines = Vec::new();
-    for file in files {
+    for file in files.into_iter().filter(|f| !test_only(f)) {
         let mut in_loom_models = false;
         for (i, line) in fs::read_to_string(&file).unwrap().lines().enumerate() {
             if line == LOOM_MODELS {
@@ -168,4 +187,34 @@ fn every_test_file_is_in_the_tests_readme() {
         missing.is_empty(),
         "tests/README.md does not name {missing:?}"
     );
+}
+
+#[test]
+fn the_feature_table_names_every_feature() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let manifest = fs::read_to_string(root.join("Cargo.toml")).unwrap();
+    let section = manifest
+        .split("\n[features]\n")
+        .nth(1)
+        .expect("a [features] section");
+    let section = section.split("\n[").next().unwrap();
+    let features: Vec<&str> = section
+        .lines()
+        .filter(|l| !l.starts_with('#') && l.contains(" = "))
+        .map(|l| l.split(" = ").next().unwrap().trim())
+        .filter(|f| *f != "default")
+        .collect();
+    assert!(features.len() >= 5, "read the features: {features:?}");
+    let lib = fs::read_to_string(root.join("src/lib.rs")).unwrap();
+    let table: Vec<&str> = lib
+        .lines()
+        .filter_map(|l| l.strip_prefix("//! | `"))
+        .filter_map(|l| l.split('`').next())
+        .collect();
+    for feature in features {
+        assert!(
+            table.contains(&feature),
+            "the feature table in src/lib.rs has no row for `{feature}`"
+        );
+    }
 }
