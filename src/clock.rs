@@ -145,8 +145,8 @@ pub trait Clock: Send + Sync + 'static {
 /// (40 fractional bits): a read is the raw read, a saturating
 /// subtraction, one 64×64→128-bit multiply and a constant shift, where
 /// `quanta::Clock::delta_as_nanos` tests its clock kind, the order of its
-/// arguments and a variable shift on every call (`benches/README.md`, "The
-/// OPEN rejection at the floor, and a cheaper clock read").
+/// arguments and a variable shift on every call (`benches/README.md`, "Why
+/// the rows cost what they do").
 ///
 /// ```
 /// use failfast::{Clock, QuantaClock};
