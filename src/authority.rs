@@ -290,8 +290,72 @@ pub fn normalise<'b>(
     max_len: usize,
     buf: &'b mut KeyBuf,
 ) -> Result<&'b str, AuthorityError> {
-    let malformed = AuthorityError::Malformed;
     buf.len = 0;
+    if push_plain(authority, default_port, buf).is_none() {
+        buf.len = 0;
+        push_general(authority, default_port, buf)?;
+    }
+    if buf.len > max_len {
+        return Err(AuthorityError::TooLong);
+    }
+    Ok(buf.as_str())
+}
+
+/// The fast path for the common spelling, `name[:port]` with no userinfo:
+/// one pass that lowercases and checks each byte of the name, then the
+/// port's digits copied as they are. It gives up (`None`, and the general
+/// path starts over) on anything else — a byte outside a name, an empty or
+/// trailing label, a last label that starts with a digit (an IPv4 address
+/// or a numeric spelling), a port that is empty, has a leading zero or is
+/// out of range — so it never decides an error, and where it succeeds it
+/// writes what the general path would (`fast_path_tests` checks that the
+/// two agree on arbitrary input).
+#[inline]
+fn push_plain(authority: &[u8], default_port: Option<u16>, buf: &mut KeyBuf) -> Option<()> {
+    let mut label = 0usize;
+    let mut last_start = 0usize;
+    let mut end = authority.len();
+    for (i, &b) in authority.iter().enumerate() {
+        let c = NAME_BYTE[b as usize];
+        if c == b'.' {
+            if label == 0 {
+                return None;
+            }
+            label = 0;
+            last_start = i + 1;
+        } else if c == 0 {
+            end = i;
+            break;
+        } else if label == 63 {
+            return None;
+        } else {
+            label += 1;
+        }
+        *buf.bytes.get_mut(i)? = c;
+    }
+    if label == 0 || end > 253 || authority.get(last_start)?.is_ascii_digit() {
+        return None;
+    }
+    buf.len = end;
+    match authority[end..].split_first() {
+        None => push_port(buf, default_port?).ok(),
+        Some((b':', digits @ [b'1'..=b'9', ..])) if digits.len() <= 5 => {
+            parse_port(digits).ok().flatten()?; // in 1..=65535
+            buf.push(b":").ok()?;
+            buf.push(digits).ok()
+        }
+        Some(_) => None,
+    }
+}
+
+/// The general path: userinfo, IPv6 literals, trailing dots, numeric
+/// hosts, ports with leading zeros, and every error.
+fn push_general(
+    authority: &[u8],
+    default_port: Option<u16>,
+    buf: &mut KeyBuf,
+) -> Result<(), AuthorityError> {
+    let malformed = AuthorityError::Malformed;
     if authority.len() > MAX_INPUT {
         return Err(AuthorityError::TooLong);
     }
@@ -333,9 +397,93 @@ pub fn normalise<'b>(
         Some(port) => port,
         None => default_port.ok_or(AuthorityError::NoPort)?,
     };
-    push_port(buf, port)?;
-    if buf.len > max_len {
-        return Err(AuthorityError::TooLong);
+    push_port(buf, port)
+}
+
+#[cfg(all(test, not(failfast_loom)))]
+mod fast_path_tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// What the general path alone makes of `authority`.
+    fn general(authority: &[u8], default_port: Option<u16>) -> Result<String, AuthorityError> {
+        let mut buf = KeyBuf::new();
+        push_general(authority, default_port, &mut buf)?;
+        Ok(buf.as_str().to_owned())
     }
-    Ok(buf.as_str())
+
+    /// Texts close to authorities: name bytes in both cases, dots, colons,
+    /// digits (leading zeros, big ports), userinfo, brackets, and now and
+    /// then a byte no authority has.
+    fn authority() -> impl Strategy<Value = Vec<u8>> {
+        let byte = prop_oneof![
+            8 => prop::sample::select(b"abcxyzABCXYZ-_".to_vec()),
+            4 => prop::sample::select(b"0123456789".to_vec()),
+            3 => Just(b'.'),
+            2 => Just(b':'),
+            1 => prop::sample::select(b"@[]/ ?#\\%\x7f\xc3".to_vec()),
+        ];
+        let port_text = prop::sample::select(vec![
+            "", ":", ":0", ":080", ":00443", ":80", ":443", ":65535", ":65536", ":99999",
+            ":123456", ":8a", ":1:2", "@h", ".", "..", ":+80",
+        ]);
+        let name = "[a-zA-Z0-9][a-zA-Z0-9_-]{0,8}(\\.[a-zA-Z0-9][a-zA-Z0-9_-]{0,8}){0,3}"
+            .prop_map(String::into_bytes);
+        prop_oneof![
+            prop::collection::vec(byte.clone(), 0..40),
+            (name, port_text).prop_map(|(mut name, port)| {
+                name.extend_from_slice(port.as_bytes());
+                name
+            }),
+            // Long labels and names, near 63 and 253 bytes.
+            (1usize..70, 1usize..6).prop_map(|(label, labels)| {
+                let mut name = vec![b'a'; label];
+                for _ in 1..labels {
+                    name.push(b'.');
+                    name.extend(std::iter::repeat_n(b'B', label));
+                }
+                name
+            }),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn the_fast_path_agrees_with_the_general_one(
+            text in authority(),
+            port in prop::option::of(prop_oneof![Just(80u16), Just(443), 1u16..]),
+        ) {
+            let mut buf = KeyBuf::new();
+            let fast = normalise(&text, port, MAX_AUTHORITY_LEN, &mut buf).map(str::to_owned);
+            prop_assert_eq!(fast, general(&text, port));
+        }
+    }
+
+    #[test]
+    fn the_usual_spellings_take_the_fast_path() {
+        for (text, key) in [
+            ("api.example.com", "api.example.com:443"),
+            ("API.Example.COM:8443", "api.example.com:8443"),
+            ("pay-1.internal:65535", "pay-1.internal:65535"),
+        ] {
+            let mut buf = KeyBuf::new();
+            assert_eq!(push_plain(text.as_bytes(), Some(443), &mut buf), Some(()));
+            assert_eq!(buf.as_str(), key);
+        }
+        for text in [
+            "u@api.example",
+            "api.example.",
+            "10.0.0.1",
+            "[::1]",
+            "a:080",
+            "a:",
+        ] {
+            let mut buf = KeyBuf::new();
+            assert_eq!(
+                push_plain(text.as_bytes(), Some(443), &mut buf),
+                None,
+                "{text}"
+            );
+        }
+    }
 }
