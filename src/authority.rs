@@ -304,8 +304,8 @@ pub fn normalise<'b>(
 /// The fast path for the common spelling, `name[:port]` with no userinfo:
 /// one pass that lowercases and checks each byte of the name, then the
 /// port's digits copied as they are. It gives up (`None`, and the general
-/// path starts over) on anything else — a byte outside a name, an empty or
-/// trailing label, a last label that starts with a digit (an IPv4 address
+/// path starts over) on anything else — a byte outside a name, an empty
+/// label, a last label that starts with a digit (an IPv4 address
 /// or a numeric spelling), a port that is empty, has a leading zero or is
 /// out of range — so it never decides an error, and where it succeeds it
 /// writes what the general path would (`fast_path_tests` checks that the
@@ -313,7 +313,7 @@ pub fn normalise<'b>(
 #[inline]
 fn push_plain(authority: &[u8], default_port: Option<u16>, buf: &mut KeyBuf) -> Option<()> {
     let mut label = 0usize;
-    let mut last_start = 0usize;
+    let (mut last_start, mut previous_start) = (0usize, 0usize);
     let mut end = authority.len();
     for (i, &b) in authority.iter().enumerate() {
         let c = NAME_BYTE[b as usize];
@@ -322,6 +322,7 @@ fn push_plain(authority: &[u8], default_port: Option<u16>, buf: &mut KeyBuf) -> 
                 return None;
             }
             label = 0;
+            previous_start = last_start;
             last_start = i + 1;
         } else if c == 0 {
             end = i;
@@ -333,10 +334,20 @@ fn push_plain(authority: &[u8], default_port: Option<u16>, buf: &mut KeyBuf) -> 
         }
         *buf.bytes.get_mut(i)? = c;
     }
-    if label == 0 || end > 253 || authority.get(last_start)?.is_ascii_digit() {
+    // One trailing dot (the root) is dropped: the last label is the one before.
+    let name_len = if label == 0 && end > 0 {
+        last_start = previous_start;
+        end - 1
+    } else {
+        end
+    };
+    if label == 0 && end == name_len {
+        return None; // no name at all
+    }
+    if name_len > 253 || authority.get(last_start)?.is_ascii_digit() {
         return None;
     }
-    buf.len = end;
+    buf.len = name_len;
     match authority[end..].split_first() {
         None => push_port(buf, default_port?).ok(),
         Some((b':', digits @ [b'1'..=b'9', ..])) if digits.len() <= 5 => {
@@ -465,6 +476,7 @@ mod fast_path_tests {
             ("api.example.com", "api.example.com:443"),
             ("API.Example.COM:8443", "api.example.com:8443"),
             ("pay-1.internal:65535", "pay-1.internal:65535"),
+            ("Host-5.Example.com.:443", "host-5.example.com:443"), // the root's dot dropped
         ] {
             let mut buf = KeyBuf::new();
             assert_eq!(push_plain(text.as_bytes(), Some(443), &mut buf), Some(()));
@@ -472,7 +484,8 @@ mod fast_path_tests {
         }
         for text in [
             "u@api.example",
-            "api.example.",
+            "api.example..",
+            ".",
             "10.0.0.1",
             "[::1]",
             "a:080",
