@@ -3,27 +3,58 @@
 //!
 //! # Handles first
 //!
-//! [`Registry::handle`] returns a [`Handle`]: an `Arc` of the key's entry
-//! that derefs to its [`Breaker`]. A caller keeps it per upstream, route or
-//! pooled connection, and each request then touches only that breaker's
-//! atomics — no hashing, no lock, no map. [`Registry::with`] is the fallback
-//! for callers with nowhere to keep a handle: a borrowed lookup under the
-//! shard's read lock that neither clones nor allocates.
+//! [`Registry::handle`] returns a [`Handle`]: a reference-counted pointer to
+//! the key's entry that derefs to its [`Breaker`]. A caller keeps it per
+//! upstream, route or pooled connection, and each request then touches only
+//! that breaker's atomics — no hashing, no lock, no map. [`Registry::with`] is
+//! the fallback for callers with nowhere to keep a handle: a borrowed lookup
+//! that takes no lock and, for a known key, neither clones nor allocates.
 //!
-//! # Sharding
+//! # Layout
+//!
+//! **Shards**, each in its own cache line: 256, or 8 to 4096 sized for 800
+//! keys a shard at [`capacity`](RegistryBuilder::capacity), or
+//! [`shards`](RegistryBuilder::shards). Each holds:
+//!
+//! * a **papaya map**, read with no lock under an epoch guard (a write to a
+//!   per-thread slot, not a shared line). A slot is one pointer to a key's
+//!   entry: key, breaker, idle tick and a "leaving" mark in one
+//!   `triomphe::Arc` (no weak count). What failfast takes from papaya as
+//!   given — linearizable per key, a read happens-after the write it sees,
+//!   an entry found stays allocated while the guard lives — is stated in
+//!   `registry::map`; the loom models run on a stand-in with just those;
+//! * a **writer mutex** guarding the shard's books (departed call totals,
+//!   eviction and removal counts): every insert, removal and sweep of the
+//!   shard holds it, so a scan sees each entry once. Lookups never take it;
+//! * an **overflow breaker**, shared by the shard's new keys while the
+//!   registry is full.
+//!
+//! Beside them: the **budget** (entry slots and key bytes), the fleet
+//! counters and the sweep schedule.
+//!
+//! # A lookup, and a miss
 //!
 //! The key is hashed **once** (std's keyed SipHash by default, any
-//! `BuildHasher` pluggable); the hash picks the shard (bits 25..57 scaled to
-//! the shard count: below the 7 tag bits hashbrown uses, above its bucket
-//! bits), probes the shard's `hashbrown::HashTable`,
-//! and is stored as the breaker's id — so rehashing on growth reads it back
-//! instead of hashing the key again, and jitter differs per host. Each shard is
-//! its own `RwLock` in a `CachePadded` slot: a lookup takes one shard's read
-//! lock and never waits on another shard. Buckets hold one pointer
-//! (`Arc<Entry>`: key, breaker and idle stamp in one allocation, the `Arc`
-//! without a weak count). A miss takes the write lock, looks again (a racing
-//! insert may have won) and inserts, so there is exactly one breaker per key;
-//! the key is cloned only then.
+//! `BuildHasher` pluggable). The 64 bits are folded to the breaker's 32-bit id
+//! (its jitter seed, so open periods differ per host) and the map's hash is
+//! rebuilt from the id, so a resize rehashes an entry from its breaker, never
+//! from its key. Bits 25..57 of that hash, scaled to the shard count by one
+//! multiply, pick the shard (below papaya's 7 tag bits, above its position
+//! bits), whose map is probed with no lock. A hit stamps the entry's idle tick
+//! (2²⁴ ns ≈ 16.8 ms: one load, and a store only when the tick changed). Then
+//! `with` runs its closure on the breaker, while a caller that keeps the entry
+//! — a [`Handle`], or a keyed layer's call, whose permit holds it until the
+//! verdict — clones it and **claims** it (`Entry::claim`, the reader's half of
+//! the handshake under "Eviction"). A claim that finds the entry leaving drops
+//! the clone and goes the miss path's way.
+//!
+//! A miss takes the shard's writer lock and **looks again**: a racing insert
+//! may have won, and its entry is returned (with no handshake: the lock
+//! excludes the shard's evictions). Only a key still absent is cloned into a
+//! new entry (with its own configuration if the builder's `override_key`
+//! named it), once the budget grants its slot and its bytes; the insert
+//! allocates the entry and papaya's node for its slot, then does one
+//! piggybacked sweep step.
 //!
 //! # The key contract
 //!
@@ -43,25 +74,23 @@
 //! * text keys are cheapest in a `Registry<str>` (or as [`HostKey`]s): up
 //!   to 23 bytes live inside the entry, with no allocation of their own
 //!   ([`Key`]); a `Registry<String>` gives every key a heap buffer beside
-//!   its entry (140 against 108 bytes per host at a million hosts).
+//!   its entry (a 32-byte chunk for a host name of up to 24 bytes).
 //!
 //! # Eviction: by information, not by state
 //!
-//! Nothing runs in the background. One shard at a time is swept, piggybacked
-//! on inserts (only the caller that wins a CAS on the last-sweep stamp sweeps,
-//! about one shard every `idle_ttl / shards`) or explicitly through
-//! [`Registry::maintain`] and [`Registry::sweep`]. An entry is evicted when
-//! forgetting it loses nothing worth its memory:
+//! Only a shard's writer evicts, under the writer lock: a sweep, or an insert
+//! into a full registry making room ("Capacity"). Nothing runs in the
+//! background. One shard at a time is swept, piggybacked on inserts (only the
+//! caller that wins a CAS on the last-sweep stamp sweeps, about one shard
+//! every `idle_ttl / shards`) or explicitly through [`Registry::maintain`]
+//! and [`Registry::sweep`]. An entry is evicted when forgetting it loses
+//! nothing worth its memory:
 //!
-//! * **no live handle**: `Arc::strong_count == 1`, checked under the shard's
-//!   write lock. Handles are cloned out of the table only under that shard's
-//!   lock, so the count cannot grow while the sweeper holds it, and holders
-//!   never see their breaker split from the map's;
+//! * **nobody keeps it**: the map holds the only reference (the handshake
+//!   below settles a race with a lookup that is cloning it);
 //! * **idle longer than the TTL**: no lookup through the map and no handle
-//!   released for that long (a coarse tick of ≈ 16.8 ms stamped by lookups,
-//!   at most one store per tick, and never by the request path of a held
-//!   handle); an OPEN breaker that still sees traffic is therefore never
-//!   evicted;
+//!   released for that long (never stamped by the request path of a held
+//!   handle); an OPEN breaker that still sees traffic is never evicted;
 //! * and one of:
 //!   * CLOSED and **pristine** — no failure run and no failure or slow call
 //!     in its window ([`Breaker::is_pristine_at`]): indistinguishable from a
@@ -70,8 +99,8 @@
 //!     (default 1 h): every call its window holds started at least that long
 //!     ago (a call is admitted through a lookup or a held handle, and both
 //!     stamp the entry — a lookup when it happens, a handle when it is
-//!     released; an entry in use is never evicted), and failures that old
-//!     carry no information about the host now;
+//!     released; a kept entry is never evicted), and failures that old carry
+//!     no information about the host now;
 //!   * OPEN or HALF_OPEN and idle longer than the TTL **plus the longest open
 //!     period** (the configuration's backoff cap): nobody asked for the host
 //!     through a whole open period, so a fresh breaker would admit its next
@@ -80,27 +109,31 @@
 //! Breakers in a manual mode (forced open, disabled, metrics only) and keys
 //! inserted with [`insert_with`](Registry::insert_with) are never evicted.
 //!
-//! A sweep scans its shard under the *read* lock, noting candidates (hash and
-//! address); only if there are any does it take the write lock, find each
-//! again by hash, re-check the whole rule and remove it. Victims are freed
-//! after the lock is released. Readers of the shard therefore wait for a few
-//! cached probes per victim (≈ 14 µs for a 1k-entry shard on the development
-//! machine), not for the scan or the allocator, and a sweep that evicts
-//! nothing blocks no one.
+//! **The handshake.** The writer notes each entry that meets the rule with a
+//! reference count of 1; a lookup may clone one after that read. So the
+//! writer marks the candidate leaving, fences (SeqCst) and reads the count
+//! again (`Entry::begin_leaving`), while a reader that keeps an entry clones
+//! it, fences and reads the mark (`Entry::claim`): at least one sees the
+//! other's write. The writer sees the clone and keeps the entry
+//! (`Entry::stay`), or the reader sees the mark, drops its clone and takes
+//! the miss path, whose writer lock finds the entry (kept) or inserts a fresh
+//! one (evicted). **Settled** under the same lock: the entry leaves the map,
+//! its call counters join the shard's departed totals, its key bytes and its
+//! slot go back to the budget (a pressure eviction hands the slot to its
+//! insert), and its breaker leaves the fleet counters. No lookup waits.
 //!
 //! # Capacity, key bytes, and the overflow breaker
 //!
 //! With [`capacity`](RegistryBuilder::capacity) set, an insert reserves a slot
-//! (one CAS on a counter, under the shard's write lock); with
+//! (one CAS on a counter, by the shard's writer); with
 //! [`max_key_bytes`](RegistryBuilder::max_key_bytes), it also reserves its
 //! key's bytes. When either is exhausted, the insert evicts the **least
 //! recently used** evictable entry of its own shard — under this pressure a
 //! pristine entry counts as evictable whatever its idle time, since
 //! forgetting it loses nothing. If there is none either, the key is **not
-//! tracked**: it shares its shard's **overflow breaker** (one per shard,
-//! built with the registry, same configuration as the template) with every
-//! other new key of that shard until room is made, and the refusal is counted
-//! in [`Registry::untracked`].
+//! tracked**: it shares its shard's **overflow breaker** (same configuration
+//! as the template) with every other new key of that shard until room is
+//! made, and the refusal is counted in [`Registry::untracked`].
 //!
 //! The choice and its cost: a junk flood cannot grow memory past the bounds,
 //! cannot push out a breaker that holds information, and a real upstream that
@@ -111,16 +144,17 @@
 //! until the overflow breaker probes and closes or an entry frees up. A
 //! fresh untracked breaker per request (the alternative) would protect
 //! nothing. A shard that found nothing to evict is not scanned again within
-//! the same tick; a pressure scan reads every entry of the shard (≈ 1k) under
-//! its write lock.
+//! the same tick; a pressure scan reads every entry of the shard (800 when
+//! full) under its writer lock, which lookups never wait for.
 //!
 //! # Discovery: remove, retain, insert_with
 //!
 //! [`remove`](Registry::remove) and [`retain`](Registry::retain) take keys out
-//! of the map under the shard's write lock; [`insert_with`](Registry::insert_with)
-//! puts a key in with its own configuration (replacing any current entry) and
-//! pins it: never evicted, gone only when removed. A departing breaker leaves
-//! the fleet counters at once — an OPEN one frees its place in
+//! of the map under the shard's writer lock, with no handshake: a removal
+//! does not wait for holders. [`insert_with`](Registry::insert_with) puts a
+//! key in with its own configuration (replacing any current entry) and pins
+//! it: never evicted, gone only when removed. A departing breaker leaves the
+//! fleet counters at once — an OPEN one frees its place in
 //! [`open_count`](Registry::open_count) and in the `max_open` budget. If
 //! nobody holds it, that is all. If handles are alive, they keep working on
 //! the departed breaker, with its state and its whole behaviour: the breaker
@@ -132,12 +166,14 @@
 //! # Totals that never go down
 //!
 //! When a breaker that counts calls ([`Builder::count_calls`](crate::Builder::count_calls))
-//! leaves a shard, its counters are folded into that shard's departed
-//! totals under the same write lock, and [`lifetime_calls`](Registry::lifetime_calls)
-//! reads each shard's entries and departed totals under one read lock: each
-//! breaker is counted exactly once, so the registry's lifetime totals are
-//! monotone across evictions and removals.
-
+//! leaves a shard, its counters are folded into that shard's departed totals
+//! under the writer lock, and [`lifetime_calls`](Registry::lifetime_calls)
+//! reads each shard's entries and departed totals under that same lock: each
+//! breaker is counted exactly once, in the map or as it was when it left, so
+//! the lifetime totals are monotone across evictions and removals
+//! (`tests/metrics_totals.rs`). Calls on a removed breaker after it left are
+//! not counted.
+//!
 //! # Fleet-wide open cap
 //!
 //! All breakers of a registry share one set of counters (`fleet`): breakers
@@ -152,30 +188,58 @@
 //! up the budget that keeps real upstreams in service. The slot travels with
 //! the ejection in the breaker's state word and is given back when it closes,
 //! is forced or reset, or leaves the registry. The counters change only
-//! on transitions, inserts and evictions — never per call — which is also why
-//! [`len`](Registry::len), [`open_count`](Registry::open_count) and
-//! [`half_open_count`](Registry::half_open_count) are O(1).
+//! on transitions, inserts, evictions and removals — never per call — which
+//! is also why [`len`](Registry::len), [`open_count`](Registry::open_count)
+//! and [`half_open_count`](Registry::half_open_count) are O(1).
 //!
-//! # Concurrency argument
+//! # Invariants
 //!
-//! * **One breaker per key:** inserts happen only under the shard's write lock
-//!   after a second lookup under that same lock, so two racing misses
-//!   serialise and the second finds the first's entry.
-//! * **No eviction under a user:** eviction happens under the write lock and
-//!   requires a reference count of 1; every other user either holds a handle
-//!   (count ≥ 2) or runs inside [`with`](Registry::with) under the read lock.
-//! * **A removed breaker is settled once:** its fleet accounting is settled
-//!   under the write lock when its count is 1 (nobody can change its state
-//!   any more), else after the lock by disabling it first, so its count
-//!   leaves the fleet exactly once either way.
-//!   A candidate noted under the read lock is only a hint: under the write
-//!   lock the entry found at that hash and address (even a new one that
-//!   reused the address) must meet the whole rule again.
-//! * **Counters are statistics:** the fleet counters, the capacity and
-//!   key-byte counters, the idle stamps and the sweep schedule are `Relaxed`;
-//!   the shard locks order everything structural. The capacity and key-byte
-//!   counters are exact because they are reserved before and released after
-//!   the table change they account for.
+//! Each names what checks it; each loom model (`loom-tests/tests/`) catches
+//! a deliberate bug of the catalogue (`loom-tests/bugs/`).
+//!
+//! * **Lookups take no lock**: a lookup, a handle and a call complete while
+//!   every writer of their shard is paused (lib test
+//!   `registry::lock_free_reads`; bug `reads-take-the-writer-lock`).
+//! * **One breaker per key**: an insert happens only under the writer lock
+//!   after a second lookup there, so of two racing misses the second finds
+//!   the first's entry (loom `registry`,
+//!   `registry_one_per_key::racing_inserts_make_one_breaker`; bug
+//!   `insert-no-second-lookup`).
+//! * **No eviction under a keeper**: an entry a handle or a keyed call keeps
+//!   is not evicted while kept; at each attempt the writer sees its
+//!   reference, or the reader saw the mark and kept no clone. So a kept
+//!   entry is the key's tracked one when its lookup returns (the one found,
+//!   or one inserted after the eviction) and stays so until the key is
+//!   removed (loom
+//!   `registry_one_per_key::sweep_never_splits_a_handle_from_the_map`,
+//!   `registry_sweep::sweep_never_evicts_under_a_later_lookup`; bugs
+//!   `handle-keeps-a-leaving-entry`, `leaving-mark-without-fence`,
+//!   `sweep-recheck-no-refcount`).
+//! * **A reader racing an eviction, a removal, a sweep and a re-insertion of
+//!   the same key** (papaya's per-key guarantees taken as given) finds an
+//!   entry that was the key's at some instant of its lookup, or misses and
+//!   looks again under the writer lock. A departed entry never returns to
+//!   the map: a re-insertion is a fresh breaker. A kept entry is never an
+//!   evicted one (above). And:
+//!   * a removal (`remove`, `retain`, a replacing `insert_with`) makes no
+//!     handshake: a lookup racing it may keep the departed breaker, as a
+//!     holder from before it does. That breaker keeps its state and
+//!     behaviour, is out of the fleet counters and is never tracked again
+//!     (loom `registry_remove`);
+//!   * `with` keeps nothing: its closure may run on an entry a writer evicts
+//!     or removes meanwhile. The entry stays allocated until it returns, but
+//!     what it records lands on a breaker the key's later lookups do not
+//!     find (no loom model covers this; an evicted breaker held no
+//!     information when the writer judged it).
+//! * **A departing breaker is settled once**, under the writer lock, leaving
+//!   the fleet counters in one atomic step on its state word whoever still
+//!   holds it (loom `registry_remove`: the counters match the map, bug
+//!   `detach-ignored`; suite `tests/registry_model.rs`).
+//! * **Counters are statistics:** the fleet and budget counters, the idle
+//!   ticks and the sweep schedule are `Relaxed`; the writer lock orders a
+//!   shard's structural changes, and the map publishes each entry to its
+//!   readers. The budget is exact: reserved before and released after the
+//!   map change it accounts for.
 //!
 //! ```
 //! use failfast::{Breaker, ManualClock, Nanos, Registry, State};
@@ -359,16 +423,23 @@ impl<K: Hash + Eq + Key + ?Sized, S: BuildHasher, C: Clock> Registry<K, S, C> {
     /// Runs `f` on `key`'s breaker without cloning a handle or allocating
     /// (for an existing key), creating the breaker on first use.
     ///
-    /// `f` runs under the shard's read lock: keep it short (take a permit
-    /// *decision*, read the state), and do not call back into the registry from
-    /// it. A call that must outlive `f` needs a [`Handle`].
+    /// `f` holds no lock (it may even look up another key), but it runs
+    /// inside the map's epoch guard and on an entry nothing keeps: keep it
+    /// short (take a permit *decision*, read the state). A writer may evict
+    /// or remove the entry while `f` runs, and then what `f` records stays
+    /// on a breaker the key's later lookups do not find (module docs,
+    /// "Invariants"). A call that must outlive `f` needs a [`Handle`].
     ///
     /// ```
     /// # use failfast::{Breaker, Registry, State};
-    /// let registry = Registry::<String>::builder(Breaker::builder().consecutive_failures(5)).build()?;
+    /// let registry = Registry::<String>::builder(Breaker::builder().consecutive_failures(5))
+    ///     .shards(1)
+    ///     .build()?;
     /// let admitted = registry.with("search:9200", |breaker| breaker.try_acquire().is_ok());
     /// assert!(admitted);
     /// assert_eq!(registry.with("search:9200", |b| b.state()), State::Closed);
+    /// // No lock held: a lookup (here an insert) of the same shard from `f`.
+    /// assert!(registry.with("search:9200", |_| registry.handle("db:5432").is_tracked()));
     /// # Ok::<(), failfast::ConfigError>(())
     /// ```
     pub fn with<Q, R>(&self, key: &Q, f: impl FnOnce(&Breaker<C>) -> R) -> R
@@ -403,7 +474,7 @@ impl<K: Hash + Eq + Key + ?Sized, S: BuildHasher, C: Clock> Registry<K, S, C> {
         }) {
             Ok(r) => r,
             // A miss: straight to the insert, which looks again under the
-            // shard's write lock (no second read-locked probe first).
+            // shard's writer lock (no second lock-free probe first).
             Err(f) => f(&self.insert(self.shard(hash), hash, key, now)),
         }
     }
@@ -430,7 +501,7 @@ impl<K: Hash + Eq + Key + ?Sized, S: BuildHasher, C: Clock> Registry<K, S, C> {
         }
     }
 
-    /// The miss path (allocates): insert under the shard's write lock, or
+    /// The miss path (allocates): insert under the shard's writer lock, or
     /// hand out the shard's overflow breaker when full; then one piggybacked
     /// sweep step.
     #[cold]
@@ -700,8 +771,8 @@ impl<K: Key + ?Sized, S, C: Clock> Registry<K, S, C> {
     }
 
     /// Sweeps the next `budget` shards now, due or not; returns how many
-    /// entries were evicted. Each shard is locked on its own, for the time of
-    /// one shard's scan.
+    /// entries were evicted. Each shard's writer lock is held for that shard's
+    /// scan alone; lookups never wait for it.
     ///
     /// ```
     /// # use failfast::{Breaker, ManualClock, Registry};
@@ -959,7 +1030,7 @@ impl<K: Key + ?Sized, S, C: Clock> Registry<K, S, C> {
     /// not count calls ([`Builder::count_calls`](crate::Builder::count_calls)).
     /// Monotone: each breaker is counted exactly once at any time (see the
     /// [module docs](self#totals-that-never-go-down)). One pass over the
-    /// entries, one shard's read lock at a time.
+    /// entries, under one shard's writer lock at a time (lookups go on).
     ///
     /// ```
     /// # use failfast::{Breaker, Registry};
@@ -1036,9 +1107,10 @@ impl<K: Key + ?Sized, S, C: Clock> Registry<K, S, C> {
     }
 
     /// Calls `f` with every tracked key and a snapshot of its breaker, one
-    /// shard at a time (each under its read lock, which is all a scrape
-    /// costs the request path). Nothing is cloned; do not call back into the
-    /// registry from `f`.
+    /// shard at a time, each under its writer lock: lookups go on, and only
+    /// that shard's inserts, removals and sweeps wait for the scrape. Nothing
+    /// is cloned; do not call back into the registry from `f` (an insert
+    /// into the shard being read would wait for its own lock).
     ///
     /// ```
     /// # use failfast::{Breaker, Registry, State};
