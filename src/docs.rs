@@ -397,7 +397,8 @@
 //! | any transition, with hooks | none | none after the thread's first (arc-swap's per-thread node); a name over 256 bytes | — | `src/hooks.rs` tests; `tests/hook_every_cause.rs` |
 //! | registry: lookup of a known key (`with`) | none | none | none (the idle stamp is a plain store, once per tick) | `tests/alloc_keyed.rs`; callgrind `reg_with` |
 //! | registry: `handle` / keyed layer, known key | none | none | the entry's reference count: +1 at admission, −1 at the verdict | `tests/alloc_keyed.rs`; `contended/keyed/*` |
-//! | registry: first request to a new key | the shard's mutex | the entry (one) | the shard's books | `tests/registry_model.rs` |
+//! | registry: first request to a new key | the shard's mutex | the entry and the map's node for it | the shard's books | `tests/registry_model.rs` |
+//! | registry: a lookup's epoch guard ends | none | none, but it may *free* a batch of entries evicted earlier (`seize` reclaims retired entries as guards leave) | its thread's own reservation only | — |
 //! | tower layers: rejection | none | the `BoxError` (and with `name_rejections`, the name's `Arc`) | none | — |
 //!
 //! Two costs are left to remove. The reference count is the one shared
@@ -490,13 +491,16 @@
 //! # Dependencies
 //!
 //! The core depends on `quanta` (the default clock), `crossbeam-utils`
-//! (`CachePadded` for registry shards), `hashbrown` (the registry's
-//! per-shard `HashTable`, which takes a precomputed hash so a key is hashed
-//! once for shard, probe, insert and rehash; no default features),
-//! `triomphe` (the registry entries' `Arc` without a weak count: 8 bytes and
-//! one malloc size class less per key; no default features) and
-//! `crossbeam-queue` (the trip outbox's bounded lock-free `ArrayQueue`; std
-//! only), nothing else. The registry's locks are std's `RwLock` (futex-based, no crate).
+//! (`CachePadded` for registry shards), `papaya` and `seize` (each shard's
+//! map, read with no lock under `seize`'s epoch guard; no default
+//! features), `hashbrown` (the registry's overrides, a `HashTable` that
+//! takes a precomputed hash; no default features), `triomphe` (the
+//! registry entries' `Arc` without a weak count: 8 bytes and one malloc
+//! size class less per key; no default features), `arc-swap` (the
+//! transition hooks' list, read with no lock on a transition; no default
+//! features) and `crossbeam-queue` (the trip outbox's bounded lock-free
+//! `ArrayQueue`; std only), nothing else. Each shard's writers serialise on
+//! std's `Mutex` (futex-based, no crate).
 //!
 //! Optional, each behind its own feature, none used by the core:
 //!

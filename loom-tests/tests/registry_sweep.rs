@@ -1,12 +1,14 @@
 //! The registry's sweep against a lookup that reads a *later* clock than the
 //! sweep: an entry is never evicted while a handle to it is alive.
 //!
-//! The sweep notes its candidates under the read lock and re-checks each
-//! under the write lock. Its idle test compares the entry's last-seen tick
-//! with the sweep's own `now`; a lookup that ran in between stamped a tick
-//! *after* that `now`, so the wrapping idle arithmetic makes the entry look
-//! idle for about 2³² ticks. Only the reference count, re-read under the write
-//! lock, tells the sweep that a handle was taken meanwhile.
+//! The sweep (the shard's writer, under its writer lock) picks its victims
+//! while lock-free lookups go on. Its idle test compares the entry's
+//! last-seen tick with the sweep's own `now`; a lookup that ran in between
+//! stamped a tick *after* that `now`, so the wrapping idle arithmetic makes
+//! the entry look idle for about 2³² ticks. Only the reference count, read
+//! in the handshake after the entry is marked leaving
+//! (`Entry::begin_leaving` against the reader's `Entry::claim`), tells the
+//! sweep that a handle was taken meanwhile.
 #![cfg(failfast_loom)]
 
 use std::time::Duration;

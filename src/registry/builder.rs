@@ -33,10 +33,9 @@ const MAX_IDLE_TTL: Duration = Duration::from_secs(365 * 24 * 3600);
 /// Most shards.
 const MAX_SHARDS: usize = 1 << 16;
 /// Entries per shard a full registry's default shard count aims at: sweeping
-/// one such shard takes tens of µs, and 800 sits below the 896 entries a
-/// 1024-bucket `hashbrown` table holds before it doubles, so a full
-/// registry's tables stay ~78 % loaded instead of just past a doubling
-/// (47 %): about 8 bytes less per key at a million keys.
+/// one such shard takes tens of µs. (The figure was chosen for the
+/// `hashbrown` tables the shards had before their papaya maps, to keep a
+/// full table below its doubling; it has not been re-tuned for papaya.)
 const ENTRIES_PER_SHARD: usize = 800;
 /// Shards when no capacity is set: sized for about 256k keys.
 const DEFAULT_SHARDS: usize = 256;
@@ -233,8 +232,9 @@ impl<K: Hash + Eq + Key + ?Sized, S: BuildHasher> RegistryBuilder<K, S> {
     }
 
     /// Use `n` shards (a power of two, 1..=65536) instead of the count sized
-    /// for the capacity. More shards shorten each sweep's write lock; each
-    /// costs one cache-padded lock and table (128 bytes on x86-64).
+    /// for the capacity. More shards shorten each sweep's hold of its
+    /// shard's writer lock (no lookup waits for it); each costs one
+    /// cache-padded writer lock, books and map.
     ///
     /// ```
     /// # use failfast::{Breaker, Registry};

@@ -106,8 +106,9 @@ impl<K: Hash + Eq + Key + ?Sized, S: BuildHasher, C: Clock> Registry<K, S, C> {
 
     /// Removes every tracked key for which `keep` returns `false`, and
     /// returns how many went; see [`remove`](Self::remove) for what happens
-    /// to their handles. `keep` runs under each shard's read lock in turn:
-    /// keep it short, and do not call back into the registry from it.
+    /// to their handles. `keep` runs under each shard's writer lock in turn:
+    /// keep it short, and do not call back into the registry from it (an
+    /// insert into the same shard would wait for that lock forever).
     ///
     /// ```
     /// # use failfast::{Breaker, Registry};

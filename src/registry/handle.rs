@@ -1,12 +1,11 @@
 //! One registry entry (key, breaker, last-seen tick) and the [`Handle`] that
 //! shares it.
 //!
-//! An entry is a single allocation: the table holds one `Arc<Entry>` per key
-//! and every handle is another reference to the same `Arc`, so the key, the
-//! breaker and the idle stamp sit together and the table's buckets stay one
-//! pointer wide. The `Arc` has no weak count (`triomphe`), which keeps an
-//! entry with the 48-byte breaker and a 24-byte key in a 96-byte allocation
-//! (`benches/README.md`, "Registry").
+//! An entry is a single allocation: the shard's map holds one `Arc<Entry>`
+//! per key and every handle is another reference to the same `Arc`, so the
+//! key, the breaker and the idle stamp sit together. The `Arc` has no weak
+//! count (`triomphe`); the map adds a node of its own per key
+//! (`benches/README.md`, "Registry", states the bytes per host).
 
 use core::borrow::Borrow;
 use core::fmt;
@@ -133,7 +132,7 @@ impl<K, C: Clock> Entry<K, C> {
     pub(crate) fn touch(&self, now: Nanos) {
         let t = tick(now);
         // Relaxed: an idle stamp publishes nothing; the sweeper re-reads it under
-        // the shard's write lock, and a stale read only delays or hastens the
+        // the shard's writer lock, and a stale read only delays or hastens the
         // eviction of an unreferenced breaker that carries no information.
         if self.seen.load(Ordering::Relaxed) != t {
             // Relaxed: as above.

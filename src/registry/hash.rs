@@ -7,7 +7,7 @@ use core::hash::{BuildHasher, Hash};
 /// breaker's 32-bit id (its jitter seed, so two hosts' open periods differ),
 /// then spread back over 64 bits. The id is the hash's high half, so the
 /// table rehashes an entry from its breaker alone and never hashes a key
-/// twice; the low half is a multiplicative mix of it for hashbrown's bucket
+/// twice; the low half is a multiplicative mix of it for the map's bucket
 /// bits. A keyed hasher's output is unpredictable, and so is any half of it.
 pub(crate) fn key_hash<S: BuildHasher, Q: Hash + ?Sized>(hasher: &S, key: &Q) -> u64 {
     table_hash(fold_hash(hasher.hash_one(key)))

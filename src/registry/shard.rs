@@ -73,7 +73,8 @@ impl Evict {
     }
 
     /// Whether `e` carries no information worth its memory; the caller
-    /// checks the reference count under the write lock.
+    /// (the shard's writer) then checks that no reader keeps it
+    /// ([`Entry::begin_leaving`]).
     ///
     /// * CLOSED: idle past `forget_after` (and the TTL) — whatever its window
     ///   holds is that old — or idle past the TTL (any idle time under
@@ -173,7 +174,7 @@ impl<K, C: Clock> Probe<K, C> for ByAddress {
 
 /// The shard of `len` that holds the key stored under `hash`.
 ///
-/// Bits 25..57: below hashbrown's 7-bit tag, above the bits it uses for
+/// Bits 25..57: below the map's 7-bit tag, above the bits it uses for
 /// bucket positions (a shard's table stays below 2^25 buckets), scaled to
 /// the shard count by one multiply, so the count need not be a power of two.
 #[inline]

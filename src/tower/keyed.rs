@@ -7,9 +7,9 @@
 //! [`HostKey`](crate::registry::HostKey)s (or `String`s), a request for a
 //! host already tracked costs: one clock read (shared by the registry's idle
 //! stamp and the admission), the key normalised in a stack buffer, one
-//! hash, one shard read lock, one reference-count increment for the entry
-//! the permit holds and one for the transition hook if set — and no
-//! allocation. The verdict reads the clock again only when the breaker needs
+//! hash, a lock-free lookup in the shard's map, one reference-count
+//! increment for the entry the permit holds — and no allocation (a
+//! transition hook costs nothing per request). The verdict reads the clock again only when the breaker needs
 //! the time (a failure, a probe, a slow-call threshold or a time window); a
 //! [`timeout`](KeyedLayer::timeout) arms a tokio timer, which reads tokio's
 //! clock.
