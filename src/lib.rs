@@ -113,11 +113,12 @@
 //!
 //! | feature | adds | pulls in |
 //! |---|---|---|
-//! | `tower` | `tower`: layers (one breaker, keyed per host, balancer-aware), HTTP and gRPC classifiers, end-of-stream classification of response bodies, a per-call timeout, HTTP answers for rejections and a status view | `tower`, `http`, `http-body`, `pin-project-lite`, `tokio` (timer only) |
+//! | `http` | `http`: HTTP and gRPC classifiers (end of stream included), request keys, HTTP answers for rejections and a status view, with no tower: for an axum handler or a hand-written client | `http` |
+//! | `tower` | `tower`: layers (one breaker, keyed per host, balancer-aware), the body that carries a permit to its end, a per-call timeout (implies `http`) | `tower`, `http`, `http-body`, `bytes`, `pin-project-lite`, `tokio` (timer only) |
 //! | `tower-http` | an adapter from any `tower_http::classify::ClassifyResponse` (implies `tower`) | `tower-http` 0.7, no default features |
 //! | `tracing` | `export::tracing`: an event per transition; with `tower`, what the breaker did to each call on its span (`trace_calls`) | `tracing` |
 //! | `metrics` | `export::metrics`: gauges and counters through the `metrics` facade, exported at scrape time; with `tower`, per-call rejections, fallbacks and an opt-in duration histogram (`call_metrics`) | `metrics` |
-//! | `reqwest` | `reqwest::BreakerMiddleware`: a `reqwest_middleware::Middleware` with one breaker per upstream host from a `Registry<HostKey>` (implies `tower`) | `reqwest` 0.13 (no default features, no TLS), `reqwest-middleware` 0.5, `async-trait` |
+//! | `reqwest` | `reqwest::BreakerMiddleware`: a `reqwest_middleware::Middleware` with one breaker per upstream host from a `Registry<HostKey>` (implies `http`) | `reqwest` 0.13 (no default features, no TLS), `reqwest-middleware` 0.5, `async-trait` |
 //! | `redis` | `redis`: trips shared across replicas through Redis 7+ (single server or cluster), `RedisSync`, a tokio task you start | `redis` (redis-rs), `futures-util`, `tokio` (`sync`, `time`) |
 //! | `coarse-clock` | `CoarseClock`: the kernel's coarse monotonic clock (1–10 ms steps), for the cheapest OPEN rejection that reads the time | `rustix` (Linux and Android; `time` only) |
 //!
@@ -165,6 +166,12 @@ mod fallback;
 #[cfg_attr(not(feature = "tower"), allow(rustdoc::broken_intra_doc_links))]
 mod fault;
 pub mod hooks;
+// Its docs link to the tower layers, which exist with feature `tower` (as on
+// docs.rs); with `http` alone, a plain `cargo doc` need not warn about them.
+#[cfg(feature = "http")]
+#[cfg_attr(docsrs, doc(cfg(feature = "http")))]
+#[cfg_attr(not(feature = "tower"), allow(rustdoc::broken_intra_doc_links))]
+pub mod http;
 mod machine;
 mod observe;
 mod outcome;
