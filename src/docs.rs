@@ -31,6 +31,7 @@
 //! | `sync` | the loom shim: the only place atomics and locks are named, and the crate's internal `Arc` | — |
 //! | `outcome` | [`Outcome`](crate::Outcome) (a caller's verdict) and `Verdict` (how a call ended, drops included) | — |
 //! | `fault` | [`Fault`](crate::Fault) (who failed a call, read off an error's source chain) and [`DownstreamError`](crate::DownstreamError) | — |
+//! | `authority` | the normal form of a host and port, `host:port` (no feature) | — |
 //! | `clock` | [`Nanos`](crate::Nanos), [`Clock`](crate::Clock), the three clocks | sync |
 //! | `state` | the packed word (`Snapshot`), [`State`](crate::State), `StateCell` and its one update loop | sync, clock |
 //! | `ticket` | what an admission hands its permit: two words | clock |
@@ -51,7 +52,9 @@
 //! | `config` | serde configuration files | builder, registry, window, error |
 //! | `fallback` | [`Answer`](crate::Answer) and the explicit fallbacks [`Breaker::call_or_else`](crate::Breaker::call_or_else) / `call_async_or_else` | call, breaker and below |
 //! | `export` | transition observers and scrape-time exporters for `tracing` and `metrics`; per call: `Ending` (how a call ended), the span fields and the `RejectionLog` (feature `tracing`), `CallMetrics` and the handles a layer registers (`meters`, feature `metrics`) | registry, breaker, observe, state, error, clock, sync |
-//! | `tower` | the layers (feature `tower`); `watch`: what a layer records of each call (the span found before admission, the permit `Held` with it to its end); `fallback`: `FallbackLayer`, `unavailable`, `mark_stale` | export, permit, registry, breaker and below |
+//! | `http` | HTTP without tower (feature `http`): the classifiers and the `Classify` / `ClassifyStream` traits, request keys (`AuthorityKey`, `Keyless`), answers for rejections (`unavailable`, `mark_stale`), `status_json` | authority, registry, observe, state, fault, outcome, error, clock |
+//! | `tower` | the layers (feature `tower`, which turns on `http`); `watch`: what a layer records of each call (the span found before admission, the permit `Held` with it to its end); `fallback`: `FallbackLayer`; `error_response`; the items of `http` re-exported | http, export, permit, registry, breaker and below |
+//! | `reqwest` | `BreakerMiddleware` (feature `reqwest`): a permit per request from a `Registry<HostKey>` | http, authority, registry, permit, outcome, clock |
 //! | `share` | trips shared across replicas, with no I/O: the [`Outbox`](crate::share::Outbox) the request path reports local trips into, [`News`](crate::share::News) and its wire form, the [`Replica`](crate::share::Replica) (publish, the filtered monotone merge, reconcile), the [`Store`](crate::share::Store) rules and the in-process [`MemoryStore`](crate::share::MemoryStore) | sync, clock, state, observe, hooks, remote, error, registry |
 //! | `redis` | the Redis transport (feature `redis`): `RedisSync`, one tokio task per registry (two Lua scripts, sharded pub/sub, reconciliation, back-off), and the blocking `RedisStore` | share, clock, error |
 //!
@@ -504,9 +507,10 @@
 //!
 //! Optional, each behind its own feature, none used by the core:
 //!
-//! * `tower`: `tower` 0.5 (the `Service`/`Layer` traits, no default
-//!   features), `http` 1 (the HTTP classifier, the authority key, 503 +
-//!   `Retry-After`), `pin-project-lite` (the response future, no unsafe
+//! * `http`: `http` 1 (the HTTP classifier, the authority key, 503 +
+//!   `Retry-After`), nothing else.
+//! * `tower`: `http` (above), `tower` 0.5 (the `Service`/`Layer` traits, no
+//!   default features), `pin-project-lite` (the response future, no unsafe
 //!   code of ours), and `tokio` with only `time` — a per-call
 //!   `tokio::time::Sleep` for the layers' optional timeout and one reusable
 //!   `Sleep` per ejected endpoint so a balancer is woken at the probe time.
@@ -528,8 +532,8 @@
 //! * `reqwest`: `reqwest` 0.13 with no default features (no TLS stack; the
 //!   application's own reqwest picks one, and Cargo unifies the two),
 //!   `reqwest-middleware` 0.5 (the `Middleware` trait) and `async-trait`
-//!   (the trait's form); it turns on `tower` for `HttpClassifier`, which
-//!   adds no crate, reqwest depending on all of `tower`'s. reqwest 0.13
+//!   (the trait's form); it turns on `http` for `HttpClassifier`, which
+//!   adds no crate, reqwest depending on `http`. reqwest 0.13
 //!   declares rust-version 1.85; reqwest-middleware declares none (edition
 //!   2018). Each request's future is boxed by `async-trait`, as every
 //!   reqwest middleware's is.

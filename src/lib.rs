@@ -38,6 +38,23 @@
 //! # Ok::<(), failfast::ConfigError>(())
 //! ```
 //!
+//! # Start here
+//!
+//! Which API for which program; each link leads to an example that CI
+//! compiles and runs (the feature-gated pages are on docs.rs, built with
+//! every feature).
+//!
+//! | your program | use | example |
+//! |---|---|---|
+//! | calls a function that can fail | [`Breaker::call`] / [`call_async`](Breaker::call_async) | [`Breaker::call`] |
+//! | records each call's verdict itself | [`Breaker::try_acquire`], then [`Permit::record`] | [`Permit`], the example above |
+//! | a tower service with one upstream | `tower::FailFastLayer` (feature `tower`) | [`FailFastLayer`](tower/struct.FailFastLayer.html) |
+//! | a client or proxy for many hosts | `tower::KeyedLayer` over a `Registry<HostKey>` | [`KeyedLayer`](tower/struct.KeyedLayer.html), [`examples/proxy.rs`](https://docs.rs/crate/failfast/latest/source/examples/proxy.rs) |
+//! | a reqwest client | `reqwest::BreakerMiddleware` (feature `reqwest`) | [`failfast::reqwest`](reqwest/index.html) |
+//! | an axum handler calling a dependency | [`Registry`] + [`call_async_or_else_with`](Breaker::call_async_or_else_with) + `http::HttpClassifier` | [`examples/axum.rs`](https://docs.rs/crate/failfast/latest/source/examples/axum.rs), [`failfast::http`](http/index.html) |
+//! | a tonic client | `FailFastLayer` + `http::GrpcClassifier`, `classify_at_end` | [`examples/tonic.rs`](https://docs.rs/crate/failfast/latest/source/examples/tonic.rs) |
+//! | breakers from a config file | `config::RegistryConfig` (feature `serde`) | [`failfast::config`](config/index.html) |
+//!
 //! # How every call ends
 //!
 //! A breaker that only hears clean verdicts fails *open* in a real proxy:
@@ -113,11 +130,12 @@
 //!
 //! | feature | adds | pulls in |
 //! |---|---|---|
-//! | `tower` | `tower`: layers (one breaker, keyed per host, balancer-aware), HTTP and gRPC classifiers, end-of-stream classification of response bodies, a per-call timeout, HTTP answers for rejections and a status view | `tower`, `http`, `http-body`, `pin-project-lite`, `tokio` (timer only) |
+//! | `http` | `http`: HTTP and gRPC classifiers (end of stream included), request keys, HTTP answers for rejections and a status view, with no tower: for an axum handler or a hand-written client | `http` |
+//! | `tower` | `tower`: layers (one breaker, keyed per host, balancer-aware), the body that carries a permit to its end, a per-call timeout (implies `http`) | `tower`, `http`, `http-body`, `bytes`, `pin-project-lite`, `tokio` (timer only) |
 //! | `tower-http` | an adapter from any `tower_http::classify::ClassifyResponse` (implies `tower`) | `tower-http` 0.7, no default features |
 //! | `tracing` | `export::tracing`: an event per transition; with `tower`, what the breaker did to each call on its span (`trace_calls`) | `tracing` |
 //! | `metrics` | `export::metrics`: gauges and counters through the `metrics` facade, exported at scrape time; with `tower`, per-call rejections, fallbacks and an opt-in duration histogram (`call_metrics`) | `metrics` |
-//! | `reqwest` | `reqwest::BreakerMiddleware`: a `reqwest_middleware::Middleware` with one breaker per upstream host from a `Registry<HostKey>` (implies `tower`) | `reqwest` 0.13 (no default features, no TLS), `reqwest-middleware` 0.5, `async-trait` |
+//! | `reqwest` | `reqwest::BreakerMiddleware`: a `reqwest_middleware::Middleware` with one breaker per upstream host from a `Registry<HostKey>` (implies `http`) | `reqwest` 0.13 (no default features, no TLS), `reqwest-middleware` 0.5, `async-trait` |
 //! | `serde` | `config`: breaker and registry configuration from files (TOML, YAML, JSON…) with per-host overrides, host keys normalised | `serde` (derive) |
 //! | `redis` | `redis`: trips shared across replicas through Redis 7+ (single server or cluster), `RedisSync`, a tokio task you start | `redis` (redis-rs), `futures-util`, `tokio` (`sync`, `time`) |
 //! | `coarse-clock` | `CoarseClock`: the kernel's coarse monotonic clock (1–10 ms steps), for the cheapest OPEN rejection that reads the time | `rustix` (Linux and Android; `time` only) |
@@ -166,6 +184,12 @@ mod fallback;
 #[cfg_attr(not(feature = "tower"), allow(rustdoc::broken_intra_doc_links))]
 mod fault;
 pub mod hooks;
+// Its docs link to the tower layers, which exist with feature `tower` (as on
+// docs.rs); with `http` alone, a plain `cargo doc` need not warn about them.
+#[cfg(feature = "http")]
+#[cfg_attr(docsrs, doc(cfg(feature = "http")))]
+#[cfg_attr(not(feature = "tower"), allow(rustdoc::broken_intra_doc_links))]
+pub mod http;
 mod machine;
 mod observe;
 mod outcome;

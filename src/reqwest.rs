@@ -75,10 +75,10 @@ use reqwest_middleware::{Middleware, Next};
 
 use crate::authority::{normalise, AuthorityError, KeyBuf, DEFAULT_MAX_KEY_LEN};
 use crate::clock::{Clock, QuantaClock};
+use crate::http::{HttpClassifier, Keyless};
 use crate::outcome::Outcome;
 use crate::permit::OwnedPermit;
 use crate::registry::{Handle, HostKey, Registry};
-use crate::tower::{HttpClassifier, Keyless};
 
 /// A `reqwest_middleware::Middleware` that sends each request through its
 /// upstream's breaker in a [`Registry<HostKey>`](crate::registry::HostKey)
@@ -87,7 +87,7 @@ use crate::tower::{HttpClassifier, Keyless};
 /// ```
 /// use failfast::registry::HostKey;
 /// use failfast::reqwest::BreakerMiddleware;
-/// use failfast::tower::HttpClassifier;
+/// use failfast::http::HttpClassifier;
 /// use failfast::{Breaker, Outcome, Registry};
 /// use std::sync::Arc;
 ///

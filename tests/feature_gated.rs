@@ -84,11 +84,20 @@ needs!(
     "tower" + "metrics",
     "needs --features tower,metrics"
 );
+needs!(
+    hook_every_cause,
+    "tower" + "tracing" + "metrics",
+    "needs --features tower,tracing,metrics"
+);
 needs!(redis_sync, "redis", "needs --features redis");
 needs!(redis_cluster, "redis", "needs --features redis");
 needs!(redis_faults, "redis", "needs --features redis");
 needs!(redis_store_rules, "redis", "needs --features redis");
-needs!(reqwest_middleware, "reqwest", "needs --features reqwest");
+needs!(
+    reqwest_middleware,
+    "reqwest" + "tower",
+    "needs --features reqwest,tower"
+);
 needs!(
     redis_proxy,
     "tower" + "redis",

@@ -11,7 +11,8 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::{Breaker, Registry};
+use super::Registry;
+use crate::breaker::Breaker;
 
 /// How long a reader may take before the test calls it blocked.
 const BLOCKED: Duration = Duration::from_secs(10);

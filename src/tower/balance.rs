@@ -10,7 +10,6 @@ use std::sync::Arc;
 use tokio::time::{Instant, Sleep};
 use tower::{BoxError, Layer, Service};
 
-use super::classify::{Classify, DefaultClassifier};
 use super::future::ResponseFuture;
 use super::hook::LayerHooks;
 use super::permit::{admit, LayerPermit, Naming, Owner};
@@ -18,6 +17,7 @@ use super::watch::Watcher;
 use crate::breaker::Breaker;
 use crate::clock::{Clock, QuantaClock};
 use crate::hooks::OnTransition;
+use crate::http::{Classify, DefaultClassifier};
 
 /// The longest an ejected endpoint sleeps before it looks at its breaker
 /// again (see [`EjectLayer::recheck`]).

@@ -11,9 +11,10 @@ use pin_project_lite::pin_project;
 use tower::BoxError;
 
 use super::future::ResponseFuture;
-use super::stream::{AtEnd, ClassifyEos, ClassifyStream, Verdict};
+use super::mode::AtEnd;
 use super::watch::Held;
 use crate::clock::{Clock, QuantaClock};
+use crate::http::{ClassifyEos, ClassifyStream, Verdict};
 use crate::outcome::Outcome;
 
 /// A verdict still to come: the permit and what classifies the end.

@@ -1,43 +1,20 @@
 //! [`FallbackLayer`]: turns a breaker's rejection into a response — a 503
-//! with `Retry-After`, or a stale copy from a cache, marked as such — and
-//! the HTTP marks that say so.
-//!
-//! # Saying an answer is a fallback
-//!
-//! A fallback must never pass off stale data as fresh. For HTTP the marks
-//! are headers a client or a cache can read, and a typed extension for
-//! in-process callers ([`mark_stale`]):
-//!
-//! * **`x-failfast: fallback`** — the crate's own header (the one
-//!   [`error_response`](super::error_response) sets to `rejected` or
-//!   `timeout`): one lookup for a client to tell the answer apart.
-//! * **`Cache-Status: failfast; hit; detail=circuit-open`** (RFC 9211) — the
-//!   standard way for an intermediary to say it answered from its cache, and
-//!   why; HTTP debugging tools and CDNs show it.
-//! * **`Age`** (RFC 9111 §5.1) — how long ago the copy was stored.
-//!
-//! Not `Warning: 110 - "Response is Stale"`: RFC 9111 obsoleted the
-//! `Warning` header (no cache or client acted on it consistently), so a
-//! client written today would not look for it.
+//! with `Retry-After` ([`unavailable`](crate::http::unavailable)), or a
+//! stale copy from a cache, marked as such
+//! ([`mark_stale`](crate::http::mark_stale); the marks, and why these, are
+//! in [`failfast::http`](crate::http#saying-an-answer-is-a-fallback)).
 
 use core::fmt;
 use core::future::Future;
 use core::marker::PhantomData;
 use core::pin::Pin;
 use core::task::{ready, Context, Poll};
-use core::time::Duration;
 use std::sync::Arc;
 
-use http::{header, HeaderValue, Response};
 use pin_project_lite::pin_project;
 use tower::{BoxError, Layer, Service};
 
-use super::respond::X_FAILFAST;
 use crate::error::Rejected;
-
-/// The `Cache-Status` entry of a stale answer served while the breaker is
-/// open.
-pub const CACHE_STATUS_STALE: &str = "failfast; hit; detail=circuit-open";
 
 /// `circuit_breaker_fallback_total{upstream}` (feature `metrics`): a handle
 /// registered when the layer is built; nothing without the feature.
@@ -329,7 +306,7 @@ impl<F> FallbackLayer<F> {
 impl<G> FallbackLayer<OnRejected<G>> {
     /// A fallback from the rejection alone: `answer(&rejected)` is the
     /// response, or `None` to let the rejection through. For HTTP,
-    /// [`unavailable`] is the usual answer.
+    /// [`unavailable`](crate::http::unavailable) is the usual answer.
     pub fn new<Res>(answer: G) -> Self
     where
         G: Fn(&Rejected) -> Option<Res>,
@@ -544,106 +521,4 @@ where
             None => Poll::Ready(Err(err)),
         }
     }
-}
-
-/// The answer for a rejected HTTP request: `503 Service Unavailable`,
-/// `Retry-After` (whole seconds, rounded up, when the breaker names a time)
-/// and `x-failfast: rejected` — the upstream was not called. The same
-/// answer [`error_response`](super::error_response) gives, as a fallback.
-///
-/// ```
-/// use failfast::tower::unavailable;
-/// use failfast::{Breaker, ManualClock, Nanos};
-/// use std::time::Duration;
-///
-/// let breaker = Breaker::builder()
-///     .consecutive_failures(1)
-///     .open_duration(Duration::from_secs(10))
-///     .jitter(0.0)
-///     .build_with_clock(ManualClock::new())?;
-/// breaker.try_acquire_at(Nanos::ZERO).unwrap().failure_at(Nanos::ZERO);
-/// let rejected = breaker.try_acquire_at(Nanos::from_millis(2_500)).unwrap_err();
-///
-/// let response = unavailable::<()>(&rejected);
-/// assert_eq!(response.status(), 503);
-/// assert_eq!(response.headers()["retry-after"], "8"); // 7.5 s, rounded up
-/// # Ok::<(), failfast::ConfigError>(())
-/// ```
-pub fn unavailable<B: Default>(rejected: &Rejected) -> Response<B> {
-    super::respond::rejected_response(rejected, B::default())
-}
-
-/// What an answer marked by [`mark_stale`] carries in its extensions: that
-/// it is a fallback, why, and the age of the copy if known.
-///
-/// ```
-/// use failfast::tower::{mark_stale, Stale};
-/// use failfast::Breaker;
-///
-/// let breaker = Breaker::builder().consecutive_failures(1).build()?;
-/// breaker.force_open();
-/// let rejected = breaker.try_acquire().unwrap_err();
-/// let mut response = http::Response::new(());
-/// mark_stale(&mut response, &rejected, None);
-/// let stale = response.extensions().get::<Stale>().expect("marked");
-/// assert_eq!(stale.rejected, rejected);
-/// # Ok::<(), failfast::ConfigError>(())
-/// ```
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Stale {
-    /// Why the fresh call was not made.
-    pub rejected: Rejected,
-    /// How long ago the copy was stored, if known.
-    pub age: Option<Duration>,
-}
-
-/// Marks `response` as a stale copy served instead of a rejected call:
-/// `x-failfast: fallback`, `Cache-Status: failfast; hit; detail=circuit-open`
-/// (added to any the copy carried), `Age` when `age` is known (whole
-/// seconds), and a [`Stale`] extension. The module's docs say why these
-/// headers and not `Warning`.
-///
-/// ```
-/// use failfast::tower::mark_stale;
-/// use failfast::Breaker;
-/// use std::time::Duration;
-///
-/// let breaker = Breaker::builder().consecutive_failures(1).build()?;
-/// breaker.force_open();
-/// let rejected = breaker.try_acquire().unwrap_err();
-///
-/// let mut response = http::Response::new("yesterday's rates");
-/// mark_stale(&mut response, &rejected, Some(Duration::from_millis(90_500)));
-/// assert_eq!(response.headers()["x-failfast"], "fallback");
-/// assert_eq!(response.headers()["cache-status"], "failfast; hit; detail=circuit-open");
-/// assert_eq!(response.headers()["age"], "90");
-/// # Ok::<(), failfast::ConfigError>(())
-/// ```
-pub fn mark_stale<B>(response: &mut Response<B>, rejected: &Rejected, age: Option<Duration>) {
-    let headers = response.headers_mut();
-    headers.insert(X_FAILFAST, HeaderValue::from_static("fallback"));
-    // RFC 9211: the entry of the cache nearest the client comes last.
-    headers.append(
-        header::CACHE_STATUS,
-        HeaderValue::from_static(CACHE_STATUS_STALE),
-    );
-    match age {
-        Some(age) => {
-            headers.insert(header::AGE, HeaderValue::from(age.as_secs()));
-        }
-        None => {
-            headers.remove(header::AGE);
-        }
-    }
-    response.extensions_mut().insert(Stale {
-        rejected: rejected.clone(),
-        age,
-    });
-}
-
-/// Whether `response` was marked by [`mark_stale`] (its [`Stale`]
-/// extension; across the network, read `x-failfast: fallback` instead).
-pub fn is_stale<B>(response: &Response<B>) -> bool {
-    response.extensions().get::<Stale>().is_some()
 }

@@ -5,9 +5,9 @@ use ::tower_http::classify::{ClassifiedResponse, ClassifyEos as TowerHttpEos, Cl
 use http::HeaderMap;
 use tower::BoxError;
 
-use super::classify::{outcome_of_error, Classify};
-use super::stream::{ClassifyEos, ClassifyStream, Verdict};
 use crate::fault::Fault;
+use crate::http::{outcome_of_error, Classify};
+use crate::http::{ClassifyEos, ClassifyStream, Verdict};
 use crate::outcome::Outcome;
 
 /// Uses a `tower_http::classify::ClassifyResponse` (tower-http 0.7) to

@@ -11,12 +11,12 @@ use pin_project_lite::pin_project;
 use tokio::time::Sleep;
 use tower::BoxError;
 
-use super::classify::Classify;
-use super::stream::AtHead;
+use super::mode::AtHead;
 use super::timeout::TimedOut;
 use super::watch::{Held, Inside, Polling};
 use crate::clock::Clock;
 use crate::error::Rejected;
+use crate::http::Classify;
 use crate::outcome::Outcome;
 
 pin_project! {

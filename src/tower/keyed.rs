@@ -25,17 +25,18 @@ use std::sync::Arc;
 
 use tower::{BoxError, Layer, Service};
 
-use super::authority::AuthorityKey;
 use super::body::PermitBody;
-use super::classify::{Classify, DefaultClassifier};
 use super::future::ResponseFuture;
 use super::hook::LayerHooks;
-use super::key::{KeyFn, KeySink};
+use super::mode::{AtEnd, AtHead};
 use super::permit::{admit, Naming, Owner};
-use super::stream::{AtEnd, AtHead, ClassifyStream};
 use super::watch::Watcher;
 use crate::clock::{Clock, Nanos, QuantaClock};
 use crate::hooks::OnTransition;
+use crate::http::AuthorityKey;
+use crate::http::ClassifyStream;
+use crate::http::{Classify, DefaultClassifier};
+use crate::http::{KeyFn, KeySink};
 use crate::registry::{Entry, EntryArc, Registry};
 
 /// The keyed layer's sink: a registry lookup at one clock reading.

@@ -8,15 +8,16 @@ use std::sync::Arc;
 use tower::{BoxError, Layer, Service};
 
 use super::body::PermitBody;
-use super::classify::{Classify, DefaultClassifier};
 use super::future::ResponseFuture;
 use super::hook::LayerHooks;
+use super::mode::{AtEnd, AtHead};
 use super::permit::{admit, Naming, Owner};
-use super::stream::{AtEnd, AtHead, ClassifyStream};
 use super::watch::Watcher;
 use crate::breaker::Breaker;
 use crate::clock::{Clock, QuantaClock};
 use crate::hooks::OnTransition;
+use crate::http::ClassifyStream;
+use crate::http::{Classify, DefaultClassifier};
 
 /// Wraps a service in a [`FailFast`] on one shared breaker.
 ///

@@ -36,77 +36,11 @@
 //!
 //! # Classifiers
 //!
-//! | classifier | reads | when |
-//! |---|---|---|
-//! | [`DefaultClassifier`] | `Ok` / `Err` | head |
-//! | [`HttpClassifier`] | the HTTP status (5xx, 429 fail; other 4xx ignored); an `Err` by who caused it | head; with [`AtEnd`], a body that fails halfway is a failure |
-//! | [`GrpcClassifier`] | `grpc-status` (see its table) | head (trailers-only responses); with [`AtEnd`], the trailers |
-//! | `FromTowerHttp` (feature `tower-http`) | any `tower_http::classify::ClassifyResponse` | head; with [`AtEnd`], its `ClassifyEos` |
-//! | any `Fn(&Result<T, E>) -> Outcome` | anything | head |
-//!
-//! # Without tower: reqwest
-//!
-//! reqwest's client is not a tower service; take a permit per request and
-//! let [`HttpClassifier`] read the status (reqwest 0.12 uses `http` 1's
-//! `StatusCode`). The example below compiles against a stand-in with
-//! reqwest's signatures, so the crate does not build reqwest and a TLS stack
-//! for its tests.
-//!
-//! ```
-//! # mod reqwest {
-//! #     pub struct Client;
-//! #     pub struct RequestBuilder;
-//! #     pub struct Response;
-//! #     #[derive(Debug)]
-//! #     pub struct Error;
-//! #     impl Client {
-//! #         pub fn get(&self, _url: &str) -> RequestBuilder { RequestBuilder }
-//! #     }
-//! #     impl RequestBuilder {
-//! #         pub async fn send(self) -> Result<Response, Error> { Ok(Response) }
-//! #     }
-//! #     impl Response {
-//! #         pub fn status(&self) -> http::StatusCode { http::StatusCode::OK }
-//! #     }
-//! #     impl Error {
-//! #         pub fn is_builder(&self) -> bool { false }
-//! #     }
-//! #     impl std::fmt::Display for Error {
-//! #         fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result { f.write_str("error") }
-//! #     }
-//! #     impl std::error::Error for Error {}
-//! # }
-//! use failfast::tower::HttpClassifier;
-//! use failfast::{Breaker, Outcome};
-//!
-//! const CLASSIFY: HttpClassifier = HttpClassifier::new();
-//!
-//! async fn get(
-//!     client: &reqwest::Client,
-//!     breaker: &Breaker,
-//!     url: &str,
-//! ) -> Result<reqwest::Response, Box<dyn std::error::Error + Send + Sync>> {
-//!     let permit = breaker.try_acquire()?; // `Rejected`: not sent
-//!     match client.get(url).send().await {
-//!         Ok(response) => {
-//!             permit.record(CLASSIFY.classify_status(response.status()));
-//!             Ok(response)
-//!         }
-//!         // A request we could not even build says nothing about the server.
-//!         Err(e) if e.is_builder() => Err(e.into()), // the permit drops: neutral
-//!         Err(e) => {
-//!             permit.record(Outcome::Failure); // connect, timeout, reset
-//!             Err(e.into())
-//!         }
-//!     }
-//! }
-//! # let breaker = Breaker::builder().consecutive_failures(5).build().unwrap();
-//! # let response = futures_executor(get(&reqwest::Client, &breaker, "http://api.internal/"));
-//! # assert_eq!(response.unwrap().status(), 200);
-//! # fn futures_executor<F: std::future::Future>(f: F) -> F::Output {
-//! #     tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(f)
-//! # }
-//! ```
+//! The classifiers, and the traits a layer calls them through
+//! ([`Classify`], [`ClassifyStream`]), live in [`failfast::http`](crate::http)
+//! and need no tower (they are re-exported here): its table says which reads
+//! what. The layers add the mode ([`AtHead`], [`AtEnd`]) and `FromTowerHttp`
+//! (feature `tower-http`).
 //!
 //! # Time
 //!
@@ -135,49 +69,45 @@
 //! checks each cause against every hook, the tracing event and the metrics
 //! counter: each hears each transition once.
 
-mod authority;
 mod balance;
 mod body;
-mod classify;
 mod clock;
 mod downstream;
 mod fallback;
 #[cfg(feature = "tower-http")]
 mod from_tower_http;
 mod future;
-mod grpc;
 mod hook;
-mod key;
 mod keyed;
 mod layer;
+mod mode;
 mod permit;
 mod respond;
-mod stream;
 mod timeout;
 mod watch;
 
-pub use crate::hooks::OnTransition;
-pub use authority::{
-    normalise_authority, AuthorityKey, FromAuthority, KeyBuf, DEFAULT_MAX_KEY_LEN,
-    MAX_AUTHORITY_LEN,
+// At home in `failfast::http` (no tower needed); here under the paths the
+// layers' users already have.
+pub use crate::http::{
+    is_stale, mark_stale, normalise_authority, retry_after_secs, status_json, unavailable,
+    AuthorityKey, Classify, ClassifyEos, ClassifyStream, DefaultClassifier, FaultFn, FromAuthority,
+    GrpcClassifier, GrpcEos, HeadOutcome, HttpClassifier, KeyBuf, KeyFn, KeySink, Keyless,
+    KeylessReason, Stale, Verdict, CACHE_STATUS_STALE, DEFAULT_MAX_KEY_LEN, GRPC_STATUS,
+    MAX_AUTHORITY_LEN, X_FAILFAST,
 };
+
+pub use crate::hooks::OnTransition;
 pub use balance::{Eject, EjectLayer, DEFAULT_RECHECK};
 pub use body::PermitBody;
-pub use classify::{Classify, DefaultClassifier, FaultFn, HttpClassifier};
 pub use clock::TokioClock;
 pub use downstream::DownstreamBody;
-pub use fallback::{
-    is_stale, mark_stale, unavailable, Fallback, FallbackFuture, FallbackLayer, OnRejected,
-    Recover, Stale, WithRequest, CACHE_STATUS_STALE,
-};
+pub use fallback::{Fallback, FallbackFuture, FallbackLayer, OnRejected, Recover, WithRequest};
 #[cfg(feature = "tower-http")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower-http")))]
 pub use from_tower_http::FromTowerHttp;
 pub use future::ResponseFuture;
-pub use grpc::{GrpcClassifier, GrpcEos, GRPC_STATUS};
-pub use key::{KeyFn, KeySink, Keyless, KeylessReason};
 pub use keyed::{Keyed, KeyedLayer, KeylessPolicy};
 pub use layer::{FailFast, FailFastLayer};
-pub use respond::{error_response, retry_after_secs, status_json, X_FAILFAST};
-pub use stream::{AtEnd, AtHead, ClassifyEos, ClassifyStream, HeadOutcome, Verdict};
+pub use mode::{AtEnd, AtHead};
+pub use respond::error_response;
 pub use timeout::TimedOut;

@@ -3,8 +3,8 @@
 
 use core::fmt;
 
+use super::BoxError;
 use http::{HeaderMap, StatusCode};
-use tower::BoxError;
 
 use super::classify::{outcome_of_error, Classify, FaultFn};
 use super::stream::{ClassifyEos, ClassifyStream, Verdict};
@@ -19,7 +19,7 @@ pub const GRPC_STATUS: &str = "grpc-status";
 /// A gRPC server sends the status in the trailers after the response
 /// messages, or, when it fails before sending any message, in the headers of
 /// a trailers-only response. Use it with
-/// [`FailFastLayer::classify_at_end`](super::FailFastLayer::classify_at_end)
+/// [`FailFastLayer::classify_at_end`](crate::tower::FailFastLayer::classify_at_end)
 /// to see both; as a plain [`Classify`] it sees only the headers, and a
 /// response whose status is still to come counts as a success.
 ///
@@ -61,12 +61,12 @@ pub const GRPC_STATUS: &str = "grpc-status";
 ///   status) broke the protocol: `INTERNAL`.
 ///
 /// ```
-/// use failfast::tower::{Classify, GrpcClassifier};
+/// use failfast::http::{Classify, GrpcClassifier};
 /// use failfast::Outcome;
 ///
 /// let classify = GrpcClassifier::new().code(12, Outcome::Failure); // UNIMPLEMENTED counts here
 /// let trailers_only = |code: &str| {
-///     Ok::<_, tower::BoxError>(http::Response::builder().header("grpc-status", code).body(()).unwrap())
+///     Ok::<_, failfast::http::BoxError>(http::Response::builder().header("grpc-status", code).body(()).unwrap())
 /// };
 /// assert_eq!(classify.classify(&trailers_only("0")), Outcome::Success);
 /// assert_eq!(classify.classify(&trailers_only("14")), Outcome::Failure);
@@ -248,10 +248,10 @@ impl<B> ClassifyStream<B, BoxError> for GrpcClassifier {
 /// The [`ClassifyEos`] of [`GrpcClassifier`]: the trailers' `grpc-status`.
 ///
 /// ```
-/// use failfast::tower::{ClassifyEos, ClassifyStream, GrpcClassifier, Verdict};
+/// use failfast::http::{ClassifyEos, ClassifyStream, GrpcClassifier, Verdict};
 /// use failfast::Outcome;
 ///
-/// let head = Ok::<_, tower::BoxError>(http::Response::new(()));
+/// let head = Ok::<_, failfast::http::BoxError>(http::Response::new(()));
 /// let Verdict::AtEndOfStream(eos) = GrpcClassifier::new().classify_head(&head) else { panic!() };
 /// assert_eq!(eos.classify_eos(None), Outcome::Failure); // no status at all: INTERNAL
 /// ```

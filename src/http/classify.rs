@@ -5,8 +5,8 @@
 use core::fmt;
 use std::error::Error;
 
+use super::BoxError;
 use http::StatusCode;
-use tower::BoxError;
 
 use super::stream::{ClassifyStream, HeadOutcome, Verdict};
 use crate::fault::Fault;
@@ -24,9 +24,9 @@ use crate::outcome::Outcome;
 /// own error types.
 ///
 /// ```
-/// use failfast::tower::Classify;
+/// use failfast::http::Classify;
 /// use failfast::{Fault, Outcome};
-/// use tower::BoxError;
+/// use failfast::http::BoxError;
 ///
 /// // A gRPC-ish status carried in the response: 8 (RESOURCE_EXHAUSTED) is a soft failure.
 /// let classify = |r: &Result<u32, BoxError>| match r {
@@ -73,9 +73,9 @@ pub(crate) fn outcome_of_error(fault: FaultFn, error: &BoxError, upstream: Outco
 /// descriptors, a client's broken request body).
 ///
 /// ```
-/// use failfast::tower::{Classify, DefaultClassifier};
+/// use failfast::http::{Classify, DefaultClassifier};
 /// use failfast::{DownstreamError, Outcome};
-/// use tower::BoxError;
+/// use failfast::http::BoxError;
 ///
 /// let ok: Result<u16, BoxError> = Ok(503);
 /// assert_eq!(DefaultClassifier.classify(&ok), Outcome::Success); // it reads no status
@@ -109,9 +109,9 @@ impl<T> Classify<T, BoxError> for DefaultClassifier {
 /// | one status code | — | [`status`](Self::status), up to 8 overrides, checked first |
 ///
 /// ```
-/// use failfast::tower::{Classify, HttpClassifier};
+/// use failfast::http::{Classify, HttpClassifier};
 /// use failfast::Outcome;
-/// use tower::BoxError;
+/// use failfast::http::BoxError;
 ///
 /// let classify = HttpClassifier::new().status(404, Outcome::Failure);
 /// let response = |code: u16| Ok::<_, BoxError>(http::Response::builder().status(code).body(()).unwrap());
@@ -224,9 +224,9 @@ impl HttpClassifier {
     /// upstream is [`Outcome::Neutral`].
     ///
     /// ```
-    /// use failfast::tower::{Classify, HttpClassifier};
+    /// use failfast::http::{Classify, HttpClassifier};
     /// use failfast::{Fault, Outcome};
-    /// use tower::BoxError;
+    /// use failfast::http::BoxError;
     ///
     /// #[derive(Debug)]
     /// struct QuotaExceeded; // the caller's own rate limiter refused to send
@@ -308,7 +308,7 @@ impl<B> Classify<http::Response<B>, BoxError> for HttpClassifier {
     }
 }
 
-/// With [`AtEnd`](super::AtEnd): the status decides, but a response whose
+/// With [`AtEnd`](crate::tower::AtEnd): the status decides, but a response whose
 /// body fails before its end counts as the classifier's
 /// [`errors`](HttpClassifier::errors) outcome (a failure by default). A
 /// failing status is recorded at the head; there is nothing to wait for.

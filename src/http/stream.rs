@@ -4,65 +4,23 @@
 //!
 //! A gRPC call's status usually arrives in the trailers, after the body; an
 //! HTTP body can fail halfway. With [`AtEnd`] (see
-//! [`FailFastLayer::classify_at_end`](super::FailFastLayer::classify_at_end))
+//! [`FailFastLayer::classify_at_end`](crate::tower::FailFastLayer::classify_at_end))
 //! the layer's response future classifies the head, and when the head cannot
 //! tell, it moves the permit into the response body, a
-//! [`PermitBody`](super::PermitBody), which records the verdict when the body
+//! [`PermitBody`](crate::tower::PermitBody), which records the verdict when the body
 //! ends, fails, or is dropped.
 
 use http::HeaderMap;
 
 use crate::outcome::Outcome;
 
-/// The verdict is taken when the response head arrives (the default mode of
-/// every layer): the response is returned as the inner service made it, and
-/// a slow or failing body is not seen.
-///
-/// ```
-/// use failfast::tower::{AtHead, FailFastLayer, HttpClassifier};
-/// use failfast::{Breaker, QuantaClock};
-/// use std::sync::Arc;
-///
-/// let breaker = Arc::new(Breaker::builder().consecutive_failures(5).build()?);
-/// let layer: FailFastLayer<HttpClassifier, QuantaClock, AtHead> =
-///     FailFastLayer::new(breaker).classify(HttpClassifier::new());
-/// # let _ = layer;
-/// # Ok::<(), failfast::ConfigError>(())
-/// ```
-#[derive(Copy, Clone, Debug, Default)]
-pub struct AtHead;
-
-/// The verdict may wait for the end of the response body: the response's
-/// body is wrapped in a [`PermitBody`](super::PermitBody) that carries the
-/// permit until the body ends.
-///
-/// The call then lasts until the body ends: its duration, measured against
-/// the slow-call threshold, includes the whole body. That is what a unary
-/// gRPC call or a download needs; for long-lived streams (server streaming,
-/// server-sent events) leave the slow-call rate off. The layer's timeout
-/// still covers only the wait for the head.
-///
-/// ```
-/// use failfast::tower::{AtEnd, FailFastLayer, GrpcClassifier};
-/// use failfast::{Breaker, QuantaClock};
-/// use std::sync::Arc;
-///
-/// let breaker = Arc::new(Breaker::builder().consecutive_failures(5).build()?);
-/// let layer: FailFastLayer<GrpcClassifier, QuantaClock, AtEnd> =
-///     FailFastLayer::new(breaker).classify_at_end(GrpcClassifier::new());
-/// # let _ = layer;
-/// # Ok::<(), failfast::ConfigError>(())
-/// ```
-#[derive(Copy, Clone, Debug, Default)]
-pub struct AtEnd;
-
 /// What the head of a response says.
 ///
 /// ```
-/// use failfast::tower::{ClassifyStream, GrpcClassifier, Verdict};
+/// use failfast::http::{ClassifyStream, GrpcClassifier, Verdict};
 /// use failfast::Outcome;
 ///
-/// let trailers_only = Ok::<_, tower::BoxError>(
+/// let trailers_only = Ok::<_, failfast::http::BoxError>(
 ///     http::Response::builder().header("grpc-status", "14").body(()).unwrap(),
 /// );
 /// assert_eq!(GrpcClassifier::new().classify_head(&trailers_only), Verdict::Ready(Outcome::Failure));
@@ -82,10 +40,10 @@ pub enum Verdict<Eos> {
 /// Implemented by [`GrpcClassifier`](super::GrpcClassifier) (status in the
 /// headers or the trailers), [`HttpClassifier`](super::HttpClassifier) (the
 /// status decides, but a body that fails halfway is a failure) and, with
-/// feature `tower-http`, [`FromTowerHttp`](super::FromTowerHttp).
+/// feature `tower-http`, [`FromTowerHttp`](crate::tower::FromTowerHttp).
 ///
 /// ```
-/// use failfast::tower::{ClassifyEos, ClassifyStream, Verdict};
+/// use failfast::http::{ClassifyEos, ClassifyStream, Verdict};
 /// use failfast::Outcome;
 ///
 /// /// A 200 is a success only if its body arrives whole.
@@ -113,7 +71,7 @@ pub enum Verdict<Eos> {
 ///     }
 /// }
 ///
-/// let ok = Ok::<_, tower::BoxError>(http::Response::new(()));
+/// let ok = Ok::<_, failfast::http::BoxError>(http::Response::new(()));
 /// assert!(matches!(WholeBody.classify_head(&ok), Verdict::AtEndOfStream(_)));
 /// ```
 pub trait ClassifyStream<B, E> {
@@ -127,10 +85,10 @@ pub trait ClassifyStream<B, E> {
 /// Classifies the end of a response body.
 ///
 /// ```
-/// use failfast::tower::{ClassifyEos, GrpcClassifier, ClassifyStream, Verdict};
+/// use failfast::http::{ClassifyEos, GrpcClassifier, ClassifyStream, Verdict};
 /// use failfast::Outcome;
 ///
-/// let head = Ok::<_, tower::BoxError>(http::Response::new(()));
+/// let head = Ok::<_, failfast::http::BoxError>(http::Response::new(()));
 /// let Verdict::AtEndOfStream(eos) = GrpcClassifier::new().classify_head(&head) else { panic!() };
 /// let mut trailers = http::HeaderMap::new();
 /// trailers.insert("grpc-status", "14".parse().unwrap()); // UNAVAILABLE
@@ -155,10 +113,10 @@ pub trait ClassifyEos {
 /// classifier's [`errors`](super::HttpClassifier::errors) outcome).
 ///
 /// ```
-/// use failfast::tower::{ClassifyEos, ClassifyStream, HttpClassifier, Verdict};
+/// use failfast::http::{ClassifyEos, ClassifyStream, HttpClassifier, Verdict};
 /// use failfast::Outcome;
 ///
-/// let ok = Ok::<_, tower::BoxError>(http::Response::new(()));
+/// let ok = Ok::<_, failfast::http::BoxError>(http::Response::new(()));
 /// let Verdict::AtEndOfStream(eos) = HttpClassifier::new().classify_head(&ok) else { panic!() };
 /// assert_eq!(eos.classify_eos(None), Outcome::Success);
 /// assert_eq!(eos.classify_body_error(), Outcome::Failure);

@@ -47,7 +47,7 @@ impl From<AuthorityError> for Keyless {
 /// with the keyed layer's error. See [`AuthorityKey`] for the rules.
 ///
 /// ```
-/// use failfast::tower::{normalise_authority, AuthorityKey, KeyBuf, KeylessReason};
+/// use failfast::http::{normalise_authority, AuthorityKey, KeyBuf, KeylessReason};
 ///
 /// let mut buf = KeyBuf::new();
 /// let key = normalise_authority(b"u:p@API.Example.:080", Some(80), 255, &mut buf).unwrap();
@@ -82,14 +82,12 @@ pub fn normalise_authority<'b>(
 /// already tracked), else converted per request.
 ///
 /// A key type of your own can shape the key: below, one breaker per host
-/// name, whatever the port, looked up by the borrowed name.
+/// name, whatever the port, looked up by the borrowed name (in the keyed
+/// layer, feature `tower`).
 ///
 /// ```
-/// use failfast::tower::{FromAuthority, KeySink, KeyedLayer, Keyless};
-/// use failfast::{Breaker, Registry};
+/// use failfast::http::{FromAuthority, KeySink, Keyless};
 /// use std::borrow::Borrow;
-/// use std::sync::Arc;
-/// use tower::{Layer, ServiceExt};
 ///
 /// /// A host name without its port.
 /// #[derive(PartialEq, Eq, Hash)] // hashed as its one field: as its text
@@ -115,8 +113,16 @@ pub fn normalise_authority<'b>(
 ///     }
 /// }
 ///
+/// # #[cfg(not(feature = "tower"))]
+/// # fn main() {}
+/// # #[cfg(feature = "tower")]
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), tower::BoxError> {
+/// use failfast::tower::KeyedLayer;
+/// use failfast::{Breaker, Registry};
+/// use std::sync::Arc;
+/// use tower::{Layer, ServiceExt};
+///
 /// let registry = Arc::new(Registry::<Host>::builder(Breaker::builder().consecutive_failures(5)).build()?);
 /// let upstream = tower::service_fn(|_req: http::Request<()>| async {
 ///     Ok::<_, std::io::Error>(http::Response::new(()))
@@ -180,7 +186,7 @@ impl FromAuthority for http::uri::Authority {
 ///
 /// ```
 /// use failfast::registry::HostKey;
-/// use failfast::tower::{AuthorityKey, KeylessReason};
+/// use failfast::http::{AuthorityKey, KeylessReason};
 ///
 /// let keys = AuthorityKey::<HostKey>::new();
 /// let req = http::Request::get("http://API.example:8080/v1").body(()).unwrap();
@@ -230,7 +236,7 @@ impl<K> AuthorityKey<K> {
     /// [`MAX_AUTHORITY_LEN`].
     ///
     /// ```
-    /// # use failfast::tower::{AuthorityKey, KeylessReason};
+    /// # use failfast::http::{AuthorityKey, KeylessReason};
     /// let keys = AuthorityKey::<String>::new().max_len(16);
     /// let req = http::Request::get("http://a-long-name.example/").body(()).unwrap();
     /// assert_eq!(keys.normalise(&req).unwrap_err().reason(), KeylessReason::TooLong);
@@ -250,7 +256,7 @@ impl<K> AuthorityKey<K> {
     /// ([`KeylessReason::UnknownScheme`]).
     ///
     /// ```
-    /// # use failfast::tower::AuthorityKey;
+    /// # use failfast::http::AuthorityKey;
     /// let keys = AuthorityKey::<String>::new().default_port(Some(443));
     /// let req = http::Request::get("/").header("host", "shop.example").body(()).unwrap();
     /// assert_eq!(keys.normalise(&req).unwrap().as_str(), "shop.example:443");

@@ -8,7 +8,7 @@ use core::hash::Hash;
 /// Why a request has no key.
 ///
 /// ```
-/// use failfast::tower::{AuthorityKey, KeylessReason};
+/// use failfast::http::{AuthorityKey, KeylessReason};
 ///
 /// let keys = AuthorityKey::<String>::new();
 /// let reason = |req: http::Request<()>| keys.normalise(&req).unwrap_err().reason();
@@ -39,7 +39,7 @@ impl KeylessReason {
     /// A short, stable name (for logs and metric labels).
     ///
     /// ```
-    /// use failfast::tower::KeylessReason;
+    /// use failfast::http::KeylessReason;
     /// assert_eq!(KeylessReason::TooLong.as_str(), "too_long");
     /// ```
     pub const fn as_str(self) -> &'static str {
@@ -60,14 +60,14 @@ impl fmt::Display for KeylessReason {
 }
 
 /// A request whose breaker key cannot be derived. The keyed layer returns it
-/// boxed in [`tower::BoxError`] when its keyless policy is
-/// [`KeylessPolicy::Reject`](super::KeylessPolicy::Reject) (the default): a
+/// boxed in a [`BoxError`](super::BoxError) when its keyless policy is
+/// [`KeylessPolicy::Reject`](crate::tower::KeylessPolicy::Reject) (the default): a
 /// client error, which a proxy answers with 400 Bad Request.
 ///
 /// ```
-/// use failfast::tower::{Keyless, KeylessReason};
+/// use failfast::http::{Keyless, KeylessReason};
 ///
-/// let err: tower::BoxError = Box::new(Keyless::new(KeylessReason::BadPort));
+/// let err: failfast::http::BoxError = Box::new(Keyless::new(KeylessReason::BadPort));
 /// let keyless = err.downcast_ref::<Keyless>().unwrap();
 /// assert_eq!(keyless.reason(), KeylessReason::BadPort);
 /// assert_eq!(err.to_string(), "no breaker key for the request: bad_port");
@@ -102,14 +102,14 @@ impl std::error::Error for Keyless {}
 /// A key function hands the key it derived to a [`KeySink`] — borrowed when
 /// it can, so a request for a key the registry already tracks allocates
 /// nothing — or returns [`Keyless`] when the request has none; the layer's
-/// [`KeylessPolicy`](super::KeylessPolicy) then decides.
+/// [`KeylessPolicy`](crate::tower::KeylessPolicy) then decides.
 ///
 /// Any `Fn(&Req) -> Option<K>` is a key function (an owned key per request;
 /// `None` is [`KeylessReason::Missing`]); [`AuthorityKey`](super::AuthorityKey) is the default for
 /// `http::Request`.
 ///
 /// ```
-/// use failfast::tower::{KeyFn, KeySink, Keyless, KeylessReason};
+/// use failfast::http::{KeyFn, KeySink, Keyless, KeylessReason};
 ///
 /// /// Keys requests by their first path segment, borrowed.
 /// struct FirstSegment;
@@ -144,7 +144,7 @@ pub trait KeyFn<Req> {
 /// per-upstream settings, without allocating.
 ///
 /// ```
-/// use failfast::tower::{AuthorityKey, KeyFn, KeySink};
+/// use failfast::http::{AuthorityKey, KeyFn, KeySink};
 /// use std::borrow::Borrow;
 /// use std::collections::HashMap;
 /// use std::hash::Hash;
