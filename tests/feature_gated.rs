@@ -84,11 +84,6 @@ needs!(
     "tower" + "metrics",
     "needs --features tower,metrics"
 );
-needs!(
-    hook_every_cause,
-    "tower" + "tracing" + "metrics",
-    "needs --features tower,tracing,metrics"
-);
 needs!(redis_sync, "redis", "needs --features redis");
 needs!(redis_cluster, "redis", "needs --features redis");
 needs!(redis_faults, "redis", "needs --features redis");
