@@ -82,7 +82,10 @@ pub(crate) struct Registration {
 /// A lent hook's strong reference: while a clone of it lives, the hook
 /// hears. Held by a layer and every service it built.
 #[derive(Clone)]
-#[cfg_attr(not(any(feature = "tower", test)), allow(dead_code))]
+#[cfg_attr(
+    not(any(feature = "tower", all(test, not(failfast_loom)))),
+    allow(dead_code)
+)]
 pub(crate) struct Lease(#[allow(dead_code)] Arc<Registration>);
 
 impl fmt::Debug for Lease {
@@ -97,6 +100,10 @@ enum Held {
     /// Added to the breaker or registry itself: heard for as long as it lives.
     Kept(Arc<Registration>),
     /// Lent by a layer: heard while the layer or one of its services lives.
+    #[cfg_attr(
+        not(any(feature = "tower", all(test, not(failfast_loom)))),
+        allow(dead_code)
+    )]
     Lent(Weak<Registration>),
 }
 
@@ -144,7 +151,10 @@ impl<B: 'static> Hooks<B> {
     }
 
     /// Adds a shared `hook`, heard while the returned lease (or a clone) lives.
-    #[cfg_attr(not(any(feature = "tower", test)), allow(dead_code))]
+    #[cfg_attr(
+        not(any(feature = "tower", all(test, not(failfast_loom)))),
+        allow(dead_code)
+    )]
     pub(crate) fn lend(&self, name: Arc<str>, hook: Arc<dyn OnTransition>) -> Lease {
         let registration = Arc::new(Registration { name, hook });
         self.add(Held::Lent(Arc::downgrade(&registration)));
