@@ -353,7 +353,9 @@ impl<C: Clock> Clock for std::sync::Arc<C> {
 /// benchmarks ran on, this read costs 0.43× a TSC read
 /// ([`QuantaClock`]) and a sixth of `Instant::now` (`benches/README.md`, "A
 /// coarse clock"). The price is precision: an open period ends up to one
-/// step late, a call's duration is known to within one step, and a breaker
+/// step late, a call's duration is known to within one step (a little more
+/// when the kernel's tick itself comes late, as on a loaded virtual
+/// machine), and a breaker
 /// refuses to build with a slow-call threshold or a time-window bucket
 /// shorter than one step.
 ///

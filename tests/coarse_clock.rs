@@ -148,10 +148,12 @@ mod coarse {
             let after = origin.elapsed();
             assert!(now >= last, "{now:?} after {last:?}");
             // Its origin lags the real one by up to a step, and so may each
-            // reading: never ahead of the fine clock by more than a step,
-            // never behind it by more than two.
+            // reading; a tick that comes late (a loaded virtual machine: seen
+            // 1.1 ms late in CI with 4 ms steps) adds to either lag. Never
+            // ahead of the fine clock by more than two steps, never behind it
+            // by more than two.
             assert!(
-                now.as_duration() <= after + step,
+                now.as_duration() <= after + 2 * step,
                 "{now:?} ahead of {after:?}"
             );
             assert!(
