@@ -49,3 +49,51 @@ where
         }
     }
 }
+
+#[cfg(all(test, not(failfast_loom)))]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::super::Registry;
+    use crate::breaker::Breaker;
+    use crate::hooks::{REMOVED_NAME, SHARED_NAME};
+    use crate::observe::Transition;
+
+    /// What a hook heard: the names, in order.
+    fn listening(registry: &Registry<u64>) -> Arc<Mutex<Vec<String>>> {
+        let heard = Arc::new(Mutex::new(Vec::new()));
+        let log = heard.clone();
+        registry.on_transition(move |name: &str, _: &Transition| {
+            log.lock().unwrap().push(name.to_owned())
+        });
+        heard
+    }
+
+    #[test]
+    fn a_tracked_breaker_by_its_key_a_shared_one_as_shared_a_removed_one_as_removed() {
+        let registry = Registry::<u64>::builder(Breaker::builder().consecutive_failures(1))
+            .shards(1)
+            .capacity(1)
+            .build()
+            .unwrap();
+        let heard = listening(&registry);
+        let tracked = registry.handle(&7);
+        let _ = tracked.try_acquire().unwrap().failure(); // 7 trips: open, so it stays
+        let _ = registry.handle(&8).try_acquire().unwrap().failure(); // full: the overflow breaker
+        assert!(registry.remove(&7));
+        let _ = tracked.force_open(); // the holder's breaker, after it left the map
+        assert_eq!(*heard.lock().unwrap(), ["7", SHARED_NAME, REMOVED_NAME]);
+    }
+
+    #[test]
+    fn a_standalone_breakers_hook_hears_the_name_it_was_given() {
+        let breaker = Breaker::builder().consecutive_failures(1).build().unwrap();
+        let heard = Arc::new(Mutex::new(Vec::new()));
+        let log = heard.clone();
+        breaker.on_transition("payments", move |name: &str, t: &Transition| {
+            log.lock().unwrap().push(format!("{name} {:?}", t.to))
+        });
+        let _ = breaker.force_open();
+        assert_eq!(*heard.lock().unwrap(), ["payments ForcedOpen"]);
+    }
+}
