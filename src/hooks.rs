@@ -86,7 +86,18 @@ pub(crate) struct Registration {
     not(any(feature = "tower", all(test, not(failfast_loom)))),
     allow(dead_code)
 )]
-pub(crate) struct Lease(#[allow(dead_code)] Arc<Registration>);
+pub(crate) struct Lease(Arc<Registration>);
+
+#[cfg_attr(
+    not(any(feature = "tower", all(test, not(failfast_loom)))),
+    allow(dead_code)
+)]
+impl Lease {
+    /// The hook this lease keeps heard (to lend it again elsewhere).
+    pub(crate) fn hook(&self) -> Arc<dyn OnTransition> {
+        self.0.hook.clone()
+    }
+}
 
 impl fmt::Debug for Lease {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -305,14 +316,11 @@ mod tests {
     use super::*;
     use core::fmt::Write;
 
-    fn name_of(host: &str) -> &str {
-        host
-    }
-
     #[test]
     fn a_name_stays_on_the_stack_up_to_its_size_and_spills_beyond() {
         let mut name = NameBuf::new();
-        write!(name, "{}:{}", name_of("api.example.com"), 443).unwrap();
+        let (host, port) = ("api.example.com", 443);
+        write!(name, "{host}:{port}").unwrap();
         assert_eq!(name.as_str(), "api.example.com:443");
         assert!(name.spilled.is_none());
         let long = "x".repeat(NameBuf::INLINE - name.len);

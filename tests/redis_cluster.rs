@@ -7,90 +7,32 @@
 
 mod redis_server;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use failfast::redis::RedisSyncBuilder;
-use failfast::share::{Outbox, Replica, SyncStats};
-use failfast::{Breaker, Registry, State};
+use redis_server::node::Node;
 use redis_server::{shard_of, within, Cluster};
-use tokio::task::JoinHandle;
 
-struct Node {
-    registry: Arc<Registry<String>>,
-    outbox: Arc<Outbox>,
-    stats: Arc<SyncStats>,
-    task: JoinHandle<()>,
+/// A replica syncing through `cluster`.
+fn start(cluster: &Cluster, name: &str) -> Node {
+    let sync = RedisSyncBuilder::cluster(cluster.urls())
+        .reconcile_every(Duration::from_millis(500))
+        .timeout(Duration::from_millis(500));
+    Node::plain(sync, name)
 }
 
-impl Drop for Node {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-impl Node {
-    fn start(cluster: &Cluster, name: &str) -> Node {
-        let registry = Arc::new(
-            Registry::<String>::builder(
-                Breaker::builder()
-                    .consecutive_failures(1)
-                    .open_duration(Duration::from_secs(30)),
-            )
-            .build()
-            .unwrap(),
-        );
-        let outbox = Arc::new(Outbox::new(1024));
-        let replica = Replica::builder(registry.clone(), outbox.clone())
-            .origin(name)
-            .build()
-            .unwrap();
-        let sync = RedisSyncBuilder::cluster(cluster.urls())
-            .reconcile_every(Duration::from_millis(500))
-            .timeout(Duration::from_millis(500))
-            .build(replica)
-            .unwrap();
-        let stats = sync.stats();
-        Node {
-            registry,
-            outbox,
-            stats,
-            task: tokio::spawn(sync.run()),
-        }
-    }
-
-    fn trip(&self, key: &str) {
-        let t = self
-            .registry
-            .with(key, |b| b.try_acquire().map(|p| p.failure()))
-            .expect("admitted")
-            .expect("tripped");
-        assert!(self.outbox.report(key, &t));
-    }
-
-    fn open(&self, keys: &[String]) -> usize {
-        keys.iter()
-            .filter(|k| self.registry.with(k.as_str(), |b| b.state()) == State::Open)
-            .count()
-    }
-
-    async fn ready(&self) {
-        let stats = self.stats.clone();
-        within(Duration::from_secs(15), move || stats.reconciled() >= 1)
-            .await
-            .expect("connected to the cluster and reconciled");
-    }
-}
+/// How long a replica may take to connect to the cluster and reconcile.
+const READY: Duration = Duration::from_secs(15);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn trips_travel_through_a_three_node_cluster() {
     let Some(cluster) = Cluster::start() else {
         return;
     };
-    let a = Node::start(&cluster, "a");
-    let b = Node::start(&cluster, "b");
-    a.ready().await;
-    b.ready().await;
+    let a = start(&cluster, "a");
+    let b = start(&cluster, "b");
+    a.ready_within(READY).await;
+    b.ready_within(READY).await;
 
     // One trip: pub/sub on the shard's node.
     a.trip("first:443");
@@ -117,8 +59,8 @@ async fn trips_travel_through_a_three_node_cluster() {
     );
 
     // A replica started now learns all of them from every node's indexes.
-    let c = Node::start(&cluster, "c");
-    c.ready().await;
+    let c = start(&cluster, "c");
+    c.ready_within(READY).await;
     assert_eq!(c.open(&hosts), hosts.len());
     assert_eq!(c.stats.errors(), 0);
 }
@@ -151,36 +93,17 @@ async fn a_node_asleep_holds_back_no_shard_of_the_others() {
     let Some(cluster) = Cluster::start() else {
         return;
     };
-    let a = Node::start(&cluster, "a");
-    let b = Node::start(&cluster, "b");
-    a.ready().await;
-    b.ready().await;
+    let a = start(&cluster, "a");
+    let b = start(&cluster, "b");
+    a.ready_within(READY).await;
+    b.ready_within(READY).await;
     let (asleep, awake) = (
         key_on(&cluster, "asleep", 0, true),
         key_on(&cluster, "awake", 0, false),
     );
 
     // Node 0 sleeps 1.5 s (under the 2 s node timeout: no failover).
-    let mut probe = cluster.nodes[0].connection().unwrap();
-    probe
-        .set_read_timeout(Some(Duration::from_millis(100)))
-        .unwrap();
-    let url = cluster.nodes[0].url();
-    let sleeper = std::thread::spawn(move || {
-        let mut c = redis::Client::open(url.as_str())
-            .unwrap()
-            .get_connection()
-            .unwrap();
-        let _: () = redis::cmd("DEBUG")
-            .arg("SLEEP")
-            .arg(1.5)
-            .query(&mut c)
-            .unwrap();
-    });
-    let unanswered = || redis::cmd("PING").query::<String>(&mut probe).is_err();
-    within(Duration::from_secs(2), unanswered)
-        .await
-        .expect("DEBUG SLEEP took hold");
+    let sleeper = cluster.nodes[0].sleep(1.5).await;
 
     // A trip whose script waits on the sleeping node...
     a.trip(&asleep);

@@ -11,84 +11,16 @@
 
 mod redis_server;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use failfast::redis::RedisSyncBuilder;
-use failfast::share::{Outbox, Replica, SyncStats};
-use failfast::{Breaker, Registry, State};
+use failfast::State;
+use redis_server::node::Node;
 use redis_server::{key_in_shard, within, Server};
-use tokio::task::JoinHandle;
 
 /// What "its normal latency" means here: the bound `redis_sync.rs` holds
 /// a healthy store to.
 const NORMAL: Duration = Duration::from_millis(50);
-
-/// One replica: its registry, its outbox, its running sync task.
-struct Node {
-    registry: Arc<Registry<String>>,
-    outbox: Arc<Outbox>,
-    stats: Arc<SyncStats>,
-    task: JoinHandle<()>,
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-impl Node {
-    fn start(sync: RedisSyncBuilder, name: &str) -> Node {
-        let registry = Arc::new(
-            Registry::<String>::builder(
-                Breaker::builder()
-                    .consecutive_failures(1)
-                    .open_duration(Duration::from_secs(30)),
-            )
-            .build()
-            .unwrap(),
-        );
-        let outbox = Arc::new(Outbox::new(1024));
-        let replica = Replica::builder(registry.clone(), outbox.clone())
-            .origin(name)
-            .build()
-            .unwrap();
-        let sync = sync.build(replica).unwrap();
-        let stats = sync.stats();
-        Node {
-            registry,
-            outbox,
-            stats,
-            task: tokio::spawn(sync.run()),
-        }
-    }
-
-    /// One failed call to `key`: the breaker trips, the outbox has it.
-    fn trip(&self, key: &str) {
-        let t = self
-            .registry
-            .with(key, |b| b.try_acquire().map(|p| p.failure()))
-            .expect("admitted")
-            .expect("tripped");
-        assert!(self.outbox.report(key, &t));
-    }
-
-    fn state(&self, key: &str) -> State {
-        self.registry.with(key, |b| b.state())
-    }
-
-    /// Connected, subscribed, and every shard reconciled once.
-    async fn ready(&self) {
-        let stats = self.stats.clone();
-        let done = within(Duration::from_secs(10), move || stats.reconciled() >= 1).await;
-        assert!(
-            done.is_some(),
-            "the sync task connects and reconciles: {:?}",
-            self.stats
-        );
-    }
-}
 
 /// A trip on `a` opens `key` on `b` within the normal latency.
 async fn shares(a: &Node, b: &Node, key: &str) {
@@ -175,7 +107,7 @@ async fn bad_records_are_skipped_counted_and_the_rest_shares_on_time() {
     junk_record(&server, "good:80", &whole("7"));
 
     // B reconciles on connect: it skips the junk and opens the good one.
-    let b = Node::start(sync_to(&server.url(), 1), "b");
+    let b = Node::plain(sync_to(&server.url(), 1), "b");
     b.ready().await;
     assert_eq!(b.state("good:80"), State::Open);
     assert_eq!(b.state("a-string:80"), State::Closed);
@@ -183,7 +115,7 @@ async fn bad_records_are_skipped_counted_and_the_rest_shares_on_time() {
 
     // New trips share within the normal latency, junk keys' too: a trip
     // replaces a bad record of its key.
-    let a = Node::start(sync_to(&server.url(), 1), "a");
+    let a = Node::plain(sync_to(&server.url(), 1), "a");
     a.ready().await;
     shares(&a, &b, "fresh:80").await;
     for key in ["no-until:80", "a-string:80", "epoch-text:80"] {
@@ -211,8 +143,8 @@ async fn keys_of_the_wrong_redis_type_are_replaced() {
     let _: () = server.query(redis::cmd("RPUSH").arg("{failfast:0}:open").arg("x"));
     let _: () = server.query(redis::cmd("SET").arg("{failfast:0}:rep:db:5432").arg("x"));
     let _: () = server.query(redis::cmd("SADD").arg("{failfast:0}:trip:db:5432").arg("x"));
-    let a = Node::start(sync_to(&server.url(), 1), "a");
-    let b = Node::start(sync_to(&server.url(), 1), "b");
+    let a = Node::plain(sync_to(&server.url(), 1), "a");
+    let b = Node::plain(sync_to(&server.url(), 1), "b");
     a.ready().await;
     b.ready().await;
     shares(&a, &b, "db:5432").await;
@@ -221,7 +153,7 @@ async fn keys_of_the_wrong_redis_type_are_replaced() {
     assert_eq!(a.stats.bad_records() + b.stats.bad_records(), 3);
     assert_eq!((a.stats.errors(), b.stats.errors()), (0, 0));
     // A replica started now reconciles both from the rebuilt index.
-    let c = Node::start(sync_to(&server.url(), 1), "c");
+    let c = Node::plain(sync_to(&server.url(), 1), "c");
     c.ready().await;
     assert_eq!(
         (c.state("db:5432"), c.state("other:80")),
@@ -235,8 +167,8 @@ async fn garbage_on_the_channel_is_counted_and_news_flows() {
     let Some(server) = Server::start() else {
         return;
     };
-    let a = Node::start(sync_to(&server.url(), 1), "a");
-    let b = Node::start(sync_to(&server.url(), 1), "b");
+    let a = Node::plain(sync_to(&server.url(), 1), "a");
+    let b = Node::plain(sync_to(&server.url(), 1), "b");
     a.ready().await;
     b.ready().await;
     let garbage: [&[u8]; 8] = [
@@ -279,8 +211,8 @@ async fn a_shard_the_server_refuses_holds_back_no_other() {
             .arg("&{failfast:0}:trips"),
     );
     let url = format!("{}?user=limited&pass=pw", server.url());
-    let a = Node::start(sync_to(&url, 2), "a");
-    let b = Node::start(sync_to(&url, 2), "b");
+    let a = Node::plain(sync_to(&url, 2), "a");
+    let b = Node::plain(sync_to(&url, 2), "b");
     let subscribed = || {
         let counts: Vec<redis::Value> = server.query(
             redis::cmd("PUBSUB")

@@ -6,34 +6,13 @@
 
 mod redis_server;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use failfast::redis::RedisSyncBuilder;
-use failfast::share::{Outbox, Replica, ReplicaBuilder, SyncStats};
-use failfast::{Breaker, Builder, MaxOpen, Registry, State};
+use failfast::share::ReplicaBuilder;
+use failfast::{Breaker, MaxOpen, Registry, State};
+use redis_server::node::{breakers, Node};
 use redis_server::{within, Server};
-use tokio::task::JoinHandle;
-
-/// One replica: its registry, its outbox, its running sync task.
-struct Node {
-    registry: Arc<Registry<String>>,
-    outbox: Arc<Outbox>,
-    stats: Arc<SyncStats>,
-    task: JoinHandle<()>,
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-fn breakers() -> Builder {
-    Breaker::builder()
-        .consecutive_failures(1)
-        .open_duration(Duration::from_secs(30))
-}
 
 /// The sync settings most tests use: one shard (so a test can name the keys),
 /// quick reconciliation and timeouts.
@@ -42,68 +21,6 @@ fn sync_to(server: &Server) -> RedisSyncBuilder {
         .shards(1)
         .reconcile_every(Duration::from_millis(500))
         .timeout(Duration::from_millis(200))
-}
-
-impl Node {
-    fn start(
-        sync: RedisSyncBuilder,
-        name: &str,
-        registry: Registry<String>,
-        tune: impl FnOnce(ReplicaBuilder<String>) -> ReplicaBuilder<String>,
-    ) -> Node {
-        let registry = Arc::new(registry);
-        let outbox = Arc::new(Outbox::new(16_384));
-        let replica = tune(Replica::builder(registry.clone(), outbox.clone()).origin(name))
-            .build()
-            .unwrap();
-        let sync = sync.build(replica).unwrap();
-        let stats = sync.stats();
-        Node {
-            registry,
-            outbox,
-            stats,
-            task: tokio::spawn(sync.run()),
-        }
-    }
-
-    fn plain(sync: RedisSyncBuilder, name: &str) -> Node {
-        let registry = Registry::<String>::builder(breakers()).build().unwrap();
-        Node::start(sync, name, registry, |r| r)
-    }
-
-    /// One failed call to `key`, on the request path: the breaker trips and
-    /// the verdict's transition goes into the outbox.
-    fn trip(&self, key: &str) {
-        let t = self
-            .registry
-            .with(key, |b| b.try_acquire().map(|p| p.failure()))
-            .expect("admitted")
-            .expect("tripped");
-        assert!(self.outbox.report(key, &t));
-    }
-
-    /// One successful call to `key` (the registry's cap counts proven hosts).
-    fn succeed(&self, key: &str) {
-        self.registry
-            .with(key, |b| b.try_acquire().map(|p| p.success()))
-            .expect("admitted");
-    }
-
-    fn state(&self, key: &str) -> State {
-        self.registry.with(key, |b| b.state())
-    }
-
-    fn retry_after(&self, key: &str) -> Option<Duration> {
-        self.registry.with(key, |b| b.snapshot().retry_after)
-    }
-
-    /// Connected and subscribed: it reconciled once.
-    async fn ready(&self) {
-        let stats = self.stats.clone();
-        within(Duration::from_secs(10), move || stats.reconciled() >= 1)
-            .await
-            .expect("the sync task connects and reconciles");
-    }
 }
 
 /// The server's clock, in milliseconds (`TIME`).
@@ -323,28 +240,7 @@ async fn a_sleeping_server_does_not_hold_the_request_path() {
     };
     let a = Node::plain(sync_to(&server), "a");
     a.ready().await;
-    // Connected before the server sleeps (a handshake would wait for it).
-    let probe = server.connection().unwrap();
-    probe
-        .set_read_timeout(Some(Duration::from_millis(100)))
-        .unwrap();
-    let mut probe = probe;
-    let url = server.url();
-    let asleep = std::thread::spawn(move || {
-        let mut c = redis::Client::open(url.as_str())
-            .unwrap()
-            .get_connection()
-            .unwrap();
-        let _: () = redis::cmd("DEBUG")
-            .arg("SLEEP")
-            .arg(3)
-            .query(&mut c)
-            .unwrap();
-    });
-    // The server is asleep once a PING goes unanswered for 100 ms.
-    let unanswered = || redis::cmd("PING").query::<String>(&mut probe).is_err();
-    let sleeping = within(Duration::from_secs(2), unanswered).await;
-    assert!(sleeping.is_some(), "DEBUG SLEEP took hold");
+    let asleep = server.sleep(3.0).await;
     // The request path: 100k admissions and verdicts, and a trip reported.
     let h = a.registry.handle("busy:443");
     for _ in 0..100_000 {

@@ -7,15 +7,12 @@ use std::sync::Arc;
 
 use crate::hooks::{Lease, OnTransition};
 
-/// A hook a layer added, with the lease that keeps it heard.
-type LentHook = (Arc<dyn OnTransition>, Lease);
-
-/// The hooks a layer added with `on_transition`, each with the lease that
-/// keeps it heard. Cloning a layer or a service clones one `Arc` (none
-/// without hooks).
+/// The hooks a layer added with `on_transition`, each as the lease that
+/// keeps it heard (the lease holds the hook). Cloning a layer or a service
+/// clones one `Arc` (none without hooks).
 #[derive(Clone, Default)]
 pub(crate) struct LayerHooks {
-    hooks: Option<Arc<[LentHook]>>,
+    leases: Option<Arc<[Lease]>>,
 }
 
 impl LayerHooks {
@@ -26,28 +23,24 @@ impl LayerHooks {
         hook: Arc<dyn OnTransition>,
         lend: impl FnOnce(Arc<dyn OnTransition>) -> Lease,
     ) {
-        let lease = lend(hook.clone());
-        let mut all: Vec<_> = self.hooks.iter().flat_map(|h| h.iter().cloned()).collect();
-        all.push((hook, lease));
-        self.hooks = Some(all.into());
+        let mut all: Vec<Lease> = self.leases.iter().flat_map(|l| l.iter().cloned()).collect();
+        all.push(lend(hook));
+        self.leases = Some(all.into());
     }
 
     /// Lends every hook again through `lend` (the layer's upstream name
     /// changed); the old leases end with this layer's copy of them.
-    pub(crate) fn relend(&mut self, mut lend: impl FnMut(Arc<dyn OnTransition>) -> Lease) {
-        if let Some(hooks) = &self.hooks {
-            let again: Vec<_> = hooks
-                .iter()
-                .map(|(h, _)| (h.clone(), lend(h.clone())))
-                .collect();
-            self.hooks = Some(again.into());
+    pub(crate) fn relend(&mut self, lend: impl FnMut(Arc<dyn OnTransition>) -> Lease) {
+        if let Some(leases) = &self.leases {
+            let again: Vec<Lease> = leases.iter().map(Lease::hook).map(lend).collect();
+            self.leases = Some(again.into());
         }
     }
 }
 
 impl fmt::Debug for LayerHooks {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let n = self.hooks.as_ref().map_or(0, |h| h.len());
+        let n = self.leases.as_ref().map_or(0, |l| l.len());
         write!(f, "LayerHooks({n})")
     }
 }

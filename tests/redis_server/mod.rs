@@ -9,6 +9,8 @@
 
 #![allow(dead_code)] // Each test file uses part of it.
 
+pub mod node;
+
 use std::io::Write;
 use std::net::TcpListener;
 use std::path::PathBuf;
@@ -183,6 +185,33 @@ impl Server {
     pub fn query<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> T {
         let mut c = self.connection().expect("connects");
         cmd.query(&mut c).expect("command succeeds")
+    }
+
+    /// Puts the server to sleep for `seconds` (`DEBUG SLEEP`, on a thread of
+    /// its own, which the caller joins) and returns once it sleeps: when a
+    /// `PING` on a connection made beforehand goes unanswered for 100 ms.
+    pub async fn sleep(&self, seconds: f64) -> std::thread::JoinHandle<()> {
+        // Connected before the server sleeps (a handshake would wait for it).
+        let mut probe = self.connection().unwrap();
+        probe
+            .set_read_timeout(Some(Duration::from_millis(100)))
+            .unwrap();
+        let url = self.url();
+        let sleeper = std::thread::spawn(move || {
+            let mut c = redis::Client::open(url.as_str())
+                .unwrap()
+                .get_connection()
+                .unwrap();
+            let _: () = redis::cmd("DEBUG")
+                .arg("SLEEP")
+                .arg(seconds)
+                .query(&mut c)
+                .unwrap();
+        });
+        let unanswered = || redis::cmd("PING").query::<String>(&mut probe).is_err();
+        let sleeping = within(Duration::from_secs(2), unanswered).await;
+        assert!(sleeping.is_some(), "DEBUG SLEEP took hold");
+        sleeper
     }
 
     /// The number of keys (`DBSIZE`).
