@@ -16,10 +16,11 @@ use crate::clock::{Clock, Nanos, QuantaClock};
 use crate::counters::Counters;
 use crate::error::{RejectReason, Rejected};
 use crate::hooks::{Hooks, OnTransition};
-use crate::machine::{self, Admission, Decided};
+use crate::machine::{self, Admission, Decided, TripAt};
 use crate::observe::{BreakerSnapshot, Observer, Reason, Transition};
 use crate::outcome::{Outcome, Verdict};
 use crate::policy::{Config, Flags, SuccessPath};
+use crate::ramp;
 use crate::remote::RemoteTrip;
 use crate::state::{Next, Snapshot, State, StateCell, Updated};
 use crate::storage::Storage;
@@ -140,7 +141,11 @@ impl<C: Clock> Breaker<C> {
         let flags = shared.flags;
         Breaker {
             cell: StateCell::new(),
-            storage: Storage::new(flags.counts_calls(), shared.config.shape),
+            storage: Storage::new(
+                flags.counts_calls(),
+                shared.config.shape,
+                shared.config.max_hint.is_some(),
+            ),
             id,
             flags,
             shared,
@@ -341,6 +346,28 @@ impl<C: Clock> Breaker<C> {
                     let to = u.entered.unwrap_or(u.seen);
                     Ok(self.start_round(u.seen, to, reason, now))
                 }
+                Admission::Ramp(fraction, until) => {
+                    if ramp::admits(ramp::next_turn(), self.id, fraction) {
+                        Ok(self.admitted(Ticket::new(u.seen.generation(), false, now)))
+                    } else {
+                        Err(self.reject(RejectReason::Ramp, until, now))
+                    }
+                }
+                Admission::Reopened => {
+                    let Some(to) = u.entered else {
+                        s = self.cell.load();
+                        continue;
+                    };
+                    self.report(
+                        u.seen,
+                        to,
+                        Reason::ProbeAbandoned,
+                        now,
+                        WindowCounts::default(),
+                    );
+                    let until = machine::open_until(to, now, config, self.seed());
+                    Err(self.reject(RejectReason::Open, until, now))
+                }
                 Admission::Reject(reason, until) => {
                     // The rejection was decided on a stamp read after `seen`,
                     // which may belong to a newer state (a racer that won the
@@ -419,6 +446,66 @@ impl<C: Clock> Breaker<C> {
     }
 
     // ===== Verdicts =====
+
+    /// A permit's verdict that came with an upstream's hint ("do not come
+    /// back for `hint`", from a `Retry-After` or a gRPC pushback): the hint
+    /// is remembered until it has elapsed, and the next trip — this
+    /// verdict's, or a later one's — opens for at least the hint, capped at
+    /// [`max_hint`](crate::Builder::max_hint). A hint never rejects a call
+    /// while the breaker is Closed. Without `max_hint` (hints off), this is
+    /// [`on_verdict`](Self::on_verdict).
+    pub(crate) fn on_hinted_verdict(
+        &self,
+        ticket: Ticket,
+        outcome: Outcome,
+        now: Nanos,
+        hint: Option<Duration>,
+    ) -> Option<Transition> {
+        if let Some(hint) = hint {
+            self.remember_hint(now, hint);
+        }
+        self.on_verdict(ticket, outcome, now)
+    }
+
+    /// Keeps an upstream's hint until `now + hint` (capped at `max_hint`):
+    /// the latest hint wins, even a shorter one.
+    pub(crate) fn remember_hint(&self, now: Nanos, hint: Duration) {
+        let config = &self.shared.config;
+        let (Some(max), Some(slot)) = (
+            config.max_hint,
+            self.storage
+                .hint_slot(config.shape, config.max_hint.is_some()),
+        ) else {
+            return;
+        };
+        let until = now.saturating_add(hint.min(max));
+        // Relaxed: the slot is a value of its own, read by the next trip
+        // with no other memory to order; a racing hint may win either way
+        // (both are the upstream's latest word).
+        slot.store(until.as_nanos(), crate::sync::Ordering::Relaxed);
+    }
+
+    /// What is left at `now` of the remembered hint, if anything.
+    fn remembered_hint(&self, now: Nanos) -> Option<Duration> {
+        let slot = self.storage.hint_slot(
+            self.shared.config.shape,
+            self.shared.config.max_hint.is_some(),
+        )?;
+        // Relaxed: see `remember_hint`.
+        let until = Nanos::from_nanos(slot.load(crate::sync::Ordering::Relaxed));
+        (until > now).then(|| until.saturating_duration_since(now))
+    }
+
+    /// A trip took the remembered hint: it lengthens only that trip.
+    fn forget_hint(&self) {
+        if let Some(slot) = self.storage.hint_slot(
+            self.shared.config.shape,
+            self.shared.config.max_hint.is_some(),
+        ) {
+            // Relaxed: see `remember_hint`.
+            slot.store(0, crate::sync::Ordering::Relaxed);
+        }
+    }
 
     /// A permit's verdict. Invariant 4: a verdict from another generation than
     /// the current one changes nothing.
@@ -739,10 +826,21 @@ impl<C: Clock> Breaker<C> {
         runs: Snapshot,
         decided: Decided,
     ) -> Option<Transition> {
+        let config = &self.shared.config;
+        let hint = self.remembered_hint(now);
         let u = self.through_gate(now, |s, counted| {
-            machine::trip(s, generation, counted, decided)
+            let at = TripAt {
+                since: self.cell.since(s),
+                now,
+                config,
+                hint,
+            };
+            machine::trip(s, generation, counted, decided, at)
         })?;
         let to = u.entered?;
+        if to.is_open() {
+            self.forget_hint();
+        }
         if to.state() == State::MetricsOnly {
             self.window().reset(now);
         }
@@ -766,7 +864,7 @@ impl<C: Clock> Breaker<C> {
             .shared
             .gate
             .as_deref()
-            .filter(|_| s.is_closed() && !s.is_detached());
+            .filter(|_| s.is_closed_or_ramping() && !s.is_detached());
         let counted = match gate {
             Some(gate) => gate.admit_trip(s.is_proven())?,
             None => false,
@@ -789,14 +887,18 @@ impl<C: Clock> Breaker<C> {
         now: Nanos,
     ) -> Option<Transition> {
         let generation = s.generation();
-        let probes = self.shared.config.probes;
+        let config = &self.shared.config;
+        let hint = self.remembered_hint(now);
         let u = self.cell.update_from(s, now, |s| {
-            machine::probe_verdict(s, generation, verdict, slow, probes)
+            machine::probe_verdict(s, generation, verdict, slow, config, hint)
         });
         let (Some(reason), Some(to)) = (u.value, u.entered) else {
             return None;
         };
-        let from = if to.is_closed() {
+        if to.is_open() {
+            self.forget_hint();
+        }
+        let from = if to.is_closed_or_ramping() {
             self.window().reset(now);
             // The closing success is one of the counts that caused the
             // transition: report it (as the failure that trips is).
@@ -855,7 +957,13 @@ impl<C: Clock> Breaker<C> {
             } else {
                 0
             },
-            trips_in_a_row: to.trips(),
+            // A close ends the run of trips; the step it keeps, to decay,
+            // shows in snapshots (`backoff_step`).
+            trips_in_a_row: if to.is_closed_or_ramping() {
+                0
+            } else {
+                to.trips()
+            },
             open_for: to.is_open().then(|| self.open_duration(to)),
         }
     }
@@ -982,18 +1090,54 @@ impl<C: Clock> Breaker<C> {
             window,
             consecutive_failures: runs_of(s).0,
             unanswered_calls: runs_of(s).1,
-            trips_in_a_row: s.trips(),
+            trips_in_a_row: if s.is_closed_or_ramping() {
+                0
+            } else {
+                s.trips()
+            },
+            backoff_step: self.backoff_step(s, since, now),
+            ramp_fraction: self.ramp_fraction(s, since, now),
             calls: self.counters().map(|c| c.read()),
         }
     }
 
+    /// The backoff step of the word `s` (stamped `since`) at `now`: while
+    /// Closed, the kept step decayed by the healthy time since the close.
+    fn backoff_step(&self, s: Snapshot, since: Nanos, now: Nanos) -> u32 {
+        if !s.is_closed_or_ramping() {
+            return s.trips();
+        }
+        let config = &self.shared.config;
+        if machine::ramps_at(s, since, now, config) {
+            return s.trips();
+        }
+        config.decayed_trips(s.trips(), now.as_nanos().saturating_sub(since.as_nanos()))
+    }
+
+    /// The share of calls a ramping word admits at `now`, if it ramps.
+    fn ramp_fraction(&self, s: Snapshot, since: Nanos, now: Nanos) -> Option<f64> {
+        let ramp = self
+            .shared
+            .config
+            .ramp
+            .as_ref()
+            .filter(|_| s.is_ramping())?;
+        let fraction = ramp.fraction_at(now.as_nanos().saturating_sub(since.as_nanos()))?;
+        Some(f64::from(fraction) / f64::from(ramp::ONE))
+    }
+
     /// Whether this breaker is indistinguishable from a fresh one at `now`:
-    /// Closed, no run of failures or unanswered calls, and no failure or
-    /// slow call in its window.
+    /// Closed and not ramping, no run of failures or unanswered calls, its
+    /// backoff step decayed back to the base (see
+    /// [`BreakerSnapshot::trips_in_a_row`]), and no failure or slow call in
+    /// its window.
     /// The registry evicts only such breakers.
     pub fn is_pristine_at(&self, now: Nanos) -> bool {
         let s = self.cell.load();
-        if !s.is_closed() || s.count() != 0 || s.unanswered() != 0 || s.trips() != 0 {
+        if !s.is_closed() || s.count() != 0 || s.unanswered() != 0 {
+            return false;
+        }
+        if s.trips() != 0 && self.backoff_step(s, self.cell.since(s), now) != 0 {
             return false;
         }
         let w = self.window().counts(now);

@@ -8,8 +8,9 @@ use crate::breaker::{Breaker, Shared};
 use crate::clock::{Clock, Nanos, QuantaClock};
 use crate::error::ConfigError;
 use crate::observe::Observer;
-use crate::policy::{Backoff, Config, Rate, Unanswered};
-use crate::state::{COUNT_MAX, SUCCESS_MAX};
+use crate::policy::{Backoff, Config, Rate, RoundRule, Unanswered};
+use crate::ramp::Ramp;
+use crate::state::{COUNT_MAX, RULE_PROBES_MAX, SUCCESS_MAX};
 use crate::sync::Arc;
 use crate::window::{Shape, WindowKind, MAX_COUNT_WINDOW, MAX_TIME_BUCKETS};
 
@@ -79,7 +80,19 @@ pub struct Builder {
     count_calls: bool,
     observer: Option<std::sync::Arc<dyn Observer>>,
     id: Option<u32>,
+    /// `ramp_curve(window, min_fraction, aggression)`, as called last.
+    ramp: Option<(Duration, f64, f64)>,
+    /// The half-open rate rule: `None` off; else its failure and slow-call
+    /// rates, each `None` for the closed state's.
+    half_open_rates: Option<(Option<f64>, Option<f64>)>,
+    max_hint: Option<Duration>,
 }
+
+/// The default [`Builder::max_hint`]: 10 minutes.
+pub(crate) const DEFAULT_MAX_HINT: Duration = Duration::from_secs(600);
+
+/// The longest open period a span holds: (2²³ − 1) units of 2²⁴ ns, 39 h.
+const MAX_HINT_LIMIT: Duration = Duration::from_secs(39 * 3600);
 
 impl Default for Builder {
     fn default() -> Self {
@@ -102,6 +115,9 @@ impl Default for Builder {
             count_calls: false,
             observer: None,
             id: None,
+            ramp: None,
+            half_open_rates: None,
+            max_hint: Some(DEFAULT_MAX_HINT),
         }
     }
 }
@@ -127,6 +143,9 @@ impl fmt::Debug for Builder {
             .field("count_calls", &self.count_calls)
             .field("observer", &self.observer.is_some())
             .field("id", &self.id)
+            .field("ramp", &self.ramp)
+            .field("half_open_rates", &self.half_open_rates)
+            .field("max_hint", &self.max_hint)
             .finish()
     }
 }
@@ -242,6 +261,128 @@ impl Builder {
     /// Probes admitted per half-open round (1..=255); all must succeed fast to close.
     pub fn half_open_probes(mut self, p: u32) -> Self {
         self.probes = p;
+        self
+    }
+
+    /// The half-open rate rule (Resilience4j's): a round of
+    /// [`half_open_probes`](Self::half_open_probes) probes closes unless its
+    /// probes' failure rate or slow-call rate reaches a threshold, instead of
+    /// needing every probe to succeed fast. The thresholds are the closed
+    /// state's ([`failure_rate`](Self::failure_rate), 50 % when the policy
+    /// has none; [`slow_call_rate`](Self::slow_call_rate), none when it has
+    /// none) unless set with [`half_open_failure_rate`](Self::half_open_failure_rate)
+    /// and [`half_open_slow_call_rate`](Self::half_open_slow_call_rate).
+    ///
+    /// A probe dropped early, or ignored, frees its slot and counts toward
+    /// neither rate; a probe abandoned after it hung, or still out when the
+    /// probe lease ends, counts as a failure. A slow failure is a failure.
+    /// The round is decided as soon as its outcome is certain. Under the
+    /// rule a round has at most 31 probes (the counts share the state word).
+    ///
+    /// ```
+    /// use failfast::{Breaker, ManualClock, Nanos, State};
+    /// use std::time::Duration;
+    ///
+    /// let breaker = Breaker::builder()
+    ///     .consecutive_failures(1)
+    ///     .open_duration(Duration::from_secs(10))
+    ///     .half_open_probes(10)
+    ///     .half_open_rate_rule()
+    ///     .build_with_clock(ManualClock::new())?;
+    /// breaker.try_acquire_at(Nanos::ZERO)?.failure_at(Nanos::ZERO);
+    /// let at = Nanos::from_secs(10);
+    /// let probes: Vec<_> = (0..10).map(|_| breaker.try_acquire_at(at).unwrap()).collect();
+    /// for (i, probe) in probes.into_iter().enumerate() {
+    ///     // One flaky probe out of ten: 10 % < 50 %.
+    ///     if i == 3 { probe.failure_at(at); } else { probe.success_at(at); }
+    /// }
+    /// assert_eq!(breaker.state(), State::Closed);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn half_open_rate_rule(mut self) -> Self {
+        self.half_open_rates.get_or_insert((None, None));
+        self
+    }
+
+    /// The half-open rate rule with this failure-rate threshold, in (0, 1].
+    pub fn half_open_failure_rate(mut self, rate: f64) -> Self {
+        self.half_open_rates.get_or_insert((None, None)).0 = Some(rate);
+        self
+    }
+
+    /// The half-open rate rule with this slow-call-rate threshold, in (0, 1]
+    /// (needs a [`slow_call_threshold`](Self::slow_call_threshold)).
+    pub fn half_open_slow_call_rate(mut self, rate: f64) -> Self {
+        self.half_open_rates.get_or_insert((None, None)).1 = Some(rate);
+        self
+    }
+
+    /// Slow start after a recovery: when a probe round closes the breaker,
+    /// it admits a rising share of calls over `window` and turns the rest
+    /// away ([`RejectReason::Ramp`](crate::RejectReason::Ramp), with a
+    /// retry time of one step of the curve), so an upstream that has just
+    /// come back is not handed its whole backlog at once. Envoy's curve and
+    /// defaults: from 10 % up in a straight line (see
+    /// [`ramp_curve`](Self::ramp_curve)). Off by default. A trip during the
+    /// ramp is a failed recovery: it reopens at the next backoff step.
+    ///
+    /// ```
+    /// use failfast::{Breaker, ManualClock, Nanos, RejectReason, State};
+    /// use std::time::Duration;
+    ///
+    /// let breaker = Breaker::builder()
+    ///     .consecutive_failures(1)
+    ///     .open_duration(Duration::from_secs(10))
+    ///     .ramp(Duration::from_secs(30))
+    ///     .build_with_clock(ManualClock::new())?;
+    /// breaker.try_acquire_at(Nanos::ZERO)?.failure_at(Nanos::ZERO);
+    /// let closed = Nanos::from_secs(10);
+    /// breaker.try_acquire_at(closed)?.success_at(closed);
+    /// assert_eq!(breaker.state(), State::Closed);
+    /// // Just after the close, about one call in ten gets in.
+    /// let admitted = (0..1000)
+    ///     .filter(|_| breaker.try_acquire_at(closed).map(|p| p.ignore()).is_ok())
+    ///     .count();
+    /// assert!((90..=110).contains(&admitted), "{admitted}");
+    /// let turned_away = (0..20).find_map(|_| breaker.try_acquire_at(closed).err()).unwrap();
+    /// assert_eq!(turned_away.reason(), RejectReason::Ramp);
+    /// // After the window, everyone.
+    /// let after = Nanos::from_secs(40);
+    /// assert!((0..1000).all(|_| breaker.try_acquire_at(after).map(|p| p.ignore()).is_ok()));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn ramp(self, window: Duration) -> Self {
+        self.ramp_curve(window, Ramp::DEFAULT_MIN_FRACTION, Ramp::DEFAULT_AGGRESSION)
+    }
+
+    /// [`ramp`](Self::ramp) with Envoy's slow-start curve spelled out: at
+    /// time `t` into the window the share admitted is
+    /// `max(min_fraction, (t / window)^(1 / aggression))`. `window` from
+    /// 1 ms to 1 day; `min_fraction` in [0, 1] (Envoy's
+    /// `min_weight_percent`, default 10 %); `aggression` in (0, 100]
+    /// (Envoy's default 1.0: a line; above 1 admits more early).
+    pub fn ramp_curve(mut self, window: Duration, min_fraction: f64, aggression: f64) -> Self {
+        self.ramp = Some((window, min_fraction, aggression));
+        self
+    }
+
+    /// The longest open period an upstream's hint may ask for (a
+    /// `Retry-After`, a gRPC pushback; see
+    /// [`Permit::record_hinted`](crate::Permit::record_hinted)): above 0,
+    /// up to 39 hours. Default: 10 minutes. A hint opens a trip for at
+    /// least the hint capped at this, never shorter than the backoff
+    /// schedule's period (so a cap below the open duration makes hints
+    /// change nothing), with or without [`backoff_off`](Self::backoff_off).
+    pub fn max_hint(mut self, max: Duration) -> Self {
+        self.max_hint = Some(max);
+        self
+    }
+
+    /// Take no hint from upstreams: a verdict's hint is ignored, and the
+    /// breaker keeps no slot to remember one (8 bytes; see
+    /// [`Breaker::memory_bytes`]).
+    pub fn hints_off(mut self) -> Self {
+        self.max_hint = None;
         self
     }
 
@@ -599,6 +740,51 @@ impl Builder {
                 Some(Unanswered { calls, after })
             }
         };
+        let ramp = match self.ramp {
+            None => None,
+            Some((window, _, _)) if window < Duration::from_millis(1) || window > MAX_DURATION => {
+                return Err(ConfigError::new("ramp.window", "1 ms..=1 day", window));
+            }
+            Some((_, floor, _)) if !(0.0..=1.0).contains(&floor) => {
+                return Err(ConfigError::new("ramp.min_fraction", "[0, 1]", floor));
+            }
+            Some((_, _, aggression)) if !(aggression > 0.0 && aggression <= 100.0) => {
+                return Err(ConfigError::new("ramp.aggression", "(0, 100]", aggression));
+            }
+            Some((window, floor, aggression)) => Some(Ramp::new(window, floor, aggression)),
+        };
+        let rule = match self.half_open_rates {
+            None => None,
+            Some(_) if self.probes > RULE_PROBES_MAX => {
+                return Err(ConfigError::new(
+                    "half_open_probes",
+                    "1..=31 under the half-open rate rule",
+                    self.probes,
+                ));
+            }
+            Some((failure, slow)) => {
+                let failure = rate("half_open_failure_rate", failure)?
+                    .or(failure_rate)
+                    .unwrap_or(Rate::new(0.5));
+                let slow = match rate("half_open_slow_call_rate", slow)? {
+                    Some(_) if self.slow_call_threshold.is_none() => {
+                        return Err(ConfigError::new(
+                            "slow_call_threshold",
+                            "a duration > 0 whenever half_open_slow_call_rate is set",
+                            "none",
+                        ));
+                    }
+                    Some(r) => Some(r),
+                    None => slow_call_rate,
+                };
+                Some(RoundRule::new(self.probes, failure, slow))
+            }
+        };
+        if let Some(max) = self.max_hint {
+            if max.is_zero() || max > MAX_HINT_LIMIT {
+                return Err(ConfigError::new("max_hint", "> 0 and ≤ 39 h", max));
+            }
+        }
         Ok(Config {
             consecutive_failures: self.consecutive_failures,
             failure_rate,
@@ -620,6 +806,9 @@ impl Builder {
             plain: window == WindowKind::None
                 && self.slow_call_threshold.is_none()
                 && !self.count_calls,
+            ramp,
+            rule,
+            max_hint: self.max_hint,
         })
     }
 }

@@ -21,6 +21,10 @@ pub enum RejectReason {
     ForcedOpen = 2,
     /// The bulkhead in front of the dependency is full.
     BulkheadFull = 3,
+    /// The breaker closed a moment ago and is ramping up (slow start,
+    /// [`Builder::ramp`](crate::Builder::ramp)): this call fell outside the
+    /// share of calls it admits now. The retry time is one step of the curve.
+    Ramp = 4,
 }
 
 impl RejectReason {
@@ -31,6 +35,7 @@ impl RejectReason {
             RejectReason::HalfOpenFull => "half_open_full",
             RejectReason::ForcedOpen => "forced_open",
             RejectReason::BulkheadFull => "bulkhead_full",
+            RejectReason::Ramp => "ramp",
         }
     }
 }
@@ -62,7 +67,7 @@ impl RejectReason {
 /// ```
 #[derive(Clone)]
 pub struct Rejected {
-    /// The reason (top two bits) and the nanoseconds until a call may be
+    /// The reason (top three bits) and the nanoseconds until a call may be
     /// admitted (the rest; all ones when unknown): one word, so a rejection
     /// is three with the name below, and an admission's result stays small
     /// enough to be kept in registers on the rejection path.
@@ -77,9 +82,9 @@ pub struct Rejected {
 /// A name for [`Rejected::upstream`]: shared, displayed only when asked.
 pub(crate) type UpstreamName = Arc<dyn fmt::Display + Send + Sync>;
 
-const REASON_SHIFT: u32 = 62;
+const REASON_SHIFT: u32 = 61;
 /// The low bits of `wait`: nanoseconds, or all ones for no known wait
-/// (forced open, bulkhead). 2^62 ns is 146 years; every wait the breaker
+/// (forced open, bulkhead). 2^61 ns is 73 years; every wait the breaker
 /// computes is at most a day.
 const RETRY_MASK: u64 = (1 << REASON_SHIFT) - 1;
 const NO_RETRY: u64 = RETRY_MASK;
@@ -166,7 +171,8 @@ impl Rejected {
             0 => RejectReason::Open,
             1 => RejectReason::HalfOpenFull,
             2 => RejectReason::ForcedOpen,
-            _ => RejectReason::BulkheadFull,
+            3 => RejectReason::BulkheadFull,
+            _ => RejectReason::Ramp,
         }
     }
 
@@ -202,6 +208,7 @@ impl fmt::Display for Rejected {
             }
             RejectReason::ForcedOpen => f.write_str("circuit forced open")?,
             RejectReason::BulkheadFull => f.write_str("bulkhead full")?,
+            RejectReason::Ramp => f.write_str("circuit ramping up after a recovery")?,
         }
         if let Some(after) = self.retry_after() {
             write!(f, "; retry after {}", Wait(after))?;

@@ -88,8 +88,12 @@ pub(crate) struct Registration {
 )]
 pub(crate) struct Lease(Arc<Registration>);
 
+// Lent again by the tower layers only (not built for the loom models).
 #[cfg_attr(
-    not(any(feature = "tower", all(test, not(failfast_loom)))),
+    any(
+        failfast_loom,
+        not(any(feature = "tower", all(test, not(failfast_loom))))
+    ),
     allow(dead_code)
 )]
 impl Lease {

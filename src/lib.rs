@@ -195,6 +195,7 @@ mod observe;
 mod outcome;
 mod permit;
 mod policy;
+mod ramp;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub mod redis;

@@ -36,6 +36,15 @@ pub(crate) enum Admission {
     /// Turned away: why, and until when this answer stands
     /// ([`Nanos::NEVER`] while forced open).
     Reject(RejectReason, Nanos),
+    /// Ramping (slow start): admitted if the caller's turn falls in this
+    /// fraction (in units of `1 / ramp::ONE`), else turned away until the
+    /// given instant (one curve step). The turn is the caller's
+    /// ([`ramp::admits`](crate::ramp::admits)): this decision stays pure.
+    Ramp(u32, Nanos),
+    /// The probe lease ran out on a round the half-open rate rule already
+    /// fails, counting its unanswered probes as failures: this admission's
+    /// CAS reopened the breaker (a transition), and turns the call away.
+    Reopened,
 }
 
 /// Admission at `now` for the word `s`, whose state began at `since`, on a
@@ -54,6 +63,7 @@ pub(crate) fn admit(
     seed: u64,
 ) -> Next<Admission> {
     match s.state() {
+        State::Closed if s.is_ramping() => ramp_admit(s, since, now, config),
         State::Closed | State::Disabled | State::MetricsOnly => Next::Keep(Admission::Call),
         State::ForcedOpen => Next::Keep(Admission::Reject(RejectReason::ForcedOpen, Nanos::NEVER)),
         State::Open => {
@@ -66,9 +76,23 @@ pub(crate) fn admit(
         }
         State::HalfOpen => {
             let lease_end = since.saturating_add(config.probe_lease);
+            let taken = match config.rule {
+                Some(_) => s.rule_taken(),
+                None => s.count(),
+            };
             if now >= lease_end {
+                if let Some(rule) = config.rule {
+                    // Probes still out when the lease ends count as failures.
+                    let answered = s.successes() + s.rule_failed() + s.rule_slow();
+                    let failed = s.rule_failed() + taken.saturating_sub(answered);
+                    if rule.decide(config.probes, s.successes(), failed, s.rule_slow())
+                        == Some(false)
+                    {
+                        return Next::Enter(reopen(s, config, None), Admission::Reopened);
+                    }
+                }
                 Next::Enter(round_start(s), Admission::Round(Reason::ProbeLeaseExpired))
-            } else if s.count() >= config.probes {
+            } else if taken >= config.probes {
                 let retry = config.round_due(since).filter(|due| *due > now);
                 Next::Keep(Admission::Reject(
                     RejectReason::HalfOpenFull,
@@ -85,6 +109,70 @@ pub(crate) fn admit(
 #[inline(always)]
 pub(crate) fn open_until(s: Snapshot, since: Nanos, config: &Config, seed: u64) -> Nanos {
     since.saturating_add_nanos(open_nanos(s, config, seed))
+}
+
+/// Admission while ramping (slow start): the share of calls the curve
+/// admits `now - since` after the close (the stamp of the close), or, once
+/// the window has passed, everyone, and the word leaves the ramp within its
+/// generation (a count change: permits of the ramp stay valid).
+#[inline]
+fn ramp_admit(s: Snapshot, since: Nanos, now: Nanos, config: &Config) -> Next<Admission> {
+    let Some(ramp) = &config.ramp else {
+        // A ramping word under a configuration without a ramp (never built):
+        // no reason to hold calls back.
+        return Next::Count(s.with_state(State::Closed), Admission::Call);
+    };
+    let elapsed = now.as_nanos().saturating_sub(since.as_nanos());
+    match ramp.fraction_at(elapsed) {
+        Some(fraction) => Next::Keep(Admission::Ramp(
+            fraction,
+            now.saturating_add_nanos(ramp.step_nanos()),
+        )),
+        None => Next::Count(s.with_state(State::Closed), Admission::Call),
+    }
+}
+
+/// Whether a Closed word still ramps at `now` (pure): ramping, and the
+/// window since the close (`since`) has not passed.
+pub(crate) fn ramps_at(s: Snapshot, since: Nanos, now: Nanos, config: &Config) -> bool {
+    s.is_ramping()
+        && config.ramp.as_ref().is_some_and(|ramp| {
+            now.as_nanos().saturating_sub(since.as_nanos()) < ramp.window_nanos()
+        })
+}
+
+/// The backoff step a trip from the Closed word `s` (closed at `since`)
+/// opens with at `now`: one past the step kept at the close, decayed by the
+/// healthy time since; a trip during the ramp is a failed recovery and
+/// takes the next step with no decay.
+pub(crate) fn trip_step(s: Snapshot, since: Nanos, now: Nanos, config: &Config) -> u32 {
+    if ramps_at(s, since, now, config) {
+        return s.trips() + 1;
+    }
+    let healthy = now.as_nanos().saturating_sub(since.as_nanos());
+    config.decayed_trips(s.trips(), healthy) + 1
+}
+
+/// The OPEN word a trip from `s` enters at backoff step `trips`, holding an
+/// upstream's hint as its span when the hint asks for longer than the
+/// schedule ([`Config::hinted_nanos`]).
+fn open_word(
+    s: Snapshot,
+    trips: u32,
+    config: &Config,
+    hint: Option<core::time::Duration>,
+) -> Snapshot {
+    let open = s.enter(State::Open).with_trips(trips);
+    match config.hinted_nanos(hint, trips) {
+        Some(nanos) => open.with_open_span(span_of(nanos, 0)),
+        None => open,
+    }
+}
+
+/// A HalfOpen round `s` that failed reopens: the next backoff step, the
+/// trip gate's slot kept, an upstream's hint as its span.
+fn reopen(s: Snapshot, config: &Config, hint: Option<core::time::Duration>) -> Snapshot {
+    open_word(s, s.trips() + 1, config, hint).with_counted(s.is_counted())
 }
 
 /// How long the OPEN state `s` lasts, in nanoseconds: a remote trip's span,
@@ -130,7 +218,7 @@ pub(crate) fn remote_trip(
     match s.state() {
         State::Closed => Next::Enter(
             s.enter(State::Open)
-                .with_trips(1)
+                .with_trips(trip_step(s, since, now, config))
                 .with_counted(counted && !s.is_detached())
                 .with_open_span(span),
             true,
@@ -200,6 +288,17 @@ pub(crate) fn closed_run(
     }
 }
 
+/// When and how a trip from CLOSED opens: the stamp of the Closed word
+/// (its close, for the decay and the ramp), the time of the trip, and the
+/// upstream's hint that came with the verdict, if any.
+#[derive(Copy, Clone, Debug)]
+pub(crate) struct TripAt<'a> {
+    pub(crate) since: Nanos,
+    pub(crate) now: Nanos,
+    pub(crate) config: &'a Config,
+    pub(crate) hint: Option<core::time::Duration>,
+}
+
 /// What a trip from CLOSED was decided on, so its CAS can check that it
 /// still holds in the word it replaces.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -231,17 +330,24 @@ impl Decided {
 /// still there. `counted` says whether the trip gate gave this ejection a
 /// slot of its budget. `true` if the decision trips.
 #[inline]
-pub(crate) fn trip(s: Snapshot, generation: u32, counted: bool, decided: Decided) -> Next<bool> {
+pub(crate) fn trip(
+    s: Snapshot,
+    generation: u32,
+    counted: bool,
+    decided: Decided,
+    at: TripAt<'_>,
+) -> Next<bool> {
     if s.generation() != generation || !decided.holds(s) {
         return Next::Keep(false);
     }
     match s.state() {
-        State::Closed => Next::Enter(
-            s.enter(State::Open)
-                .with_trips(1)
-                .with_counted(counted && !s.is_detached()),
-            true,
-        ),
+        State::Closed => {
+            let trips = trip_step(s, at.since, at.now, at.config);
+            Next::Enter(
+                open_word(s, trips, at.config, at.hint).with_counted(counted && !s.is_detached()),
+                true,
+            )
+        }
         State::MetricsOnly => Next::Enter(s.enter(State::MetricsOnly), true),
         _ => Next::Keep(false),
     }
@@ -261,19 +367,24 @@ pub(crate) fn probe_verdict(
     generation: u32,
     verdict: Verdict,
     slow: bool,
-    probes: u32,
+    config: &Config,
+    hint: Option<core::time::Duration>,
 ) -> Next<Option<Reason>> {
     if s.generation() != generation || !s.is_half_open() {
         return Next::Keep(None);
     }
-    let reopen = |reason| {
-        Next::Enter(
-            s.enter(State::Open)
-                .with_trips(s.trips() + 1)
-                .with_counted(s.is_counted()),
-            Some(reason),
-        )
+    let reopen = |reason| Next::Enter(reopen(s, config, hint), Some(reason));
+    let close = || {
+        let closed = s.enter(State::Closed).with_proven();
+        let closed = match config.ramp {
+            Some(_) => closed.with_ramp(),
+            None => closed,
+        };
+        Next::Enter(closed, Some(Reason::ProbesSucceeded))
     };
+    if let Some(rule) = config.rule {
+        return rule_verdict(s, verdict, slow, config.probes, rule, reopen, close);
+    }
     match verdict {
         Verdict::Ignored | Verdict::Neutral | Verdict::Dropped => {
             Next::Count(s.with_count(s.count().saturating_sub(1)), None)
@@ -283,11 +394,53 @@ pub(crate) fn probe_verdict(
             reopen(Reason::ProbeAbandoned)
         }
         Verdict::Success if slow => reopen(Reason::ProbeSlow),
-        Verdict::Success if s.successes() + 1 >= probes => Next::Enter(
-            s.enter(State::Closed).with_trips(0).with_proven(),
-            Some(Reason::ProbesSucceeded),
-        ),
+        Verdict::Success if s.successes() + 1 >= config.probes => close(),
         Verdict::Success => Next::Count(s.with_successes(s.successes() + 1), None),
+    }
+}
+
+/// A probe's verdict under the half-open rate rule: counted by kind, and
+/// the round decided as soon as its outcome is certain
+/// ([`RoundRule::decide`](crate::policy::RoundRule::decide)). A probe
+/// dropped early or ignored frees its slot and counts toward nothing; an
+/// abandoned one (its caller gave up on a call that hung) is a failure.
+fn rule_verdict(
+    s: Snapshot,
+    verdict: Verdict,
+    slow: bool,
+    probes: u32,
+    rule: crate::policy::RoundRule,
+    reopen: impl Fn(Reason) -> Next<Option<Reason>>,
+    close: impl Fn() -> Next<Option<Reason>>,
+) -> Next<Option<Reason>> {
+    let (next, reason) = match verdict {
+        Verdict::Ignored | Verdict::Neutral | Verdict::Dropped => {
+            return Next::Count(s.with_count(s.count().saturating_sub(1)), None);
+        }
+        Verdict::Failure | Verdict::Panicked => (s.with_rule_failure(), Reason::ProbeFailed),
+        Verdict::AbandonedSlow | Verdict::AbandonedFailure | Verdict::Unanswered => {
+            (s.with_rule_failure(), Reason::ProbeAbandoned)
+        }
+        Verdict::Success if slow => (s.with_rule_slow(), Reason::ProbeSlow),
+        Verdict::Success => (s.with_successes(s.successes() + 1), Reason::ProbesSucceeded),
+    };
+    match rule.decide(
+        probes,
+        next.successes(),
+        next.rule_failed(),
+        next.rule_slow(),
+    ) {
+        Some(false) => reopen(if next.rule_failed() >= rule.failed_limit {
+            if reason == Reason::ProbeAbandoned {
+                Reason::ProbeAbandoned
+            } else {
+                Reason::ProbeFailed
+            }
+        } else {
+            Reason::ProbeSlow
+        }),
+        Some(true) => close(),
+        None => Next::Count(next, None),
     }
 }
 
@@ -328,6 +481,15 @@ mod tests {
 
     fn config(probes: u32) -> Config {
         Config::for_tests(probes, Duration::from_secs(5), None)
+    }
+
+    fn at0(c: &Config) -> TripAt<'_> {
+        TripAt {
+            since: Nanos::ZERO,
+            now: Nanos::ZERO,
+            config: c,
+            hint: None,
+        }
     }
 
     fn secs(s: u64) -> Nanos {
@@ -495,7 +657,7 @@ mod tests {
     #[test]
     fn a_trip_enters_open_once_for_its_own_generation() {
         let w = Decided::Window;
-        let Next::Enter(open, true) = trip(Snapshot::INITIAL, 0, true, w) else {
+        let Next::Enter(open, true) = trip(Snapshot::INITIAL, 0, true, w, at0(&config(1))) else {
             panic!()
         };
         assert_eq!(
@@ -503,13 +665,17 @@ mod tests {
             (State::Open, 1, true)
         );
         assert_eq!(
-            trip(open, 0, true, w),
+            trip(open, 0, true, w, at0(&config(1))),
             Next::Keep(false),
             "another generation"
         );
-        assert_eq!(trip(open, 1, true, w), Next::Keep(false), "not Closed");
+        assert_eq!(
+            trip(open, 1, true, w, at0(&config(1))),
+            Next::Keep(false),
+            "not Closed"
+        );
         let shadow = Snapshot::INITIAL.enter(State::MetricsOnly);
-        let Next::Enter(again, true) = trip(shadow, 1, false, w) else {
+        let Next::Enter(again, true) = trip(shadow, 1, false, w, at0(&config(1))) else {
             panic!()
         };
         assert_eq!(again.state(), State::MetricsOnly);
@@ -524,7 +690,10 @@ mod tests {
             Decided::Window,
         ] {
             assert!(
-                matches!(trip(run, 0, false, decided), Next::Enter(_, true)),
+                matches!(
+                    trip(run, 0, false, decided, at0(&config(1))),
+                    Next::Enter(_, true)
+                ),
                 "{decided:?}"
             );
         }
@@ -532,13 +701,19 @@ mod tests {
         let ended = run.with_count(0).with_unanswered(0);
         for decided in [Decided::Failures(3), Decided::Unanswered(2)] {
             assert_eq!(
-                trip(ended, 0, false, decided),
+                trip(ended, 0, false, decided, at0(&config(1))),
                 Next::Keep(false),
                 "{decided:?}"
             );
         }
         assert_eq!(
-            trip(run.with_count(2), 0, false, Decided::Failures(3)),
+            trip(
+                run.with_count(2),
+                0,
+                false,
+                Decided::Failures(3),
+                at0(&config(1))
+            ),
             Next::Keep(false)
         );
     }
@@ -547,7 +722,14 @@ mod tests {
     fn probes_close_the_round_only_when_all_succeed_fast() {
         let round = round_start(open(3));
         assert_eq!(
-            probe_verdict(round, round.generation(), Verdict::Success, false, 2),
+            probe_verdict(
+                round,
+                round.generation(),
+                Verdict::Success,
+                false,
+                &config(2),
+                None
+            ),
             Next::Count(round.with_successes(1), None)
         );
         let Next::Enter(closed, Some(Reason::ProbesSucceeded)) = probe_verdict(
@@ -555,12 +737,17 @@ mod tests {
             round.generation(),
             Verdict::Success,
             false,
-            2,
+            &config(2),
+            None,
         ) else {
             panic!()
         };
         assert_eq!(closed.state(), State::Closed);
-        assert_eq!((closed.trips(), closed.is_counted()), (0, false));
+        assert_eq!(
+            (closed.trips(), closed.is_counted()),
+            (3, false),
+            "the backoff step is kept, to decay while healthy"
+        );
         assert!(closed.is_proven());
     }
 
@@ -576,7 +763,7 @@ mod tests {
             (Verdict::Unanswered, false, Reason::ProbeAbandoned),
         ] {
             let Next::Enter(open, Some(r)) =
-                probe_verdict(round, round.generation(), verdict, slow, 1)
+                probe_verdict(round, round.generation(), verdict, slow, &config(1), None)
             else {
                 panic!("{verdict:?}")
             };
@@ -590,12 +777,19 @@ mod tests {
         let round = round_start(open(1)).with_count(2);
         for freed in [Verdict::Dropped, Verdict::Ignored, Verdict::Neutral] {
             assert_eq!(
-                probe_verdict(round, round.generation(), freed, false, 2),
+                probe_verdict(round, round.generation(), freed, false, &config(2), None),
                 Next::Count(round.with_count(1), None)
             );
         }
         assert_eq!(
-            probe_verdict(round, round.generation() + 1, Verdict::Success, false, 2),
+            probe_verdict(
+                round,
+                round.generation() + 1,
+                Verdict::Success,
+                false,
+                &config(2),
+                None
+            ),
             Next::Keep(None)
         );
     }
@@ -610,7 +804,8 @@ mod tests {
         assert_eq!(left.generation(), was.generation(), "no transition");
         assert_eq!(leave_gate(left), Next::Keep(None));
         let closed = Snapshot::INITIAL.with_detached();
-        let Next::Enter(tripped, true) = trip(closed, 0, true, Decided::Window) else {
+        let Next::Enter(tripped, true) = trip(closed, 0, true, Decided::Window, at0(&config(1)))
+        else {
             panic!()
         };
         assert!(!tripped.is_counted() && tripped.is_detached());

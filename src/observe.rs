@@ -130,7 +130,10 @@ pub struct Transition {
     pub unanswered_calls: u32,
     /// Probe successes of the round when it happened (HalfOpen only).
     pub probe_successes: u32,
-    /// Trips in a row after the transition (the backoff exponent).
+    /// Trips in a row after the transition: the backoff step (the exponent
+    /// of the open period), 0 when `to` is Closed. A trip from Closed
+    /// continues from the step the last close kept, decayed by the healthy
+    /// time since (see [`BreakerSnapshot::backoff_step`]).
     pub trips_in_a_row: u32,
     /// When `to` is Open: how long it stays open (jitter included).
     pub open_for: Option<Duration>,
@@ -198,8 +201,18 @@ pub struct BreakerSnapshot {
     /// Calls in a row that ended without an answer (Closed and MetricsOnly;
     /// 0 otherwise; see [`Builder::unanswered`](crate::Builder::unanswered)).
     pub unanswered_calls: u32,
-    /// Trips in a row (the backoff exponent).
+    /// Trips in a row (0 while Closed).
     pub trips_in_a_row: u32,
+    /// The backoff step: the exponent of the next open period. While Open
+    /// or HalfOpen, the trips in a row. A close keeps it, and healthy time
+    /// decays it: one step off per base open duration since the close,
+    /// ramp included (Envoy's decay of the ejection time), so a host that
+    /// flaps keeps its longer open periods and a steady one returns to the
+    /// base. A trip from Closed opens at this step plus one.
+    pub backoff_step: u32,
+    /// While ramping up after a recovery ([`Builder::ramp`](crate::Builder::ramp)):
+    /// the share of calls admitted now, in (0, 1]; `None` otherwise.
+    pub ramp_fraction: Option<f64>,
     /// Lifetime call counters, if the breaker keeps them
     /// ([`Builder::count_calls`](crate::Builder::count_calls)).
     pub calls: Option<CallCounts>,

@@ -5,6 +5,7 @@
 
 use core::fmt;
 use core::ops::Deref;
+use core::time::Duration;
 
 use crate::breaker::Breaker;
 use crate::clock::{Clock, Nanos, QuantaClock};
@@ -222,6 +223,56 @@ impl<C: Clock, B: Deref<Target = Breaker<C>>> OwnedPermit<C, B> {
         self.breaker.on_verdict(self.ticket, outcome, now)
     }
 
+    /// Reports `outcome` with the upstream's hint of when to come back,
+    /// if it gave one (a 429's or 503's `Retry-After`, a gRPC pushback:
+    /// the classifiers in [`failfast::http`](crate::http) read them).
+    ///
+    /// The next trip — this verdict's, or a later one's while the hint has
+    /// not elapsed — opens for at least the hint, capped at
+    /// [`Builder::max_hint`](crate::Builder::max_hint), and a rejection
+    /// reports that time in [`Rejected::retry_after`]. The latest hint
+    /// wins. A hint never turns a call away while the breaker is Closed.
+    ///
+    /// ```
+    /// use failfast::{Breaker, ManualClock, Nanos, Outcome};
+    /// use std::time::Duration;
+    ///
+    /// let breaker = Breaker::builder()
+    ///     .consecutive_failures(2)
+    ///     .open_duration(Duration::from_secs(5))
+    ///     .build_with_clock(ManualClock::new())?;
+    /// let at = Nanos::ZERO;
+    /// // A 503 with `Retry-After: 120` does not trip on its own...
+    /// let hint = Some(Duration::from_secs(120));
+    /// breaker.try_acquire_at(at)?.record_hinted_at(Outcome::Failure, hint, at);
+    /// // ...but the next trip, a timeout with no hint, honours it.
+    /// breaker.try_acquire_at(at)?.failure_at(at);
+    /// let rejected = breaker.try_acquire_at(Nanos::from_secs(100)).unwrap_err();
+    /// assert!(rejected.retry_after() >= Some(Duration::from_secs(20)));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn record_hinted(self, outcome: Outcome, hint: Option<Duration>) -> Option<Transition> {
+        match hint {
+            None => self.record(outcome),
+            Some(_) => {
+                let now = self.breaker.now();
+                self.record_hinted_at(outcome, hint, now)
+            }
+        }
+    }
+
+    /// [`record_hinted`](Self::record_hinted) for a call that ended at `now`.
+    pub fn record_hinted_at(
+        mut self,
+        outcome: Outcome,
+        hint: Option<Duration>,
+        now: Nanos,
+    ) -> Option<Transition> {
+        self.done = true;
+        self.breaker
+            .on_hinted_verdict(self.ticket, outcome, now, hint)
+    }
+
     /// Reports a success.
     #[inline(always)]
     pub fn success(self) -> Option<Transition> {
@@ -261,12 +312,28 @@ impl<C: Clock, B: Deref<Target = Breaker<C>>> OwnedPermit<C, B> {
     /// [`record`](Self::record) decides: a layer's verdict, whose
     /// transition reaches the breaker's hooks like any other.
     #[cfg(feature = "tower")]
-    pub(crate) fn record_at_or_now(mut self, outcome: Outcome, at: Option<Nanos>) {
-        let now = match at {
-            Some(at) => at,
-            None => self.breaker.verdict_time(self.ticket, outcome),
+    pub(crate) fn record_at_or_now(self, outcome: Outcome, at: Option<Nanos>) {
+        self.record_hinted_at_or_now(outcome, None, at);
+    }
+
+    /// [`record_at_or_now`](Self::record_at_or_now) with the upstream's
+    /// hint, if it gave one (see [`record_hinted`](Self::record_hinted)).
+    #[cfg(feature = "tower")]
+    pub(crate) fn record_hinted_at_or_now(
+        mut self,
+        outcome: Outcome,
+        hint: Option<Duration>,
+        at: Option<Nanos>,
+    ) {
+        let now = match (at, hint) {
+            (Some(at), _) => at,
+            (None, Some(_)) => self.breaker.now(),
+            (None, None) => self.breaker.verdict_time(self.ticket, outcome),
         };
         self.done = true;
+        if let Some(hint) = hint {
+            self.breaker.remember_hint(now, hint);
+        }
         if self.ticket.is_answered() {
             // A stream: slow if its head was (`on_ending`), not by its length.
             let _ = self.breaker.on_ending(self.ticket, outcome.into(), now);

@@ -11,6 +11,7 @@ use core::time::Duration;
 use crate::clock::Nanos;
 use crate::observe::Reason;
 use crate::outcome::Verdict;
+use crate::ramp::Ramp;
 use crate::window::{Shape, WindowCounts, WindowKind};
 
 /// What a breaker's hot paths need of its configuration, copied into one
@@ -205,7 +206,7 @@ impl Backoff {
 
     /// [`step`](Self::step) in nanoseconds; `trips` above 63 counts as 63.
     #[inline(always)]
-    fn step_nanos(&self, trips: u32) -> u64 {
+    pub(crate) fn step_nanos(&self, trips: u32) -> u64 {
         self.table[trips.min(63) as usize]
     }
 
@@ -315,6 +316,56 @@ pub struct Config {
     /// nothing to record but the end of a failure run (derived at build, so
     /// the verdict tests one flag instead of three fields).
     pub(crate) plain: bool,
+    /// Slow start after a recovery, if on.
+    pub(crate) ramp: Option<Ramp>,
+    /// The half-open rate rule, if on.
+    pub(crate) rule: Option<RoundRule>,
+    /// The longest open period an upstream's hint may ask for; `None`:
+    /// hints are not taken.
+    pub(crate) max_hint: Option<Duration>,
+}
+
+/// The half-open rate rule: a round of P probes closes or reopens on the
+/// failure and slow-call rates of its probes (Resilience4j's rule), decided
+/// as soon as the outcome is certain.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) struct RoundRule {
+    pub(crate) failure_rate: Rate,
+    pub(crate) slow_call_rate: Option<Rate>,
+    /// Failed probes that reopen the round: the least `k` with
+    /// `k / P ≥ failure_rate` (every round ends with P answers: a dropped
+    /// probe frees its slot for another).
+    pub(crate) failed_limit: u32,
+    /// Slow probes that reopen it (above P when there is no slow rate).
+    pub(crate) slow_limit: u32,
+}
+
+impl RoundRule {
+    pub(crate) fn new(probes: u32, failure_rate: Rate, slow_call_rate: Option<Rate>) -> RoundRule {
+        let limit = |rate: Rate| {
+            (1..=probes)
+                .find(|k| rate.reached(*k, probes))
+                .unwrap_or(probes)
+        };
+        RoundRule {
+            failure_rate,
+            slow_call_rate,
+            failed_limit: limit(failure_rate),
+            slow_limit: slow_call_rate.map_or(probes + 1, limit),
+        }
+    }
+
+    /// How a round with these counts ends (pure): `Some(false)` reopens,
+    /// `Some(true)` closes, `None` goes on.
+    pub(crate) fn decide(self, probes: u32, good: u32, failed: u32, slow: u32) -> Option<bool> {
+        if failed >= self.failed_limit || slow >= self.slow_limit {
+            Some(false)
+        } else if good + failed + slow >= probes {
+            Some(true)
+        } else {
+            None
+        }
+    }
 }
 
 impl Config {
@@ -348,9 +399,54 @@ impl Config {
         self.min_calls
     }
 
-    /// Probes per half-open round; all must succeed fast to close.
+    /// Probes per half-open round; all must succeed fast to close, unless
+    /// the half-open rate rule is on ([`half_open_rates`](Self::half_open_rates)).
     pub fn half_open_probes(&self) -> u32 {
         self.probes
+    }
+
+    /// The half-open rate rule, if on: the failure rate and the slow-call
+    /// rate among a round's probes that reopen it.
+    pub fn half_open_rates(&self) -> Option<(f64, Option<f64>)> {
+        self.rule
+            .map(|r| (r.failure_rate.as_f64(), r.slow_call_rate.map(Rate::as_f64)))
+    }
+
+    /// The ramp (slow start after a recovery), if on: its window, its
+    /// floor and its aggression (see [`Builder::ramp`](crate::Builder::ramp)).
+    pub fn ramp(&self) -> Option<(Duration, f64, f64)> {
+        self.ramp
+            .as_ref()
+            .map(|r| (r.window, r.min_fraction, r.aggression))
+    }
+
+    /// The longest open period an upstream's hint may ask for, or `None`
+    /// when hints are not taken (see [`Builder::max_hint`](crate::Builder::max_hint)).
+    pub fn max_hint(&self) -> Option<Duration> {
+        self.max_hint
+    }
+
+    /// The open period a trip at backoff step `trips` opens for, given an
+    /// upstream's hint (pure): at least the schedule's, and at least the
+    /// hint capped at `max_hint`. `None` when the schedule's is as long
+    /// (the trip keeps its plain, in-line period).
+    pub(crate) fn hinted_nanos(&self, hint: Option<Duration>, trips: u32) -> Option<u64> {
+        let max = self.max_hint?;
+        let hint = hint?.min(max);
+        let hint = u64::try_from(hint.as_nanos()).unwrap_or(u64::MAX);
+        (hint > self.backoff.step_nanos(trips)).then_some(hint)
+    }
+
+    /// The backoff step a trip from Closed starts from (pure): the step kept
+    /// at the close, less one for each base open duration of healthy time
+    /// since (Envoy's decay of the ejection time).
+    pub(crate) fn decayed_trips(&self, trips: u32, healthy_nanos: u64) -> u32 {
+        if trips == 0 {
+            return 0;
+        }
+        let base = u64::try_from(self.backoff.base.as_nanos()).unwrap_or(u64::MAX);
+        let steps = healthy_nanos / base.max(1);
+        trips.saturating_sub(u32::try_from(steps).unwrap_or(u32::MAX))
     }
 
     /// How long a probe round may stay unresolved before the next request starts a new one.
@@ -575,6 +671,9 @@ impl Config {
             backoff: Backoff::new(Duration::from_secs(10), 2.0, Duration::from_secs(60), 0.0),
             count_calls: false,
             plain: threshold.is_none(),
+            ramp: None,
+            rule: None,
+            max_hint: Some(Duration::from_secs(600)),
         }
     }
 }

@@ -5,15 +5,28 @@
 //!
 //! | bits  | width | field | meaning |
 //! |-------|------:|-------|---------|
-//! | 0–2   | 3  | mode       | [`State`]: Closed, Open, HalfOpen, ForcedOpen, Disabled, MetricsOnly |
+//! | 0–2   | 3  | mode       | [`State`]: Closed, Open, HalfOpen, ForcedOpen, Closed while ramping (slow start), MetricsOnly, Disabled |
 //! | 3–31  | 29 | generation | bumped (wrapping) by every transition; compared for equality only |
 //! | 32    | 1  | detached   | the breaker left its trip gate (a registry removed it while handles lived): sticky |
 //! | 33    | 1  | proven     | a success was recorded at least once (sticky; a trip gate may spare unproven breakers its budget) |
 //! | 34    | 1  | counted    | Open/HalfOpen: this ejection holds a slot of the trip gate's budget |
 //! | 35–49 | 15 | count      | Closed: consecutive failures (saturating) · HalfOpen: probe slots taken in this round |
 //! | 50–57 | 8  | successes  | HalfOpen: fast successful probes in this round · Closed: unanswered calls in a row (saturating) |
-//! | 35–57 | 23 | span       | Open (the two fields above, unused while Open): a remote trip's open period in units of 2²⁴ ns (≈ 16.8 ms; up to 39 h); 0 = the backoff schedule's |
-//! | 58–63 | 6  | trips      | trips in a row (the backoff exponent), saturating at 63; cleared on Closed |
+//! | 35–57 | 23 | span       | Open (the two fields above, unused while Open): a remote trip's or an upstream hint's open period in units of 2²⁴ ns (≈ 16.8 ms; up to 39 h); 0 = the backoff schedule's |
+//! | 58–63 | 6  | trips      | the backoff step: trips in a row, saturating at 63; kept on Closed, where it decays with healthy time (see below) |
+//!
+//! Under the half-open rate rule ([`Builder::half_open_rate_rule`]) a
+//! HalfOpen word splits its count into three 5-bit fields, so a round has at
+//! most 31 probes:
+//!
+//! | bits  | width | field  | meaning |
+//! |-------|------:|--------|---------|
+//! | 35–39 | 5 | taken  | probe slots taken in this round |
+//! | 40–44 | 5 | failed | probes that failed (a slow failure is a failure) |
+//! | 45–49 | 5 | slow   | probes that succeeded slowly |
+//! | 50–57 | 8 | successes | fast successful probes, as without the rule |
+//!
+//! [`Builder::half_open_rate_rule`]: crate::Builder::half_open_rate_rule
 //!
 //! Beside the word sits the stamp ([`Nanos`]): the instant the current state
 //! was entered. While OPEN that is the trip; while HALF_OPEN it is the start
@@ -26,7 +39,8 @@
 //!
 //! | mode        | count            | successes   | trips | counted | admits                                  |
 //! |-------------|------------------|-------------|-------|---------|-----------------------------------------|
-//! | Closed      | consecutive fails | unanswered | 0     | 0       | everyone (one load)                     |
+//! | Closed      | consecutive fails | unanswered | step  | 0       | everyone (one load)                     |
+//! | Closed, ramping | consecutive fails | unanswered | step | 0   | a fraction rising over the ramp window  |
 //! | Open        | span (0: local)  | span        | ≥ 1   | 0 or 1  | no one before `since + open`; then the CAS winner, as probe 1 |
 //! | HalfOpen    | probes taken ≤ P | ≤ P         | ≥ 1   | 0 or 1  | up to P probes per round                |
 //! | ForcedOpen  | 0                | 0           | kept  | 0       | no one                                  |
@@ -34,6 +48,19 @@
 //! | MetricsOnly | consecutive fails | unanswered | 0     | 0       | everyone; records and evaluates, never rejects |
 //!
 //! `proven` and `detached` may be set in any mode and are never cleared.
+//!
+//! A probe round that closes enters the ramp mode when the configuration has
+//! a ramp (slow start): [`State::Closed`] to everyone outside, with the
+//! close's stamp as the start of the ramp. The first admission after the
+//! ramp window moves the word to plain Closed within its generation (a
+//! count change, no transition), so after a ramp the admission and success
+//! paths are exactly those of a breaker that never ramped. The ramp's mode
+//! code differs from Closed's in one bit that no other mode sets alone, so
+//! the settled-success test (one masked compare) accepts both.
+//!
+//! The backoff step (`trips`) is kept when a round closes. It decays lazily:
+//! the next trip from Closed takes one step off for each base open duration
+//! of healthy time since the close (ramp included), then adds one.
 //!
 //! # Changing the word
 //!
@@ -56,6 +83,10 @@ use crate::sync::{AtomicU64, Ordering};
 
 const MODE_SHIFT: u32 = 0;
 const MODE_MASK: u64 = 0b111 << MODE_SHIFT;
+/// The mode code of a Closed breaker that is ramping up (slow start).
+const RAMP_CODE: u64 = 4;
+/// Closed (0) and ramping (4) are the only codes with these bits clear.
+const CLOSED_MODES_MASK: u64 = 0b011 << MODE_SHIFT;
 const GEN_SHIFT: u32 = 3;
 /// Generations wrap at 2²⁹: a permit held across 2²⁹ transitions could take
 /// a stale verdict for a fresh one, which no real breaker lives to see.
@@ -85,6 +116,17 @@ const TRIPS_SHIFT: u32 = 58;
 /// Largest value of the trips-in-a-row field.
 pub(crate) const TRIPS_MAX: u32 = (1 << 6) - 1;
 const TRIPS_MASK: u64 = (TRIPS_MAX as u64) << TRIPS_SHIFT;
+
+/// Under the half-open rate rule, the widths of the round's three counts.
+pub(crate) const RULE_FIELD_BITS: u32 = 5;
+/// Under the half-open rate rule, the largest probe count P.
+pub(crate) const RULE_PROBES_MAX: u32 = (1 << RULE_FIELD_BITS) - 1;
+/// Under the rule, the count field's unit for a failed probe.
+const RULE_FAILED_UNIT: u32 = 1 << RULE_FIELD_BITS;
+/// Under the rule, the count field's unit for a slow probe.
+const RULE_SLOW_UNIT: u32 = 1 << (2 * RULE_FIELD_BITS);
+// The three counts fill the count field exactly.
+const _: () = assert!(3 * RULE_FIELD_BITS == COUNT_MAX.count_ones());
 
 // The fields tile the word exactly: no overlap, no gap.
 const _: () = assert!(
@@ -131,16 +173,30 @@ impl State {
         State::MetricsOnly,
     ];
 
+    /// The mode code. 4 is a ramping Closed breaker (not a [`State`] of
+    /// its own); 7 is never written.
     const fn code(self) -> u64 {
         match self {
             State::Closed => 0,
             State::Open => 1,
             State::HalfOpen => 2,
             State::ForcedOpen => 3,
-            State::Disabled => 4,
             State::MetricsOnly => 5,
+            State::Disabled => 6,
         }
     }
+
+    /// The state of each mode code.
+    const OF_CODE: [State; 8] = [
+        State::Closed,
+        State::Open,
+        State::HalfOpen,
+        State::ForcedOpen,
+        State::Closed, // ramping
+        State::MetricsOnly,
+        State::Disabled,
+        State::Closed, // never written
+    ];
 
     /// Whether a breaker in this state turns calls away (always or for now).
     pub const fn rejects(self) -> bool {
@@ -190,16 +246,27 @@ impl Snapshot {
     }
 
     pub(crate) fn state(self) -> State {
-        let code = (self.0 & MODE_MASK) >> MODE_SHIFT;
-        // Codes 6 and 7 are never written (every writer goes through `with_state`).
-        State::ALL
-            .get(code as usize)
-            .copied()
-            .unwrap_or(State::Closed)
+        State::OF_CODE[((self.0 & MODE_MASK) >> MODE_SHIFT) as usize]
     }
 
+    /// Closed and not ramping: the one-load admission's test.
     pub(crate) const fn is_closed(self) -> bool {
         self.0 & MODE_MASK == State::Closed.code() << MODE_SHIFT
+    }
+
+    /// Closed, ramping up after a recovery (slow start).
+    pub(crate) const fn is_ramping(self) -> bool {
+        self.0 & MODE_MASK == RAMP_CODE << MODE_SHIFT
+    }
+
+    /// Closed, ramping or not.
+    pub(crate) const fn is_closed_or_ramping(self) -> bool {
+        self.0 & CLOSED_MODES_MASK == 0
+    }
+
+    /// This Closed word ramping (slow start), in the same generation.
+    pub(crate) const fn with_ramp(self) -> Snapshot {
+        Snapshot((self.0 & !MODE_MASK) | (RAMP_CODE << MODE_SHIFT))
     }
 
     pub(crate) const fn is_open(self) -> bool {
@@ -222,7 +289,7 @@ impl Snapshot {
     /// compare.
     #[inline]
     pub(crate) const fn is_settled_closed(self) -> bool {
-        self.0 & (MODE_MASK | PROVEN | RUNS_MASK) == PROVEN
+        self.0 & (CLOSED_MODES_MASK | PROVEN | RUNS_MASK) == PROVEN
     }
 
     /// [`is_settled_closed`](Self::is_settled_closed) in generation
@@ -233,7 +300,7 @@ impl Snapshot {
     pub(crate) const fn is_settled_closed_in(self, generation: u32) -> bool {
         // A ticket's generation was read from a word, so it fits the 29
         // bits the shift keeps.
-        self.0 & (MODE_MASK | GEN_MASK | PROVEN | RUNS_MASK)
+        self.0 & (CLOSED_MODES_MASK | GEN_MASK | PROVEN | RUNS_MASK)
             == PROVEN | (generation << GEN_SHIFT) as u64
     }
 
@@ -275,6 +342,32 @@ impl Snapshot {
     /// Sets the unanswered run, saturating at [`SUCCESS_MAX`].
     pub(crate) const fn with_unanswered(self, calls: u32) -> Snapshot {
         self.with_successes(calls)
+    }
+
+    /// Under the half-open rate rule: probe slots taken in this round.
+    pub(crate) const fn rule_taken(self) -> u32 {
+        self.count() & RULE_PROBES_MAX
+    }
+
+    /// Under the rule: probes of this round that failed.
+    pub(crate) const fn rule_failed(self) -> u32 {
+        (self.count() / RULE_FAILED_UNIT) & RULE_PROBES_MAX
+    }
+
+    /// Under the rule: probes of this round that succeeded slowly.
+    pub(crate) const fn rule_slow(self) -> u32 {
+        (self.count() / RULE_SLOW_UNIT) & RULE_PROBES_MAX
+    }
+
+    /// Under the rule: one more failed probe (at most P ≤ 31 are counted,
+    /// so the field never spills).
+    pub(crate) const fn with_rule_failure(self) -> Snapshot {
+        self.with_count(self.count() + RULE_FAILED_UNIT)
+    }
+
+    /// Under the rule: one more slow probe.
+    pub(crate) const fn with_rule_slow(self) -> Snapshot {
+        self.with_count(self.count() + RULE_SLOW_UNIT)
     }
 
     pub(crate) const fn trips(self) -> u32 {
@@ -370,6 +463,7 @@ impl fmt::Debug for Snapshot {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Snapshot")
             .field("state", &self.state())
+            .field("ramping", &self.is_ramping())
             .field("generation", &self.generation())
             .field("detached", &self.is_detached())
             .field("proven", &self.is_proven())

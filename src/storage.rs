@@ -1,6 +1,7 @@
-//! A breaker's heap slots: its window, then its call counters, in one
-//! allocation made when the breaker is built — none at all for a breaker
-//! with neither (the consecutive-failures policy).
+//! A breaker's heap slots: its window, then the slot of an upstream's
+//! remembered hint, then its call counters, in one allocation made when the
+//! breaker is built — none at all for a breaker with none of them (the
+//! consecutive-failures policy with hints off).
 //!
 //! The allocation is a `triomphe::ThinArc`: a thin pointer (8 bytes in the
 //! breaker) to a header, then the slots. The header holds the window's head
@@ -8,7 +9,8 @@
 //! slice's length: a healthy call reads the head at a fixed offset, with no
 //! bounds check. The window's body comes first in the slice, so a verdict
 //! finds it at offset 0 whatever the flags; it reads only its own
-//! [`Shape::slots`]. The counters are the last [`counters::SLOTS`]. A breaker
+//! [`Shape::slots`]. The hint's slot, when hints are on, comes right after
+//! the window's. The counters are the last [`counters::SLOTS`]. A breaker
 //! with counters and no window keeps an unused head (8 bytes). The reference
 //! count is unused (one owner); the crate needs no `unsafe` for a thin slice.
 
@@ -25,8 +27,9 @@ impl Storage {
     /// Slots for a window of `shape` followed by the counters (if
     /// `counts_calls`), all zero but the window's head and constants
     /// ([`Shape::initial_head`], [`Shape::initial`]).
-    pub(crate) fn new(counts_calls: bool, shape: Shape) -> Storage {
-        let len = if counts_calls { counters::SLOTS } else { 0 } + shape.slots();
+    pub(crate) fn new(counts_calls: bool, shape: Shape, hints: bool) -> Storage {
+        let len =
+            if counts_calls { counters::SLOTS } else { 0 } + usize::from(hints) + shape.slots();
         if len == 0 {
             return Storage(None);
         }
@@ -36,7 +39,16 @@ impl Storage {
         )))
     }
 
-    /// The window's head and the slots, when there is storage.
+    /// The slot of an upstream's remembered hint (an instant, 0 when none),
+    /// when the storage was made with one (`hints`).
+    #[inline]
+    pub(crate) fn hint_slot(&self, shape: Shape, hints: bool) -> Option<&AtomicU64> {
+        if !hints {
+            return None;
+        }
+        self.slots()?.body().get(shape.slots())
+    }
+
     #[inline(always)]
     pub(crate) fn slots(&self) -> Option<Slots<'_>> {
         self.0.as_ref().map(Slots::new)
@@ -90,7 +102,7 @@ mod tests {
                 buckets: 4,
             },
         ] {
-            let storage = Storage::new(true, Shape::of(kind));
+            let storage = Storage::new(true, Shape::of(kind), true);
             let counters = storage.counters(true).unwrap();
             counters.admitted();
             counters.verdict(Verdict::Failure, false);

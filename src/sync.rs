@@ -39,3 +39,14 @@ pub(crate) use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 pub(crate) use std::sync::Arc;
 #[cfg(not(failfast_loom))]
 pub(crate) use std::sync::Mutex;
+
+// The ramp's per-thread turn counter (see `ramp`): a plain cell, one per
+// thread, touched only while a breaker ramps up after a recovery.
+#[cfg(not(failfast_loom))]
+thread_local! {
+    pub(crate) static RAMP_TURN: core::cell::Cell<u32> = const { core::cell::Cell::new(0) };
+}
+#[cfg(failfast_loom)]
+loom::thread_local! {
+    pub(crate) static RAMP_TURN: core::cell::Cell<u32> = core::cell::Cell::new(0);
+}

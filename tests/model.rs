@@ -545,9 +545,18 @@ impl Model {
             window,
             consecutive_failures: run_before,
             unanswered_calls: unanswered_before,
-            trips_in_a_row: self.trips,
+            // A close ends the run of trips (the step stays, to decay).
+            trips_in_a_row: if to == State::Closed { 0 } else { self.trips },
             open_step,
         }
+    }
+
+    /// The backoff step at `now` while Closed: the step the close kept,
+    /// one off per base open duration of healthy time since.
+    fn decayed_step(&self, now: Nanos) -> u32 {
+        let base = self.p.step(1).as_nanos() as u64;
+        let healthy = now.as_nanos().saturating_sub(self.since.as_nanos());
+        self.trips.saturating_sub((healthy / base) as u32)
     }
 
     /// An admission at `now`; `timed` is false for a clock-free admission
@@ -714,7 +723,7 @@ impl Model {
                 if self.mode == State::MetricsOnly {
                     return Some(self.enter(State::MetricsOnly, Reason::Unresponsive, now, w));
                 }
-                self.trips = 1;
+                self.trips = self.decayed_step(now) + 1;
                 Some(self.enter(State::Open, Reason::Unresponsive, now, w))
             }
             State::Closed | State::MetricsOnly if ending != Ending::Dropped => {
@@ -784,7 +793,7 @@ impl Model {
             // A shadow trip: reported, the window restarts, nothing rejected.
             return Some(self.enter(State::MetricsOnly, reason, now, w));
         }
-        self.trips = 1;
+        self.trips = self.decayed_step(now) + 1;
         Some(self.enter(State::Open, reason, now, w))
     }
 
@@ -808,7 +817,7 @@ impl Model {
                 if self.successes < self.p.probes {
                     return None;
                 }
-                self.trips = 0;
+                // The backoff step is kept, and decays while healthy.
                 Some(self.enter(State::Closed, Reason::ProbesSucceeded, now, z))
             }
         }
@@ -1182,6 +1191,7 @@ impl Pair {
             snap.consecutive_failures,
             snap.unanswered_calls,
             snap.trips_in_a_row,
+            snap.backoff_step,
             snap.calls,
         );
         let want = (
@@ -1193,12 +1203,17 @@ impl Pair {
             m.window(self.now),
             m.run,
             m.unanswered,
-            m.trips,
+            if m.mode == State::Closed { 0 } else { m.trips },
+            if m.mode == State::Closed {
+                m.decayed_step(self.now)
+            } else {
+                m.trips
+            },
             m.p.count_calls.then_some(m.counters),
         );
         assert_eq!(
             got, want,
-            "snapshot (state, generation, time in state, retry_after, window, run, unanswered, trips, calls)"
+            "snapshot (state, generation, time in state, retry_after, window, run, unanswered, trips, backoff step, calls)"
         );
         assert_eq!(self.breaker.state(), m.mode);
     }

@@ -298,7 +298,7 @@ fn combined_policies_report_which_condition_tripped() {
 }
 
 #[test]
-fn backoff_grows_per_trip_in_a_row_up_to_the_cap_and_resets_on_close() {
+fn backoff_grows_per_trip_in_a_row_up_to_the_cap_and_decays_after_a_close() {
     let b = Breaker::builder()
         .consecutive_failures(1)
         .open_duration(Duration::from_secs(1))
@@ -329,10 +329,22 @@ fn backoff_grows_per_trip_in_a_row_up_to_the_cap_and_resets_on_close() {
     assert_eq!(trips, [1, 2, 3, 4, 5, 6, 7]);
     assert_eq!(b.snapshot_at(now).trips_in_a_row, 7);
 
-    // Closing resets the backoff: the next trip is back to the base.
+    // Closing ends the run of trips but keeps the backoff step, which
+    // decays one step per base period (1 s) of healthy time: a trip at
+    // once continues the schedule, one after 7 healthy seconds is back at
+    // the base.
     now += Duration::from_secs(10);
     let probe = b.try_acquire_at(now).unwrap();
     assert_eq!(probe.success_at(now).unwrap().trips_in_a_row, 0);
+    assert_eq!(b.snapshot_at(now).backoff_step, 7);
+    assert_eq!(b.snapshot_at(now + Duration::from_secs(3)).backoff_step, 4);
+    let t = b.try_acquire_at(now).unwrap().failure_at(now).unwrap();
+    assert_eq!(t.open_for, Some(Duration::from_secs(10)));
+    assert_eq!(t.trips_in_a_row, 8);
+    now += Duration::from_secs(10);
+    b.try_acquire_at(now).unwrap().success_at(now).unwrap();
+    now += Duration::from_secs(8);
+    assert_eq!(b.snapshot_at(now).backoff_step, 0);
     let t = b.try_acquire_at(now).unwrap().failure_at(now).unwrap();
     assert_eq!(t.open_for, Some(Duration::from_secs(1)));
     assert_eq!(t.trips_in_a_row, 1);

@@ -611,6 +611,7 @@ mod on {
         match rejected.reason() {
             RejectReason::HalfOpenFull => State::HalfOpen,
             RejectReason::ForcedOpen => State::ForcedOpen,
+            RejectReason::Ramp => State::Closed,
             _ => State::Open,
         }
     }

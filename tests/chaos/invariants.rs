@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use failfast::{BreakerSnapshot, Config, Reason, State, Transition};
+use failfast::{BreakerSnapshot, Config, Nanos, Reason, State, Transition};
 
 use super::specs::window_capacity;
 
@@ -32,6 +32,10 @@ pub struct Chain {
     pub longest_open: Duration,
     pub rounds_superseded: u64,
     pub reasons: Vec<Reason>,
+    /// The backoff step the last close kept (it decays while healthy).
+    kept_step: u32,
+    /// When the last close happened.
+    closed_at: Nanos,
 }
 
 impl Chain {
@@ -55,6 +59,8 @@ impl Chain {
             longest_open: Duration::ZERO,
             rounds_superseded: 0,
             reasons: Vec::new(),
+            kept_step: 0,
+            closed_at: Nanos::ZERO,
         }
     }
 
@@ -103,7 +109,25 @@ impl Chain {
                         assert_eq!(t.consecutive_failures, k, "trips at K: {t:?}");
                     }
                 }
-                assert_eq!(t.trips_in_a_row, 1, "{t:?}");
+                // The step the last close kept, decayed by one per base
+                // open duration of healthy time, plus one. On threads the
+                // close's stamp may be a racer's later reading: a bound.
+                let base = self.config.open_duration_base().as_nanos() as u64;
+                let healthy = t.at.as_nanos().saturating_sub(self.closed_at.as_nanos());
+                let decayed = (self.kept_step.saturating_sub((healthy / base) as u32) + 1).min(63);
+                if self.racing {
+                    assert!(
+                        (decayed..=(self.kept_step + 1).min(63)).contains(&t.trips_in_a_row),
+                        "a trip from Closed after a close that kept step {}: {t:?}",
+                        self.kept_step
+                    );
+                } else {
+                    assert_eq!(
+                        t.trips_in_a_row, decayed,
+                        "decayed from {}: {t:?}",
+                        self.kept_step
+                    );
+                }
             }
             (State::Open, State::HalfOpen, Reason::OpenElapsed) => {
                 // No early probe: the round starts no sooner than the open
@@ -138,6 +162,8 @@ impl Chain {
             (State::HalfOpen, State::Closed, Reason::ProbesSucceeded) => {
                 assert_eq!(t.probe_successes, self.probes, "all P probes: {t:?}");
                 assert_eq!(t.trips_in_a_row, 0, "{t:?}");
+                self.kept_step = prev_trips;
+                self.closed_at = t.at;
             }
             _ => panic!("an illegal transition: {t:?}"),
         }
