@@ -21,7 +21,7 @@ use adapters::{
     ff_time_slow, trip, with_peer, work, Failfast, Guard, WithGuard, PEERS,
 };
 
-const VARIANTS: [&str; 10] = [
+const VARIANTS: [&str; 11] = [
     "ff_consecutive_at",
     "ff_count",
     "ff_count_at",
@@ -32,6 +32,7 @@ const VARIANTS: [&str; 10] = [
     "ff_time_slow",
     "ff_std",
     "ff_failure",
+    "ff_ramp",
 ];
 /// Requests through `KeyedLayer` over a held registry (feature `tower`): a
 /// `Host` header normalised by `AuthorityKey`, looked up among 1000 tracked
@@ -152,6 +153,23 @@ fn variant(name: &str, open: bool, n: u64) -> u64 {
         "ff_count_slow" => permits(&ff_count_slow(), n, false, 0),
         "ff_time_slow" => permits(&ff_time_slow(), n, false, 0),
         "ff_std" => Loop(n).with("ff_std", Failfast(ff_consecutive_on(StdClock::new()))),
+        // A success inside a ramp (slow start), clock read included: a
+        // breaker tripped and recovered in the setup, ramping for a day with
+        // a floor of 100 % so that every call is admitted and the row is
+        // the admitted path alone (the share decided, the turn taken).
+        "ff_ramp" => {
+            let b = Breaker::builder()
+                .consecutive_failures(1)
+                .open_duration(std::time::Duration::from_millis(1))
+                .ramp_curve(std::time::Duration::from_secs(86_400), 1.0, 1.0)
+                .build()
+                .unwrap();
+            b.try_acquire().unwrap().failure();
+            std::thread::sleep(std::time::Duration::from_millis(2));
+            b.try_acquire().expect("the probe").success();
+            assert_eq!(b.snapshot().ramp_fraction, Some(1.0), "ramping");
+            permits(&b, n, false, 0)
+        }
         "ff_failure" => {
             let b = Breaker::builder()
                 .consecutive_failures(2000)

@@ -48,6 +48,7 @@ needs!(e2e_proxy, "tower", "needs --features tower");
 needs!(example_axum, "tower", "needs --features tower");
 needs!(example_tonic, "tower", "needs --features tower");
 needs!(tower_layers, "tower", "needs --features tower");
+needs!(eject_ramp, "tower", "needs --features tower");
 needs!(tower_eos, "tower", "needs --features tower");
 needs!(faults, "tower", "needs --features tower");
 needs!(unanswered, "tower", "needs --features tower");
