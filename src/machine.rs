@@ -794,6 +794,194 @@ mod tests {
         );
     }
 
+    fn ramped(probes: u32) -> Config {
+        let mut c = config(probes);
+        c.ramp = Some(crate::ramp::Ramp::new(Duration::from_secs(128), 0.1, 1.0));
+        c
+    }
+
+    fn ruled(probes: u32, failure: f64) -> Config {
+        let mut c = config(probes);
+        c.rule = Some(crate::policy::RoundRule::new(
+            probes,
+            crate::policy::Rate::new(failure),
+            None,
+        ));
+        c
+    }
+
+    #[test]
+    fn a_ramping_word_admits_a_share_until_the_window_then_leaves_the_ramp_in_its_generation() {
+        let c = ramped(1);
+        let ramping = Snapshot::INITIAL.with_proven().with_ramp();
+        // One step of a 128 s window is 1 s: the turned-away wait.
+        let Next::Keep(Admission::Ramp(fraction, until)) =
+            admit(ramping, secs(100), secs(101), &c, 0)
+        else {
+            panic!()
+        };
+        assert_eq!(until, secs(102));
+        assert_eq!(fraction, 6554, "the floor, 1 s in: 10 % of 2^16, rounded");
+        let Next::Keep(Admission::Ramp(half, _)) = admit(ramping, secs(100), secs(164), &c, 0)
+        else {
+            panic!()
+        };
+        assert!(half > crate::ramp::ONE / 2 && half < crate::ramp::ONE * 51 / 100);
+        let closed = ramping.with_state(State::Closed);
+        assert_eq!(
+            admit(ramping, secs(100), secs(228), &c, 0),
+            Next::Count(closed, Admission::Call),
+            "after the window: plain Closed, same generation"
+        );
+        assert_eq!(
+            admit(ramping, secs(100), secs(101), &config(1), 0),
+            Next::Count(closed, Admission::Call),
+            "no ramp configured: nothing to hold calls back for"
+        );
+    }
+
+    #[test]
+    fn a_trip_in_the_ramp_takes_the_next_step_and_a_later_one_decays_first() {
+        let c = ramped(1);
+        let kept = Snapshot::INITIAL.with_trips(4);
+        let ramping = kept.with_ramp();
+        // A base open period is 10 s (`Config::for_tests`).
+        assert_eq!(
+            trip_step(ramping, secs(0), secs(127), &c),
+            5,
+            "a failed recovery"
+        );
+        assert_eq!(
+            trip_step(ramping, secs(0), secs(128), &c),
+            1,
+            "12 periods healthy"
+        );
+        assert_eq!(
+            trip_step(kept, secs(0), secs(19), &c),
+            4,
+            "one period: one off"
+        );
+        assert_eq!(trip_step(kept, secs(0), secs(9), &c), 5);
+        assert_eq!(trip_step(Snapshot::INITIAL, secs(0), secs(0), &c), 1);
+    }
+
+    #[test]
+    fn a_close_enters_the_ramp_only_when_one_is_configured() {
+        let round = round_start(open(2));
+        let Next::Enter(closed, Some(Reason::ProbesSucceeded)) = probe_verdict(
+            round,
+            round.generation(),
+            Verdict::Success,
+            false,
+            &ramped(1),
+            None,
+        ) else {
+            panic!()
+        };
+        assert!(closed.is_ramping() && closed.trips() == 2);
+        let Next::Enter(plain, _) = probe_verdict(
+            round,
+            round.generation(),
+            Verdict::Success,
+            false,
+            &config(1),
+            None,
+        ) else {
+            panic!()
+        };
+        assert!(plain.is_closed());
+    }
+
+    #[test]
+    fn under_the_rule_a_round_counts_each_kind_and_decides_once_certain() {
+        let c = ruled(4, 0.5); // two failures of four reopen
+        let round = round_start(open(1)).with_count(4);
+        let g = round.generation();
+        let Next::Count(one, None) = probe_verdict(round, g, Verdict::Failure, false, &c, None)
+        else {
+            panic!()
+        };
+        assert_eq!((one.rule_taken(), one.rule_failed()), (4, 1));
+        let Next::Count(slow, None) = probe_verdict(one, g, Verdict::Success, true, &c, None)
+        else {
+            panic!()
+        };
+        assert_eq!(
+            (slow.rule_slow(), slow.successes()),
+            (1, 0),
+            "no slow rate: counted only"
+        );
+        assert_eq!(
+            probe_verdict(one, g, Verdict::Dropped, false, &c, None),
+            Next::Count(one.with_count(one.count() - 1), None),
+            "a drop frees its slot and counts nothing"
+        );
+        let Next::Enter(reopened, Some(Reason::ProbeAbandoned)) =
+            probe_verdict(one, g, Verdict::AbandonedSlow, true, &c, None)
+        else {
+            panic!("an abandoned probe is a failure: the second reopens")
+        };
+        assert_eq!((reopened.state(), reopened.trips()), (State::Open, 2));
+        let good = slow.with_successes(1);
+        let Next::Enter(closed, Some(Reason::ProbesSucceeded)) =
+            probe_verdict(good, g, Verdict::Success, false, &c, None)
+        else {
+            panic!("1 failure, 1 slow, 2 fast of 4: closes")
+        };
+        assert!(closed.is_closed());
+    }
+
+    #[test]
+    fn under_the_rule_the_lease_counts_probes_still_out_as_failures() {
+        let c = ruled(4, 0.5);
+        let round = round_start(open(1)).with_count(4).with_successes(2);
+        // Two of four still out when the lease (5 s) ends: a failed round.
+        let Next::Enter(reopened, Admission::Reopened) = admit(round, secs(0), secs(5), &c, 0)
+        else {
+            panic!()
+        };
+        assert_eq!((reopened.state(), reopened.trips()), (State::Open, 2));
+        // One still out: not enough to fail it; a new round starts.
+        let Next::Enter(next, Admission::Round(Reason::ProbeLeaseExpired)) =
+            admit(round.with_successes(3), secs(0), secs(5), &c, 0)
+        else {
+            panic!()
+        };
+        assert_eq!(next.state(), State::HalfOpen);
+    }
+
+    #[test]
+    fn a_hint_longer_than_the_schedule_becomes_the_open_span() {
+        let c = config(1);
+        let at = |hint| TripAt {
+            since: secs(0),
+            now: secs(0),
+            config: &c,
+            hint,
+        };
+        let w = Decided::Window;
+        let Next::Enter(hinted, true) = trip(
+            Snapshot::INITIAL,
+            0,
+            false,
+            w,
+            at(Some(Duration::from_secs(60))),
+        ) else {
+            panic!()
+        };
+        assert_eq!(hinted.open_span(), span_of(60_000_000_000, 0));
+        let Next::Enter(short, true) = trip(
+            Snapshot::INITIAL,
+            0,
+            false,
+            w,
+            at(Some(Duration::from_secs(2))),
+        ) else {
+            panic!()
+        };
+        assert_eq!(short.open_span(), 0, "the schedule's 10 s is longer");
+    }
+
     #[test]
     fn a_detached_breaker_trips_without_a_slot_and_leaves_only_once() {
         let Next::Count(left, Some(was)) = leave_gate(open(2)) else {

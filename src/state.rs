@@ -750,6 +750,63 @@ mod tests {
     }
 
     #[test]
+    fn a_ramping_word_is_closed_outside_and_settled_for_a_success_but_not_for_admission() {
+        let settled = Snapshot::INITIAL.with_generation(GEN_MAX).with_proven();
+        let ramping = settled.with_ramp();
+        assert_eq!(ramping.state(), State::Closed, "Closed to everyone outside");
+        assert!(ramping.is_ramping() && ramping.is_closed_or_ramping());
+        assert!(!ramping.is_closed(), "admission goes out of line");
+        assert!(ramping.is_settled_closed() && ramping.is_settled_closed_in(GEN_MAX));
+        assert!(!ramping.with_count(1).is_settled_closed(), "a run is news");
+        assert_eq!(ramping.generation(), settled.generation());
+        assert_eq!(
+            ramping.with_state(State::Closed),
+            settled,
+            "leaving the ramp"
+        );
+        assert!(!settled.is_ramping() && settled.is_closed_or_ramping());
+        for state in State::all().into_iter().filter(|s| *s != State::Closed) {
+            let s = settled.with_state(state);
+            assert!(!s.is_closed_or_ramping() && !s.is_ramping(), "{state:?}");
+            assert!(!s.is_settled_closed(), "{state:?}");
+        }
+    }
+
+    #[test]
+    fn the_rules_round_counts_share_the_count_field_without_spilling() {
+        let round = Snapshot::INITIAL
+            .enter(State::HalfOpen)
+            .with_trips(TRIPS_MAX)
+            .with_successes(SUCCESS_MAX)
+            .with_count(RULE_PROBES_MAX);
+        let mut s = round;
+        for _ in 0..RULE_PROBES_MAX {
+            s = s.with_rule_failure().with_rule_slow();
+        }
+        assert_eq!(
+            (s.rule_taken(), s.rule_failed(), s.rule_slow()),
+            (RULE_PROBES_MAX, RULE_PROBES_MAX, RULE_PROBES_MAX)
+        );
+        assert_eq!((s.successes(), s.trips()), (SUCCESS_MAX, TRIPS_MAX));
+        assert_eq!(s.state(), State::HalfOpen);
+        let one = round
+            .with_count(3)
+            .with_rule_failure()
+            .with_rule_slow()
+            .with_rule_slow();
+        assert_eq!(
+            (one.rule_taken(), one.rule_failed(), one.rule_slow()),
+            (3, 1, 2)
+        );
+        let freed = one.with_count(one.count() - 1);
+        assert_eq!(
+            (freed.rule_taken(), freed.rule_failed(), freed.rule_slow()),
+            (2, 1, 2),
+            "a freed slot leaves the other counts"
+        );
+    }
+
+    #[test]
     fn the_open_span_saturates_at_23_bits_without_touching_the_trips() {
         let open = Snapshot::INITIAL.with_state(State::Open).with_trips(5);
         // The field's width, written out: (1 << 23) - 1 units, about 39 h.
