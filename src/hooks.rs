@@ -88,14 +88,8 @@ pub(crate) struct Registration {
 )]
 pub(crate) struct Lease(Arc<Registration>);
 
-// Lent again by the tower layers only (not built for the loom models).
-#[cfg_attr(
-    any(
-        failfast_loom,
-        not(any(feature = "tower", all(test, not(failfast_loom))))
-    ),
-    allow(dead_code)
-)]
+// Lent again by the tower layers only.
+#[cfg_attr(not(feature = "tower"), allow(dead_code))]
 impl Lease {
     /// The hook this lease keeps heard (to lend it again elsewhere).
     pub(crate) fn hook(&self) -> Arc<dyn OnTransition> {
