@@ -12,6 +12,7 @@
 
 use http::HeaderMap;
 
+use crate::hint::RetryHint;
 use crate::outcome::Outcome;
 
 /// What the head of a response says.
@@ -80,6 +81,37 @@ pub trait ClassifyStream<B, E> {
 
     /// The verdict on the head (or the error).
     fn classify_head(&self, result: &Result<http::Response<B>, E>) -> Verdict<Self::Eos>;
+
+    /// When the upstream said to come back, in the head (see
+    /// [`hint`](crate::hint)): none unless overridden. Asked whatever the
+    /// verdict, deferred or not; a hint at the end of the stream
+    /// ([`ClassifyEos::eos_hint`]) replaces it (the latest hint wins).
+    ///
+    /// ```
+    /// use failfast::http::{BoxError, ClassifyStream, GrpcClassifier, HttpClassifier};
+    /// use failfast::RetryHint;
+    /// use std::time::Duration;
+    ///
+    /// let busy = Ok::<_, BoxError>(
+    ///     http::Response::builder().status(429).header("retry-after", "7").body(()).unwrap(),
+    /// );
+    /// let seven = Some(RetryHint::After(Duration::from_secs(7)));
+    /// assert_eq!(HttpClassifier::new().head_hint(&busy), seven);
+    ///
+    /// let trailers_only = Ok::<_, BoxError>(
+    ///     http::Response::builder()
+    ///         .header("grpc-status", "14")
+    ///         .header("grpc-retry-pushback-ms", "250")
+    ///         .body(())
+    ///         .unwrap(),
+    /// );
+    /// let quarter = Some(RetryHint::After(Duration::from_millis(250)));
+    /// assert_eq!(GrpcClassifier::new().head_hint(&trailers_only), quarter);
+    /// ```
+    fn head_hint(&self, result: &Result<http::Response<B>, E>) -> Option<RetryHint> {
+        let _ = result;
+        None
+    }
 }
 
 /// Classifies the end of a response body.
@@ -105,6 +137,29 @@ pub trait ClassifyEos {
         Self: Sized,
     {
         Outcome::Failure
+    }
+
+    /// When the upstream said to come back, in the trailers (see
+    /// [`hint`](crate::hint)): none unless overridden. Asked before
+    /// [`classify_eos`](Self::classify_eos), with the same trailers; not
+    /// asked when the body fails. [`GrpcEos`](super::GrpcEos) reads a
+    /// failed call's `grpc-retry-pushback-ms`.
+    ///
+    /// ```
+    /// use failfast::http::{BoxError, ClassifyEos, ClassifyStream, GrpcClassifier, Verdict};
+    /// use failfast::RetryHint;
+    /// use std::time::Duration;
+    ///
+    /// let head = Ok::<_, BoxError>(http::Response::new(()));
+    /// let Verdict::AtEndOfStream(eos) = GrpcClassifier::new().classify_head(&head) else { panic!() };
+    /// let mut trailers = http::HeaderMap::new();
+    /// trailers.insert("grpc-status", "8".parse().unwrap()); // RESOURCE_EXHAUSTED
+    /// trailers.insert("grpc-retry-pushback-ms", "2000".parse().unwrap());
+    /// assert_eq!(eos.eos_hint(Some(&trailers)), Some(RetryHint::After(Duration::from_secs(2))));
+    /// ```
+    fn eos_hint(&self, trailers: Option<&HeaderMap>) -> Option<RetryHint> {
+        let _ = trailers;
+        None
     }
 }
 
