@@ -204,17 +204,25 @@ fn counted<T>(result: Result<T, BadHint>) -> Option<T> {
             // Relaxed: see `hints_ignored_total`.
             IGNORED.fetch_add(1, Ordering::Relaxed);
             #[cfg(test)]
-            tests::COUNTED_HERE.with(|n| n.set(n.get() + 1));
+            COUNTED_HERE.with(|n| n.set(n.get() + 1));
             None
         }
     }
 }
 
+#[cfg(test)]
+std::thread_local! {
+    /// This thread's share of [`IGNORED`].
+    static COUNTED_HERE: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
 /// What this thread has counted in [`hints_ignored_total`]: exact, where
 /// the process-wide total moves with every test running beside it.
 #[cfg(test)]
+// Its tests are not built under loom (nor those of `http`, without its feature).
+#[cfg_attr(failfast_loom, allow(dead_code))]
 pub(crate) fn ignored_on_this_thread() -> u64 {
-    tests::COUNTED_HERE.with(std::cell::Cell::get)
+    COUNTED_HERE.with(std::cell::Cell::get)
 }
 
 /// Parses a `Retry-After` value: delta-seconds (ASCII digits only) or an
@@ -496,16 +504,13 @@ fn days_since_epoch(year: u64, month: u64, day: u64) -> u64 {
     era * 146_097 + day_of_era - 719_468
 }
 
-#[cfg(test)]
+// Not under loom: `ManualClock`'s atomics are loom's there, usable only
+// inside a model.
+#[cfg(all(test, not(failfast_loom)))]
 mod tests {
     use super::*;
     use crate::clock::{Clock, ManualClock};
     use proptest::prelude::*;
-
-    std::thread_local! {
-        /// This thread's share of [`IGNORED`].
-        pub(super) static COUNTED_HERE: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
-    }
 
     /// Sun, 06 Nov 1994 08:49:37 GMT, RFC 9110's example date.
     const EXAMPLE: u64 = 784_111_777;
