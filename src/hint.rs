@@ -32,9 +32,13 @@
 //!
 //! A hint is parsed here and resolved to a delay with
 //! [`RetryHint::delay`], against the breaker's wall clock
-//! ([`Clock::wall`](crate::Clock::wall), which
-//! [`ManualClock`](crate::ManualClock) pins for tests). The breaker then
-//! clamps the delay further, to its own bounds.
+//! ([`Breaker::wall`](crate::Breaker::wall), [`Clock::wall`](crate::Clock::wall),
+//! which [`ManualClock`](crate::ManualClock) pins for tests), and goes with
+//! the verdict to [`Permit::record_hinted`](crate::Permit::record_hinted);
+//! the breaker clamps it further, to its own bounds. The tower layers and
+//! the reqwest middleware do this for every verdict other than a success
+//! (a success's hint is not read): at the head, or in end-of-stream mode at
+//! the end of the body, where a hint read from the head is resolved.
 //!
 //! # Bad hints
 //!

@@ -49,6 +49,13 @@ pub trait Classify<T, E> {
     /// [`GrpcClassifier`](super::GrpcClassifier) a failed call's
     /// `grpc-retry-pushback-ms`.
     ///
+    /// The layers and the reqwest middleware ask it only when
+    /// [`classify`](Self::classify) said something other than a success
+    /// (an upstream that served the call is not asking to be left alone,
+    /// and a successful call's headers are not searched), and pass it to
+    /// [`Permit::record_hinted`](crate::Permit::record_hinted), resolved on
+    /// the breaker's [`wall`](crate::Breaker::wall) clock.
+    ///
     /// ```
     /// use failfast::http::{BoxError, Classify};
     /// use failfast::hint::parse_retry_after;
@@ -399,6 +406,8 @@ impl<B> ClassifyStream<B, BoxError> for HttpClassifier {
                 head => Verdict::AtEndOfStream(HeadOutcome {
                     head,
                     body_error: self.errors,
+                    // Kept for the end (a 429 or 503 not counted as a failure).
+                    hint: self.hint_of(response.status(), response.headers()),
                 }),
             },
             Err(e) => Verdict::Ready(outcome_of_error(self.fault, e, self.errors)),

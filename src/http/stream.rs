@@ -83,9 +83,13 @@ pub trait ClassifyStream<B, E> {
     fn classify_head(&self, result: &Result<http::Response<B>, E>) -> Verdict<Self::Eos>;
 
     /// When the upstream said to come back, in the head (see
-    /// [`hint`](crate::hint)): none unless overridden. Asked whatever the
-    /// verdict, deferred or not; a hint at the end of the stream
-    /// ([`ClassifyEos::eos_hint`]) replaces it (the latest hint wins).
+    /// [`hint`](crate::hint)): none unless overridden.
+    ///
+    /// The layers ask it when the head decides ([`Verdict::Ready`]) an
+    /// outcome other than a success. A deferred verdict's hint comes from
+    /// its `Eos` at the end ([`ClassifyEos::eos_hint`]): one that wants the
+    /// head's hint kept carries it, as
+    /// [`HttpClassifier`](super::HttpClassifier)'s [`HeadOutcome`] does.
     ///
     /// ```
     /// use failfast::http::{BoxError, ClassifyStream, GrpcClassifier, HttpClassifier};
@@ -139,11 +143,15 @@ pub trait ClassifyEos {
         Outcome::Failure
     }
 
-    /// When the upstream said to come back, in the trailers (see
-    /// [`hint`](crate::hint)): none unless overridden. Asked before
-    /// [`classify_eos`](Self::classify_eos), with the same trailers; not
-    /// asked when the body fails. [`GrpcEos`](super::GrpcEos) reads a
-    /// failed call's `grpc-retry-pushback-ms`.
+    /// When the upstream said to come back, at the end (see
+    /// [`hint`](crate::hint)): none unless overridden.
+    ///
+    /// The layers ask it once, first (judging the end consumes the `Eos`):
+    /// before [`classify_eos`](Self::classify_eos) with the same trailers,
+    /// or before [`classify_body_error`](Self::classify_body_error) with
+    /// `None`. A success's hint is then dropped. [`GrpcEos`](super::GrpcEos)
+    /// reads a failed call's `grpc-retry-pushback-ms` in the trailers;
+    /// [`HeadOutcome`] gives back the head's hint.
     ///
     /// ```
     /// use failfast::http::{BoxError, ClassifyEos, ClassifyStream, GrpcClassifier, Verdict};
@@ -176,10 +184,16 @@ pub trait ClassifyEos {
 /// assert_eq!(eos.classify_eos(None), Outcome::Success);
 /// assert_eq!(eos.classify_body_error(), Outcome::Failure);
 /// ```
+///
+/// It keeps the head's hint, if the head had one (a 429 or 503 that the
+/// classifier does not count as a failure, so its verdict waits for the
+/// end): [`eos_hint`](ClassifyEos::eos_hint) gives it back at the end,
+/// where it is resolved into a delay.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct HeadOutcome {
     pub(crate) head: Outcome,
     pub(crate) body_error: Outcome,
+    pub(crate) hint: Option<RetryHint>,
 }
 
 impl ClassifyEos for HeadOutcome {
@@ -189,5 +203,10 @@ impl ClassifyEos for HeadOutcome {
 
     fn classify_body_error(self) -> Outcome {
         self.body_error
+    }
+
+    /// The head's hint, kept.
+    fn eos_hint(&self, _trailers: Option<&HeaderMap>) -> Option<RetryHint> {
+        self.hint
     }
 }
