@@ -239,7 +239,7 @@ pub(crate) fn ignored_on_this_thread() -> u64 {
 /// a year before 1970, refused here. A two-digit rfc850 year is read as
 /// 20xx below 70 and 19xx from 70 (RFC 9110 reads it against the current
 /// year; the two agree on every date within [`MAX_TRUSTED_HINT`] of now
-/// until 2050).
+/// until the end of 2069, and after that such a date is refused as past).
 ///
 /// ```
 /// use failfast::hint::{parse_retry_after, RetryHint};
