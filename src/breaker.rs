@@ -208,6 +208,30 @@ impl<C: Clock> Breaker<C> {
         self.shared.clock.now()
     }
 
+    /// The wall-clock time on the breaker's clock ([`Clock::wall`]): what
+    /// an upstream's hint dated in wall time is resolved against, before
+    /// [`Permit::record_hinted`](crate::Permit::record_hinted).
+    ///
+    /// ```
+    /// use failfast::hint::parse_retry_after;
+    /// use failfast::{Breaker, ManualClock, Outcome};
+    /// use std::time::{Duration, UNIX_EPOCH};
+    ///
+    /// let clock = ManualClock::new();
+    /// clock.set_wall(UNIX_EPOCH + Duration::from_secs(784_111_777 - 90));
+    /// let breaker = Breaker::builder().consecutive_failures(1).build_with_clock(clock)?;
+    /// let hint = parse_retry_after(b"Sun, 06 Nov 1994 08:49:37 GMT")
+    ///     .and_then(|hint| hint.delay(breaker.wall()));
+    /// assert_eq!(hint, Some(Duration::from_secs(90)));
+    /// breaker.try_acquire()?.record_hinted(Outcome::Failure, hint);
+    /// let rejected = breaker.try_acquire().unwrap_err();
+    /// assert!(rejected.retry_after() >= Some(Duration::from_secs(90))); // open for the hint
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn wall(&self) -> std::time::SystemTime {
+        self.shared.clock.wall()
+    }
+
     /// [`now`](Self::now) with a panic of the clock (a caller's `Clock` may
     /// panic) caught: for the drops that read the clock, where a second panic
     /// while the thread already unwinds would abort the process.

@@ -12,6 +12,7 @@
 
 use core::fmt;
 use core::time::Duration;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::sync::{Arc, AtomicU64, Ordering};
 
@@ -136,6 +137,26 @@ pub trait Clock: Send + Sync + 'static {
     /// [`ConfigError`]: crate::ConfigError
     fn resolution(&self) -> Duration {
         Duration::from_nanos(1)
+    }
+
+    /// The wall-clock time now: `SystemTime::now()` unless overridden.
+    ///
+    /// Only an upstream's hint dated in wall-clock time (`Retry-After:` an
+    /// HTTP-date) reads it, to turn the date into a delay
+    /// ([`RetryHint::delay`](crate::RetryHint::delay)); the breaker's own
+    /// timing never does. [`ManualClock`] overrides it with a wall clock
+    /// pinned to its own readings, so a test can fix both.
+    ///
+    /// ```
+    /// use failfast::{Clock, QuantaClock};
+    /// use std::time::{Duration, SystemTime};
+    ///
+    /// let system = SystemTime::now();
+    /// let wall = QuantaClock::new().wall(); // the provided method
+    /// assert!(wall.duration_since(system).unwrap_or_default() < Duration::from_secs(60));
+    /// ```
+    fn wall(&self) -> SystemTime {
+        SystemTime::now()
     }
 }
 
@@ -276,23 +297,64 @@ impl Clock for StdClock {
 /// clock.advance(Duration::from_secs(120));
 /// assert_eq!(view.now(), Nanos::from_secs(120));
 /// ```
-#[derive(Clone, Default)]
+///
+/// # Its wall clock
+///
+/// Its [`wall`](Clock::wall) time is pinned too, and moves with it: a base
+/// plus the clock's reading, so [`advance`](Self::advance) and
+/// [`set`](Self::set) move both. At reading zero the wall clock reads
+/// [`DEFAULT_WALL_SECS`](Self::DEFAULT_WALL_SECS) after the Unix epoch
+/// (2023-11-14 22:13:20 UTC) until [`set_wall`](Self::set_wall) says
+/// otherwise; clones share it. A test can so resolve an upstream's
+/// `Retry-After` date against a known "now".
+///
+/// ```
+/// use failfast::{Clock, ManualClock};
+/// use std::time::{Duration, UNIX_EPOCH};
+///
+/// let clock = ManualClock::new();
+/// assert_eq!(clock.wall(), UNIX_EPOCH + Duration::from_secs(ManualClock::DEFAULT_WALL_SECS));
+///
+/// // Sun, 06 Nov 1994 08:49:37 GMT
+/// let date = UNIX_EPOCH + Duration::from_secs(784_111_777);
+/// clock.set_wall(date);
+/// assert_eq!(clock.wall(), date);
+/// clock.advance(Duration::from_secs(2));
+/// assert_eq!(clock.clone().wall(), date + Duration::from_secs(2));
+/// ```
+#[derive(Clone)]
 pub struct ManualClock {
-    now: Arc<AtomicU64>,
+    readings: Arc<Readings>,
+}
+
+/// What clones of one [`ManualClock`] share.
+struct Readings {
+    /// The monotonic reading, in nanoseconds.
+    now: AtomicU64,
+    /// Nanoseconds since the Unix epoch of the wall time at reading zero,
+    /// modulo 2⁶⁴: `wall = base + now` (wrapping, so a base set below the
+    /// current reading is exact as long as the wall time itself fits).
+    wall_base: AtomicU64,
 }
 
 impl ManualClock {
+    /// The wall time of a [`ManualClock`] at reading zero, unless
+    /// [`set_wall`](Self::set_wall) changes it: 1,700,000,000 s after the
+    /// Unix epoch, 2023-11-14 22:13:20 UTC.
+    pub const DEFAULT_WALL_SECS: u64 = 1_700_000_000;
+
     /// A clock standing at [`Nanos::ZERO`].
     pub fn new() -> ManualClock {
-        ManualClock {
-            now: Arc::new(AtomicU64::new(0)),
-        }
+        ManualClock::starting_at(Nanos::ZERO)
     }
 
     /// A clock standing at `at`.
     pub fn starting_at(at: Nanos) -> ManualClock {
         ManualClock {
-            now: Arc::new(AtomicU64::new(at.as_nanos())),
+            readings: Arc::new(Readings {
+                now: AtomicU64::new(at.as_nanos()),
+                wall_base: AtomicU64::new(ManualClock::DEFAULT_WALL_SECS * 1_000_000_000),
+            }),
         }
     }
 
@@ -301,6 +363,7 @@ impl ManualClock {
         let by = Nanos::from_duration(by).as_nanos();
         // Relaxed: the time is a value, not a guard for other memory.
         let _ = self
+            .readings
             .now
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |t| {
                 Some(t.saturating_add(by))
@@ -310,7 +373,42 @@ impl ManualClock {
     /// Moves the clock to `to`, never backwards (a monotonic clock cannot).
     pub fn set(&self, to: Nanos) {
         // Relaxed: as in `advance`; fetch_max keeps the clock monotonic.
-        self.now.fetch_max(to.as_nanos(), Ordering::Relaxed);
+        self.readings
+            .now
+            .fetch_max(to.as_nanos(), Ordering::Relaxed);
+    }
+
+    /// Sets the wall clock to read `wall` now; from here it moves with the
+    /// clock. Unlike the monotonic reading it may go backwards (a wall
+    /// clock can). Not atomic with a concurrent [`advance`](Self::advance):
+    /// set it before the clock is shared, or between steps. A time before
+    /// the Unix epoch is set as the epoch.
+    ///
+    /// ```
+    /// use failfast::{Clock, ManualClock, Nanos};
+    /// use std::time::{Duration, UNIX_EPOCH};
+    ///
+    /// let clock = ManualClock::starting_at(Nanos::from_secs(100));
+    /// let noon = UNIX_EPOCH + Duration::from_secs(1_750_000_000);
+    /// clock.set_wall(noon);
+    /// assert_eq!(clock.wall(), noon); // now, whatever the reading
+    /// clock.advance(Duration::from_millis(1_500));
+    /// assert_eq!(clock.wall(), noon + Duration::from_millis(1_500));
+    /// ```
+    pub fn set_wall(&self, wall: SystemTime) {
+        let since_epoch = wall.duration_since(UNIX_EPOCH).unwrap_or_default();
+        let wall = Nanos::from_duration(since_epoch).as_nanos();
+        // Relaxed: as in `advance`.
+        let now = self.readings.now.load(Ordering::Relaxed);
+        self.readings
+            .wall_base
+            .store(wall.wrapping_sub(now), Ordering::Relaxed);
+    }
+}
+
+impl Default for ManualClock {
+    fn default() -> Self {
+        ManualClock::new()
     }
 }
 
@@ -326,7 +424,19 @@ impl Clock for ManualClock {
     #[inline]
     fn now(&self) -> Nanos {
         // Relaxed: see `advance`.
-        Nanos(self.now.load(Ordering::Relaxed))
+        Nanos(self.readings.now.load(Ordering::Relaxed))
+    }
+
+    /// The pinned wall clock: its base plus the reading (see "Its wall
+    /// clock" above).
+    fn wall(&self) -> SystemTime {
+        // Relaxed: see `advance`.
+        let base = self.readings.wall_base.load(Ordering::Relaxed);
+        let nanos = base.wrapping_add(self.now().as_nanos());
+        // Within every platform's SystemTime (2⁶⁴ ns is 584 years).
+        UNIX_EPOCH
+            .checked_add(Duration::from_nanos(nanos))
+            .unwrap_or(UNIX_EPOCH)
     }
 }
 
@@ -338,6 +448,10 @@ impl<C: Clock> Clock for std::sync::Arc<C> {
 
     fn resolution(&self) -> Duration {
         (**self).resolution()
+    }
+
+    fn wall(&self) -> SystemTime {
+        (**self).wall()
     }
 }
 

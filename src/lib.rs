@@ -183,6 +183,10 @@ mod fallback;
 // `tower` (as on docs.rs); without it, a plain `cargo doc` need not warn.
 #[cfg_attr(not(feature = "tower"), allow(rustdoc::broken_intra_doc_links))]
 mod fault;
+// Its docs link to the classifiers that read hints (feature `http`, as on
+// docs.rs); without it, a plain `cargo doc` need not warn about them.
+#[cfg_attr(not(feature = "http"), allow(rustdoc::broken_intra_doc_links))]
+pub mod hint;
 pub mod hooks;
 // Its docs link to the tower layers, which exist with feature `tower` (as on
 // docs.rs); with `http` alone, a plain `cargo doc` need not warn about them.
@@ -227,6 +231,7 @@ pub use clock::{Clock, ManualClock, Nanos, QuantaClock, StdClock};
 pub use error::{ConfigError, RejectReason, Rejected};
 pub use fallback::Answer;
 pub use fault::{DownstreamError, DownstreamKind, Fault};
+pub use hint::RetryHint;
 pub use hooks::{OnTransition, REMOVED_NAME, SHARED_NAME};
 pub use observe::{BreakerSnapshot, CallCounts, Observer, Reason, Transition};
 pub use outcome::Outcome;

@@ -309,15 +309,10 @@ impl<C: Clock, B: Deref<Target = Breaker<C>>> OwnedPermit<C, B> {
     }
 
     /// Records `outcome` at `at`, or when the breaker needs the time, as
-    /// [`record`](Self::record) decides: a layer's verdict, whose
+    /// [`record`](Self::record) decides (at once with a hint), with the
+    /// upstream's hint if it gave one (see
+    /// [`record_hinted`](Self::record_hinted)): a layer's verdict, whose
     /// transition reaches the breaker's hooks like any other.
-    #[cfg(feature = "tower")]
-    pub(crate) fn record_at_or_now(self, outcome: Outcome, at: Option<Nanos>) {
-        self.record_hinted_at_or_now(outcome, None, at);
-    }
-
-    /// [`record_at_or_now`](Self::record_at_or_now) with the upstream's
-    /// hint, if it gave one (see [`record_hinted`](Self::record_hinted)).
     #[cfg(feature = "tower")]
     pub(crate) fn record_hinted_at_or_now(
         mut self,

@@ -21,6 +21,12 @@
 //!   of another middleware further down the chain, never reached the
 //!   upstream: neutral. Another [`HttpClassifier`] changes any of these
 //!   ([`classify`](BreakerMiddleware::classify)).
+//! - **The upstream's hint.** A 429's or 503's `Retry-After` (delta-seconds
+//!   or an HTTP-date, resolved on the breaker's clock,
+//!   [`Clock::wall`]) goes with a verdict other than a
+//!   success ([`Permit::record_hinted`](crate::Permit::record_hinted)): a
+//!   trip it causes, or the next one while it lasts, opens for at least
+//!   that long. A bad one is ignored and counted ([`hint`](crate::hint)).
 //! - **Cancellation.** The permit is taken at a clock reading and lives in
 //!   the request's future, as in the tower layers: a future dropped before
 //!   it resolves (a `tokio::time::timeout` around the call, a caller that
@@ -75,6 +81,7 @@ use reqwest_middleware::{Middleware, Next};
 
 use crate::authority::{normalise, AuthorityError, KeyBuf, DEFAULT_MAX_KEY_LEN};
 use crate::clock::{Clock, QuantaClock};
+use crate::hint::RetryHint;
 use crate::http::{HttpClassifier, Keyless};
 use crate::outcome::Outcome;
 use crate::permit::OwnedPermit;
@@ -172,12 +179,13 @@ type CallPermit<C> = OwnedPermit<C, Handle<HostKey, C>>;
 
 /// How a call ended, as the breaker records it.
 ///
-/// The one place a response is read: when the breaker takes a hint with a
-/// verdict (a 429's or 503's `Retry-After`), it is read here from the
-/// response's headers, returned beside the outcome and passed on by
-/// `handle`'s `record`; nothing else changes.
+/// The one place a response is read: the outcome from its status, and the
+/// upstream's hint (a 429's or 503's `Retry-After`, as
+/// [`HttpClassifier::hint_of`] reads it) from its headers when the outcome
+/// is not a success; `handle` passes both to `record_hinted`.
 struct Verdict {
     outcome: Outcome,
+    hint: Option<RetryHint>,
 }
 
 impl Verdict {
@@ -191,7 +199,14 @@ impl Verdict {
             // evidence about the upstream.
             Err(reqwest_middleware::Error::Middleware(_)) => Outcome::Neutral,
         };
-        Verdict { outcome }
+        let hint = match result {
+            // A success's headers are not searched (as in the tower layers).
+            Ok(response) if outcome != Outcome::Success => {
+                classifier.hint_of(response.status(), response.headers())
+            }
+            _ => None,
+        };
+        Verdict { outcome, hint }
     }
 }
 
@@ -227,7 +242,10 @@ where
         let permit = self.admit(req.url())?;
         let result = next.run(req, extensions).await;
         let verdict = Verdict::of(&self.classifier, &result);
-        permit.record(verdict.outcome);
+        // A date is resolved on the breaker's wall clock; a bad hint is
+        // ignored (and counted) here.
+        let hint = verdict.hint.and_then(|h| h.delay(permit.breaker().wall()));
+        permit.record_hinted(verdict.outcome, hint);
         result
     }
 }

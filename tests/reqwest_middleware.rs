@@ -2,7 +2,7 @@
 //! loopback (hyper), on a `ManualClock`: 503s open the upstream's breaker and
 //! a rejected call sends nothing; a 404 never opens it; a refused connection
 //! counts; a probe closes it; a dropped call is judged as the keyed tower
-//! layer judges one.
+//! layer judges one; a 503's `Retry-After` opens it for the hint.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -25,10 +25,12 @@ use tokio::sync::Notify;
 type Hosts = Registry<HostKey, std::collections::hash_map::RandomState, ManualClock>;
 
 /// A loopback server answering every request with `status` (0: never
-/// answers), counting the requests that reach it and waking `arrived` on each.
+/// answers) and `retry_after` if set, counting the requests that reach it
+/// and waking `arrived` on each.
 struct Upstream {
     addr: SocketAddr,
     status: Arc<AtomicU16>,
+    retry_after: Arc<std::sync::Mutex<Option<String>>>,
     requests: Arc<AtomicUsize>,
     arrived: Arc<Notify>,
 }
@@ -40,19 +42,29 @@ impl Upstream {
         let up = Upstream {
             addr,
             status: Arc::new(AtomicU16::new(status)),
+            retry_after: Arc::default(),
             requests: Arc::new(AtomicUsize::new(0)),
             arrived: Arc::new(Notify::new()),
         };
-        let (status, requests, arrived) =
-            (up.status.clone(), up.requests.clone(), up.arrived.clone());
+        let (status, retry_after, requests, arrived) = (
+            up.status.clone(),
+            up.retry_after.clone(),
+            up.requests.clone(),
+            up.arrived.clone(),
+        );
         tokio::spawn(async move {
             loop {
                 let (stream, _) = listener.accept().await.unwrap();
-                let (status, requests, arrived) =
-                    (status.clone(), requests.clone(), arrived.clone());
+                let (status, retry_after, requests, arrived) = (
+                    status.clone(),
+                    retry_after.clone(),
+                    requests.clone(),
+                    arrived.clone(),
+                );
                 let service = service_fn(move |_req: http::Request<Incoming>| {
                     let (status, requests, arrived) =
                         (status.clone(), requests.clone(), arrived.clone());
+                    let retry_after = retry_after.lock().unwrap().clone();
                     async move {
                         // SeqCst: test bookkeeping read by the test task.
                         requests.fetch_add(1, Ordering::SeqCst);
@@ -63,6 +75,12 @@ impl Upstream {
                         }
                         let mut response = http::Response::new(Empty::<Bytes>::new());
                         *response.status_mut() = http::StatusCode::from_u16(code).unwrap();
+                        if let Some(value) = retry_after {
+                            response.headers_mut().insert(
+                                http::header::RETRY_AFTER,
+                                http::HeaderValue::from_str(&value).unwrap(),
+                            );
+                        }
                         Ok::<_, Infallible>(response)
                     }
                 });
@@ -87,6 +105,10 @@ impl Upstream {
 
     fn answer(&self, status: u16) {
         self.status.store(status, Ordering::SeqCst);
+    }
+
+    fn retry_after(&self, value: &str) {
+        *self.retry_after.lock().unwrap() = Some(value.to_owned());
     }
 }
 
@@ -271,4 +293,56 @@ async fn a_dropped_call_is_judged_as_the_keyed_layers_drop() {
         assert_eq!(through_middleware, through_layer, "held {held:?}");
         assert_eq!(through_middleware, expected, "held {held:?}");
     }
+}
+
+#[tokio::test]
+async fn a_503s_retry_after_opens_the_breaker_for_the_hint() {
+    let clock = ManualClock::new();
+    clock.set_wall(std::time::UNIX_EPOCH + Duration::from_secs(1_750_000_000));
+    let registry = hosts(
+        Breaker::builder()
+            .consecutive_failures(1)
+            .open_duration(Duration::from_secs(5)),
+        &clock,
+    );
+    let client = client(&registry);
+    let wait = |up: &Upstream| {
+        registry
+            .handle_from(&up.key())
+            .try_acquire()
+            .err()
+            .and_then(|r| r.retry_after())
+    };
+    let within = |d: Option<Duration>, secs: u64| {
+        d.is_some_and(|d| d >= Duration::from_secs(secs) && d < Duration::from_secs(secs + 1))
+    };
+
+    // Delta-seconds.
+    let up = Upstream::start(503).await;
+    up.retry_after("120");
+    assert_eq!(client.get(up.url("/")).send().await.unwrap().status(), 503);
+    assert!(within(wait(&up), 120), "{:?}", wait(&up));
+
+    // An HTTP-date, on the breaker's pinned wall clock.
+    use failfast::Clock;
+    let up = Upstream::start(429).await;
+    up.retry_after(&httpdate::fmt_http_date(
+        clock.wall() + Duration::from_secs(90),
+    ));
+    client.get(up.url("/")).send().await.unwrap();
+    assert!(within(wait(&up), 90), "{:?}", wait(&up));
+
+    // A bad one: ignored, counted, the breaker's own duration.
+    let up = Upstream::start(503).await;
+    up.retry_after("1000000000000");
+    let before = failfast::hint::hints_ignored_total();
+    client.get(up.url("/")).send().await.unwrap();
+    assert!(failfast::hint::hints_ignored_total() > before);
+    assert!(within(wait(&up), 5), "{:?}", wait(&up));
+
+    // Not read on other statuses: a 500 opens for the breaker's own.
+    let up = Upstream::start(500).await;
+    up.retry_after("120");
+    client.get(up.url("/")).send().await.unwrap();
+    assert!(within(wait(&up), 5), "{:?}", wait(&up));
 }

@@ -28,6 +28,7 @@
 //! | `circuit_breaker_open` | gauge | — | registry counters |
 //! | `circuit_breaker_half_open` | gauge | — | registry counters |
 //! | `circuit_breaker_tracked` | gauge | — | registry counters |
+//! | `circuit_breaker_hints_ignored_total` | counter (absolute) | — | [`hints_ignored_total`]: upstream hints (`Retry-After`, gRPC pushback) ignored as bad, process-wide; published by both `export_breaker` and `export_registry` |
 //! | `circuit_breaker_sync_published_total`, `…_sync_errors_total`, `…_sync_dropped_total`, `…_sync_received_total`, `…_sync_applied_total`, `…_sync_stale_total`, `…_sync_below_min_reporters_total`, `…_sync_ignored_total`, `…_sync_reconciled_total`, `…_sync_bad_records_total` | counter (absolute) | — | a replica's [`SyncStats`](crate::share::SyncStats) (trips shared across replicas): [`SyncStats::export_metrics`](crate::share::SyncStats::export_metrics) |
 //!
 //! A registry may hold millions of hosts: its per-host series (the first
@@ -73,12 +74,15 @@
 //! registry's totals are its **lifetime** totals: the counters of every
 //! breaker that left (folded in when it left) plus the live ones, each
 //! breaker counted exactly once ([`Registry::lifetime_calls`]).
+//!
+//! [`hints_ignored_total`]: crate::hint::hints_ignored_total
 
 use core::fmt;
 
 use crate::breaker::Breaker;
 use crate::clock::Clock;
 use crate::error::Rejected;
+use crate::hint::hints_ignored_total;
 use crate::observe::{BreakerSnapshot, CallCounts, Observer, Transition};
 use crate::registry::{Key, Registry};
 use crate::state::State;
@@ -121,6 +125,9 @@ pub const REGISTRY_UNTRACKED_TOTAL: &str = "circuit_breaker_registry_untracked_t
 pub const REGISTRY_KEYLESS_TOTAL: &str = "circuit_breaker_registry_keyless_total";
 /// `circuit_breaker_registry_refused_trips_total`
 pub const REGISTRY_REFUSED_TRIPS_TOTAL: &str = "circuit_breaker_registry_refused_trips_total";
+/// `circuit_breaker_hints_ignored_total`: upstream hints ignored as bad,
+/// process-wide ([`hints_ignored_total`]).
+pub const HINTS_IGNORED_TOTAL: &str = "circuit_breaker_hints_ignored_total";
 
 /// `circuit_breaker_sync_published_total`: local trips the store accepted.
 pub const SYNC_PUBLISHED_TOTAL: &str = "circuit_breaker_sync_published_total";
@@ -276,6 +283,11 @@ pub fn describe() {
     describe_gauge!(OPEN, Unit::Count, "Breakers open now");
     describe_gauge!(HALF_OPEN, Unit::Count, "Breakers half-open now");
     describe_gauge!(TRACKED, Unit::Count, "Breakers held by the registry");
+    describe_counter!(
+        HINTS_IGNORED_TOTAL,
+        Unit::Count,
+        "Upstream hints (Retry-After, gRPC pushback) ignored as malformed or absurd, process-wide"
+    );
     for (name, description) in SYNC {
         describe_counter!(name, Unit::Count, description);
     }
@@ -383,9 +395,11 @@ impl MetricsExporter {
     }
 
     /// Publishes one breaker's per-host series, read from
-    /// [`Breaker::snapshot`].
+    /// [`Breaker::snapshot`], and the process-wide
+    /// `circuit_breaker_hints_ignored_total`.
     pub fn export_breaker<C: Clock>(&self, upstream: &str, breaker: &Breaker<C>) {
         export_snapshot(upstream, &breaker.snapshot());
+        export_process();
     }
 
     /// Publishes a registry's aggregates — `circuit_breaker_open`,
@@ -393,8 +407,9 @@ impl MetricsExporter {
     /// counters), its departure and refusal counters, and
     /// `circuit_breaker_registry_calls_total{outcome}`, its lifetime totals
     /// (one pass over the entries, only when its breakers count calls) — and
-    /// with [`per_host`](Self::per_host) also every key's per-host series,
-    /// the key formatted by `Display` as `upstream`.
+    /// the process-wide `circuit_breaker_hints_ignored_total`; with
+    /// [`per_host`](Self::per_host) also every key's per-host series, the
+    /// key formatted by `Display` as `upstream`.
     ///
     /// ```
     /// use failfast::export::metrics::MetricsExporter;
@@ -427,7 +442,14 @@ impl MetricsExporter {
         if self.per_host {
             registry.for_each_snapshot(|key, snapshot| export_snapshot(&key.to_string(), snapshot));
         }
+        export_process();
     }
+}
+
+/// Publishes the process-wide figures: with both exports (absolute, so
+/// publishing it twice in one scrape changes nothing).
+fn export_process() {
+    metrics::counter!(HINTS_IGNORED_TOTAL).absolute(hints_ignored_total());
 }
 
 fn outcomes(calls: &CallCounts) -> [(&'static str, u64); 7] {
@@ -554,5 +576,48 @@ impl CallMetrics {
     /// Whether a keyed layer labels its series per host.
     pub fn is_per_host(&self) -> bool {
         self.per_host
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hint::parse_retry_after;
+    use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+
+    /// `circuit_breaker_hints_ignored_total` as `export` publishes it.
+    fn published(export: impl FnOnce()) -> u64 {
+        let recorder = DebuggingRecorder::new();
+        let snapshotter = recorder.snapshotter();
+        metrics::with_local_recorder(&recorder, export);
+        snapshotter
+            .snapshot()
+            .into_vec()
+            .into_iter()
+            .find_map(|(key, _, _, value)| match value {
+                DebugValue::Counter(n) if key.key().name() == HINTS_IGNORED_TOTAL => Some(n),
+                _ => None,
+            })
+            .expect("the counter is published")
+    }
+
+    #[test]
+    fn both_exports_publish_the_ignored_hints() {
+        assert_eq!(parse_retry_after(b"-1"), None);
+        let after_one = hints_ignored_total();
+        assert!(after_one >= 1);
+        let breaker = Breaker::builder().consecutive_failures(3).build().unwrap();
+        let by_breaker = published(|| MetricsExporter::new().export_breaker("a", &breaker));
+        assert!(by_breaker >= after_one, "{by_breaker} < {after_one}");
+        assert!(by_breaker <= hints_ignored_total());
+
+        assert_eq!(parse_retry_after(b"soon"), None);
+        let after_two = hints_ignored_total();
+        let registry = Registry::<String>::builder(Breaker::builder().consecutive_failures(3))
+            .build()
+            .unwrap();
+        let by_registry = published(|| MetricsExporter::new().export_registry(&registry));
+        assert!(by_registry >= after_two, "{by_registry} < {after_two}");
+        assert!(by_registry > after_one);
     }
 }

@@ -6,10 +6,11 @@ use core::fmt;
 use std::error::Error;
 
 use super::BoxError;
-use http::StatusCode;
+use http::{HeaderMap, StatusCode};
 
 use super::stream::{ClassifyStream, HeadOutcome, Verdict};
 use crate::fault::Fault;
+use crate::hint::{parse_retry_after, RetryHint};
 use crate::outcome::Outcome;
 
 /// Decides what a call's result means to the breaker.
@@ -41,6 +42,50 @@ use crate::outcome::Outcome;
 pub trait Classify<T, E> {
     /// The outcome of one result.
     fn classify(&self, result: &Result<T, E>) -> Outcome;
+
+    /// When the upstream said to come back, if it did (see
+    /// [`hint`](crate::hint)): none unless overridden.
+    /// [`HttpClassifier`] reads a 429's or 503's `Retry-After`,
+    /// [`GrpcClassifier`](super::GrpcClassifier) a failed call's
+    /// `grpc-retry-pushback-ms`.
+    ///
+    /// The layers and the reqwest middleware ask it only when
+    /// [`classify`](Self::classify) said something other than a success
+    /// (an upstream that served the call is not asking to be left alone,
+    /// and a successful call's headers are not searched), and pass it to
+    /// [`Permit::record_hinted`](crate::Permit::record_hinted), resolved on
+    /// the breaker's [`wall`](crate::Breaker::wall) clock.
+    ///
+    /// ```
+    /// use failfast::http::{BoxError, Classify};
+    /// use failfast::hint::parse_retry_after;
+    /// use failfast::{Outcome, RetryHint};
+    /// use std::time::Duration;
+    ///
+    /// /// Reads an API's own header on its "slow down" answers.
+    /// struct SlowDown;
+    ///
+    /// impl Classify<http::Response<()>, BoxError> for SlowDown {
+    ///     fn classify(&self, r: &Result<http::Response<()>, BoxError>) -> Outcome {
+    ///         match r {
+    ///             Ok(r) if r.status() == 420 => Outcome::Failure,
+    ///             Ok(_) => Outcome::Success,
+    ///             Err(_) => Outcome::Failure,
+    ///         }
+    ///     }
+    ///     fn hint(&self, r: &Result<http::Response<()>, BoxError>) -> Option<RetryHint> {
+    ///         let r = r.as_ref().ok().filter(|r| r.status() == 420)?;
+    ///         parse_retry_after(r.headers().get("x-calm-down-for")?.as_bytes())
+    ///     }
+    /// }
+    ///
+    /// let answer = http::Response::builder().status(420).header("x-calm-down-for", "90").body(()).unwrap();
+    /// assert_eq!(SlowDown.hint(&Ok(answer)), Some(RetryHint::After(Duration::from_secs(90))));
+    /// ```
+    fn hint(&self, result: &Result<T, E>) -> Option<RetryHint> {
+        let _ = result;
+        None
+    }
 }
 
 impl<T, E, F> Classify<T, E> for F
@@ -269,6 +314,39 @@ impl HttpClassifier {
         self
     }
 
+    /// The upstream's hint in a response with this status and these
+    /// headers: the first `Retry-After` of a 429 or a 503 (see
+    /// [`hint`](crate::hint), "Upstream hints"); none for any other status,
+    /// whose headers are not searched. A bad value is `None`, and counted.
+    ///
+    /// What [`Classify::hint`] and [`ClassifyStream::head_hint`] read, for a
+    /// client that has a status and headers but no `http::Response` (the
+    /// reqwest middleware, a pingora filter).
+    ///
+    /// ```
+    /// use failfast::http::HttpClassifier;
+    /// use failfast::RetryHint;
+    /// use http::{header::RETRY_AFTER, HeaderMap, StatusCode};
+    /// use std::time::Duration;
+    ///
+    /// let mut headers = HeaderMap::new();
+    /// headers.insert(RETRY_AFTER, "120".parse().unwrap());
+    /// let classify = HttpClassifier::new();
+    /// let two_minutes = Some(RetryHint::After(Duration::from_secs(120)));
+    /// assert_eq!(classify.hint_of(StatusCode::SERVICE_UNAVAILABLE, &headers), two_minutes);
+    /// assert_eq!(classify.hint_of(StatusCode::TOO_MANY_REQUESTS, &headers), two_minutes);
+    /// assert_eq!(classify.hint_of(StatusCode::MOVED_PERMANENTLY, &headers), None); // not read
+    /// assert_eq!(classify.hint_of(StatusCode::SERVICE_UNAVAILABLE, &HeaderMap::new()), None);
+    /// ```
+    pub fn hint_of(&self, status: StatusCode, headers: &HeaderMap) -> Option<RetryHint> {
+        match status {
+            StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE => {
+                parse_retry_after(headers.get(http::header::RETRY_AFTER)?.as_bytes())
+            }
+            _ => None,
+        }
+    }
+
     /// The outcome of a response with this status.
     pub fn classify_status(&self, status: StatusCode) -> Outcome {
         let code = status.as_u16();
@@ -306,6 +384,12 @@ impl<B> Classify<http::Response<B>, BoxError> for HttpClassifier {
             Err(e) => outcome_of_error(self.fault, e, self.errors),
         }
     }
+
+    /// The first `Retry-After` of a 429 or 503 ([`hint_of`](Self::hint_of)).
+    fn hint(&self, result: &Result<http::Response<B>, BoxError>) -> Option<RetryHint> {
+        let response = result.as_ref().ok()?;
+        self.hint_of(response.status(), response.headers())
+    }
 }
 
 /// With [`AtEnd`](crate::tower::AtEnd): the status decides, but a response whose
@@ -322,9 +406,120 @@ impl<B> ClassifyStream<B, BoxError> for HttpClassifier {
                 head => Verdict::AtEndOfStream(HeadOutcome {
                     head,
                     body_error: self.errors,
+                    // Kept for the end (a 429 or 503 not counted as a failure).
+                    hint: self.hint_of(response.status(), response.headers()),
                 }),
             },
             Err(e) => Verdict::Ready(outcome_of_error(self.fault, e, self.errors)),
         }
+    }
+
+    /// The first `Retry-After` of a 429 or 503 ([`hint_of`](Self::hint_of)),
+    /// at the head: nothing is read at the end.
+    fn head_hint(&self, result: &Result<http::Response<B>, BoxError>) -> Option<RetryHint> {
+        let response = result.as_ref().ok()?;
+        self.hint_of(response.status(), response.headers())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hint::ignored_on_this_thread;
+    use core::time::Duration;
+    use http::header::RETRY_AFTER;
+    use std::time::UNIX_EPOCH;
+
+    fn response(status: u16, retry_after: &[&str]) -> Result<http::Response<()>, BoxError> {
+        let mut builder = http::Response::builder().status(status);
+        for value in retry_after {
+            builder = builder.header(RETRY_AFTER, *value);
+        }
+        Ok(builder.body(()).unwrap())
+    }
+
+    /// The hint `HttpClassifier` reads from `result`, the same through
+    /// `Classify` and `ClassifyStream`, and how many bad hints it counted.
+    fn hint(result: &Result<http::Response<()>, BoxError>) -> (Option<RetryHint>, u64) {
+        let c = HttpClassifier::new();
+        let before = ignored_on_this_thread();
+        let hint = Classify::hint(&c, result);
+        let counted = ignored_on_this_thread() - before;
+        assert_eq!(ClassifyStream::head_hint(&c, result), hint);
+        (hint, counted)
+    }
+
+    fn after(secs: u64) -> Option<RetryHint> {
+        Some(RetryHint::After(Duration::from_secs(secs)))
+    }
+
+    #[test]
+    fn retry_after_is_read_on_429_and_503() {
+        assert_eq!(hint(&response(503, &["120"])), (after(120), 0));
+        assert_eq!(hint(&response(429, &["3"])), (after(3), 0));
+        let date = RetryHint::At(UNIX_EPOCH + Duration::from_secs(784_111_777));
+        assert_eq!(
+            hint(&response(503, &["Sun, 06 Nov 1994 08:49:37 GMT"])),
+            (Some(date), 0)
+        );
+    }
+
+    #[test]
+    fn a_503_without_the_header_has_no_hint_and_counts_nothing() {
+        assert_eq!(hint(&response(503, &[])), (None, 0));
+        assert_eq!(hint(&response(429, &[])), (None, 0));
+    }
+
+    #[test]
+    fn other_statuses_are_not_read_even_with_a_bad_value() {
+        for status in [200, 301, 404, 500, 502, 504] {
+            assert_eq!(hint(&response(status, &["30"])), (None, 0), "{status}");
+            assert_eq!(hint(&response(status, &["-1"])), (None, 0), "{status}");
+        }
+        // An overridden outcome changes nothing: the status decides.
+        let c = HttpClassifier::new().status(503, Outcome::Ignored);
+        assert_eq!(Classify::hint(&c, &response(503, &["9"])), after(9));
+    }
+
+    #[test]
+    fn an_error_has_no_hint() {
+        let refused: BoxError = std::io::Error::from(std::io::ErrorKind::ConnectionRefused).into();
+        assert_eq!(hint(&Err(refused)), (None, 0));
+    }
+
+    #[test]
+    fn the_first_retry_after_is_read() {
+        assert_eq!(hint(&response(503, &["5", "10"])), (after(5), 0));
+        // A bad first field is counted and not replaced by the next.
+        assert_eq!(hint(&response(429, &["soon", "10"])), (None, 1));
+    }
+
+    #[test]
+    fn a_bad_retry_after_is_ignored_and_counted() {
+        for bad in [
+            "-5",
+            "1000000000000",
+            "",
+            "   ",
+            "Mon, 06 Nov 1994 08:49:37 GMT",
+        ] {
+            assert_eq!(hint(&response(503, &[bad])), (None, 1), "{bad:?}");
+        }
+        let huge = "1".repeat(64 * 1024);
+        assert_eq!(hint(&response(429, &[huge.as_str()])), (None, 1));
+    }
+
+    #[test]
+    fn hint_of_is_what_the_traits_read() {
+        let r = response(429, &["42"]).unwrap();
+        let c = HttpClassifier::new();
+        assert_eq!(c.hint_of(r.status(), r.headers()), after(42));
+        assert_eq!(c.hint_of(StatusCode::OK, r.headers()), None);
+    }
+
+    #[test]
+    fn a_closure_classifier_gives_no_hint() {
+        let classify = |_: &Result<http::Response<()>, BoxError>| Outcome::Failure;
+        assert_eq!(classify.hint(&response(503, &["5"])), None);
     }
 }

@@ -9,10 +9,15 @@ use http::{HeaderMap, StatusCode};
 use super::classify::{outcome_of_error, Classify, FaultFn};
 use super::stream::{ClassifyEos, ClassifyStream, Verdict};
 use crate::fault::Fault;
+use crate::hint::{parse_pushback_ms, RetryHint};
 use crate::outcome::Outcome;
 
 /// The header (or trailer) that carries a gRPC call's status code.
 pub const GRPC_STATUS: &str = "grpc-status";
+
+/// The header (or trailer) in which a gRPC server says how long to wait
+/// before the next attempt, in milliseconds (gRFC A6).
+pub const GRPC_RETRY_PUSHBACK_MS: &str = "grpc-retry-pushback-ms";
 
 /// Classifies gRPC calls by their `grpc-status`.
 ///
@@ -59,6 +64,17 @@ pub const GRPC_STATUS: &str = "grpc-status";
 ///   `UNKNOWN`), then classified by the table;
 /// * a body that ends without one (no trailers, or trailers without the
 ///   status) broke the protocol: `INTERNAL`.
+///
+/// # Pushback
+///
+/// A failed call's [`grpc-retry-pushback-ms`](GRPC_RETRY_PUSHBACK_MS) is
+/// the upstream's hint ([`Classify::hint`], [`ClassifyStream::head_hint`],
+/// [`ClassifyEos::eos_hint`]): read where the status is read (the head of a
+/// trailers-only response or one whose HTTP status is not 200, else the
+/// trailers), and only when that status is not `OK`, so a successful call's
+/// headers are not searched for it. A negative or unparsable value, which
+/// gRFC A6 reads as "do not retry", is ignored and counted as a bad hint
+/// (see [`hint`](crate::hint)).
 ///
 /// ```
 /// use failfast::http::{Classify, GrpcClassifier};
@@ -180,14 +196,29 @@ impl GrpcClassifier {
     /// The verdict on a head: its `grpc-status`, else its HTTP status when
     /// that is not 200, else `None` (the status is still to come).
     fn classify_head_only<B>(&self, response: &http::Response<B>) -> Option<Outcome> {
-        if let Some(outcome) = self.classify_headers(response.headers()) {
-            return Some(outcome);
-        }
-        match response.status() {
-            StatusCode::OK => None,
-            status => Some(self.classify_code(code_of_http_status(status))),
-        }
+        head_code(response).map(|code| self.classify_code(code))
     }
+}
+
+/// The status code of a head: its `grpc-status`, else the code of its HTTP
+/// status when that is not 200, else `None` (the status is still to come).
+fn head_code<B>(response: &http::Response<B>) -> Option<u32> {
+    if let Some(value) = response.headers().get(GRPC_STATUS) {
+        return Some(parse_code(value.as_bytes()));
+    }
+    match response.status() {
+        StatusCode::OK => None,
+        status => Some(code_of_http_status(status)),
+    }
+}
+
+/// The pushback in `headers` of a call whose status is `code`: none for
+/// `OK` (its headers are not searched). The first field is read.
+fn pushback(code: u32, headers: &HeaderMap) -> Option<RetryHint> {
+    if code == OK {
+        return None;
+    }
+    parse_pushback_ms(headers.get(GRPC_RETRY_PUSHBACK_MS)?.as_bytes())
 }
 
 /// A decimal code; anything else is `UNKNOWN`.
@@ -229,6 +260,12 @@ impl<B> Classify<http::Response<B>, BoxError> for GrpcClassifier {
             Err(e) => outcome_of_error(self.fault, e, self.errors),
         }
     }
+
+    /// A failed head's `grpc-retry-pushback-ms` (see "Pushback" above).
+    fn hint(&self, result: &Result<http::Response<B>, BoxError>) -> Option<RetryHint> {
+        let response = result.as_ref().ok()?;
+        pushback(head_code(response)?, response.headers())
+    }
 }
 
 impl<B> ClassifyStream<B, BoxError> for GrpcClassifier {
@@ -242,6 +279,13 @@ impl<B> ClassifyStream<B, BoxError> for GrpcClassifier {
             },
             Err(e) => Verdict::Ready(outcome_of_error(self.fault, e, self.errors)),
         }
+    }
+
+    /// A failed head's `grpc-retry-pushback-ms` (see "Pushback" above); a
+    /// head whose status is still to come has none.
+    fn head_hint(&self, result: &Result<http::Response<B>, BoxError>) -> Option<RetryHint> {
+        let response = result.as_ref().ok()?;
+        pushback(head_code(response)?, response.headers())
     }
 }
 
@@ -268,11 +312,123 @@ impl ClassifyEos for GrpcEos {
     fn classify_body_error(self) -> Outcome {
         self.0.errors
     }
+
+    /// The trailers' `grpc-retry-pushback-ms` when their status is not
+    /// `OK` (trailers without a status are `INTERNAL`).
+    fn eos_hint(&self, trailers: Option<&HeaderMap>) -> Option<RetryHint> {
+        let trailers = trailers?;
+        let code = trailers
+            .get(GRPC_STATUS)
+            .map_or(INTERNAL, |v| parse_code(v.as_bytes()));
+        pushback(code, trailers)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hint::ignored_on_this_thread;
+    use core::time::Duration;
+
+    fn millis(ms: u64) -> Option<RetryHint> {
+        Some(RetryHint::After(Duration::from_millis(ms)))
+    }
+
+    fn head(status: u16, fields: &[(&str, &str)]) -> Result<http::Response<()>, BoxError> {
+        let mut builder = http::Response::builder().status(status);
+        for (name, value) in fields {
+            builder = builder.header(*name, *value);
+        }
+        Ok(builder.body(()).unwrap())
+    }
+
+    /// The head's hint, the same through `Classify` and `ClassifyStream`,
+    /// and how many bad hints reading it counted.
+    fn head_hint(result: &Result<http::Response<()>, BoxError>) -> (Option<RetryHint>, u64) {
+        let c = GrpcClassifier::new();
+        let before = ignored_on_this_thread();
+        let hint = Classify::hint(&c, result);
+        let counted = ignored_on_this_thread() - before;
+        assert_eq!(ClassifyStream::head_hint(&c, result), hint);
+        (hint, counted)
+    }
+
+    /// The trailers' hint, and how many bad hints reading it counted.
+    fn eos_hint(fields: Option<&[(&'static str, &str)]>) -> (Option<RetryHint>, u64) {
+        let trailers = fields.map(|fields| {
+            let mut map = HeaderMap::new();
+            for (name, value) in fields {
+                map.append(http::HeaderName::from_static(name), value.parse().unwrap());
+            }
+            map
+        });
+        let Verdict::AtEndOfStream(eos) = GrpcClassifier::new().classify_head(&head(200, &[]))
+        else {
+            panic!("a 200 without grpc-status waits for the trailers")
+        };
+        let before = ignored_on_this_thread();
+        let hint = eos.eos_hint(trailers.as_ref());
+        (hint, ignored_on_this_thread() - before)
+    }
+
+    #[test]
+    fn pushback_at_the_head_of_a_trailers_only_response() {
+        let unavailable = head(
+            200,
+            &[(GRPC_STATUS, "14"), (GRPC_RETRY_PUSHBACK_MS, "1500")],
+        );
+        assert_eq!(head_hint(&unavailable), (millis(1_500), 0));
+        // A head whose HTTP status stands for the gRPC one.
+        let http_503 = head(503, &[(GRPC_RETRY_PUSHBACK_MS, "200")]);
+        assert_eq!(head_hint(&http_503), (millis(200), 0));
+        // A status still to come, or OK: the pushback is not read.
+        let to_come = head(200, &[(GRPC_RETRY_PUSHBACK_MS, "-1")]);
+        assert_eq!(head_hint(&to_come), (None, 0));
+        let ok = head(200, &[(GRPC_STATUS, "0"), (GRPC_RETRY_PUSHBACK_MS, "-1")]);
+        assert_eq!(head_hint(&ok), (None, 0));
+        // No pushback at all.
+        assert_eq!(head_hint(&head(200, &[(GRPC_STATUS, "14")])), (None, 0));
+    }
+
+    #[test]
+    fn pushback_in_the_trailers() {
+        let exhausted = [(GRPC_STATUS, "8"), (GRPC_RETRY_PUSHBACK_MS, "2000")];
+        assert_eq!(eos_hint(Some(&exhausted)), (millis(2_000), 0));
+        // Trailers without a status are INTERNAL: read.
+        assert_eq!(
+            eos_hint(Some(&[(GRPC_RETRY_PUSHBACK_MS, "5")])),
+            (millis(5), 0)
+        );
+        // OK trailers, no trailers, no pushback: nothing read.
+        let ok = [(GRPC_STATUS, "0"), (GRPC_RETRY_PUSHBACK_MS, "junk")];
+        assert_eq!(eos_hint(Some(&ok)), (None, 0));
+        assert_eq!(eos_hint(None), (None, 0));
+        assert_eq!(eos_hint(Some(&[(GRPC_STATUS, "14")])), (None, 0));
+        // The first field is read.
+        let two = [
+            (GRPC_STATUS, "14"),
+            (GRPC_RETRY_PUSHBACK_MS, "7"),
+            (GRPC_RETRY_PUSHBACK_MS, "9"),
+        ];
+        assert_eq!(eos_hint(Some(&two)), (millis(7), 0));
+    }
+
+    #[test]
+    fn a_bad_pushback_is_ignored_and_counted() {
+        // gRFC A6's "do not retry" included.
+        for bad in ["-1", "1.5", "86400001", "", "soon"] {
+            let trailers = [(GRPC_STATUS, "14"), (GRPC_RETRY_PUSHBACK_MS, bad)];
+            assert_eq!(eos_hint(Some(&trailers)), (None, 1), "{bad:?}");
+            let trailers_only = head(200, &trailers);
+            assert_eq!(head_hint(&trailers_only), (None, 1), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn an_error_has_no_hint() {
+        let reset: BoxError = std::io::Error::from(std::io::ErrorKind::ConnectionReset).into();
+        assert_eq!(head_hint(&Err(reset)), (None, 0));
+    }
 
     #[test]
     fn codes_parse_as_decimal_and_anything_else_is_unknown() {

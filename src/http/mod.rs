@@ -50,6 +50,27 @@
 //! | [`FromTowerHttp`](crate::tower::FromTowerHttp) (feature `tower-http`) | any `tower_http::classify::ClassifyResponse` | head; with [`AtEnd`](crate::tower::AtEnd), its `ClassifyEos` |
 //! | any `Fn(&Result<T, E>) -> Outcome` | anything | head |
 //!
+//! # Upstream hints
+//!
+//! A verdict may carry the upstream's own word on when to come back
+//! ([`RetryHint`](crate::RetryHint)), read by the classifiers beside the
+//! outcome ([`Classify::hint`], [`ClassifyStream::head_hint`],
+//! [`ClassifyEos::eos_hint`]; none unless a classifier reads one):
+//!
+//! | classifier | reads | on |
+//! |---|---|---|
+//! | [`HttpClassifier`] | the first `Retry-After`: delta-seconds or an HTTP-date (IMF-fixdate, rfc850, asctime) | 429 and 503 only, at the head; other statuses are not searched |
+//! | [`GrpcClassifier`] | the first [`grpc-retry-pushback-ms`](GRPC_RETRY_PUSHBACK_MS) (milliseconds) | where the status is read — the head of a trailers-only or non-200 response, else the trailers ([`GrpcEos`]) — when it is not `OK` |
+//!
+//! A hint is trusted up to one day ([`MAX_TRUSTED_HINT`](crate::hint::MAX_TRUSTED_HINT))
+//! and from a value of at most 64 bytes ([`MAX_HINT_LEN`](crate::hint::MAX_HINT_LEN));
+//! a date is resolved against the breaker's wall clock
+//! ([`Clock::wall`](crate::Clock::wall)), so it must lie ahead of it. A bad
+//! hint — negative (gRPC's "do not retry" included), malformed, absurd,
+//! too long, a date now or past — is ignored and counted in
+//! [`hints_ignored_total`](crate::hint::hints_ignored_total); a missing one
+//! is neither. The [`hint`](crate::hint) module has the details.
+//!
 //! # A client without tower: reqwest by hand
 //!
 //! reqwest's client is not a tower service. The `reqwest` feature's
@@ -154,7 +175,7 @@ pub use authority::{
 #[cfg(feature = "tower-http")]
 pub(crate) use classify::outcome_of_error;
 pub use classify::{Classify, DefaultClassifier, FaultFn, HttpClassifier};
-pub use grpc::{GrpcClassifier, GrpcEos, GRPC_STATUS};
+pub use grpc::{GrpcClassifier, GrpcEos, GRPC_RETRY_PUSHBACK_MS, GRPC_STATUS};
 pub use key::{KeyFn, KeySink, Keyless, KeylessReason};
 pub use status::status_json;
 pub use stream::{ClassifyEos, ClassifyStream, HeadOutcome, Verdict};

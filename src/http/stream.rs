@@ -12,6 +12,7 @@
 
 use http::HeaderMap;
 
+use crate::hint::RetryHint;
 use crate::outcome::Outcome;
 
 /// What the head of a response says.
@@ -80,6 +81,41 @@ pub trait ClassifyStream<B, E> {
 
     /// The verdict on the head (or the error).
     fn classify_head(&self, result: &Result<http::Response<B>, E>) -> Verdict<Self::Eos>;
+
+    /// When the upstream said to come back, in the head (see
+    /// [`hint`](crate::hint)): none unless overridden.
+    ///
+    /// The layers ask it when the head decides ([`Verdict::Ready`]) an
+    /// outcome other than a success. A deferred verdict's hint comes from
+    /// its `Eos` at the end ([`ClassifyEos::eos_hint`]): one that wants the
+    /// head's hint kept carries it, as
+    /// [`HttpClassifier`](super::HttpClassifier)'s [`HeadOutcome`] does.
+    ///
+    /// ```
+    /// use failfast::http::{BoxError, ClassifyStream, GrpcClassifier, HttpClassifier};
+    /// use failfast::RetryHint;
+    /// use std::time::Duration;
+    ///
+    /// let busy = Ok::<_, BoxError>(
+    ///     http::Response::builder().status(429).header("retry-after", "7").body(()).unwrap(),
+    /// );
+    /// let seven = Some(RetryHint::After(Duration::from_secs(7)));
+    /// assert_eq!(HttpClassifier::new().head_hint(&busy), seven);
+    ///
+    /// let trailers_only = Ok::<_, BoxError>(
+    ///     http::Response::builder()
+    ///         .header("grpc-status", "14")
+    ///         .header("grpc-retry-pushback-ms", "250")
+    ///         .body(())
+    ///         .unwrap(),
+    /// );
+    /// let quarter = Some(RetryHint::After(Duration::from_millis(250)));
+    /// assert_eq!(GrpcClassifier::new().head_hint(&trailers_only), quarter);
+    /// ```
+    fn head_hint(&self, result: &Result<http::Response<B>, E>) -> Option<RetryHint> {
+        let _ = result;
+        None
+    }
 }
 
 /// Classifies the end of a response body.
@@ -106,6 +142,33 @@ pub trait ClassifyEos {
     {
         Outcome::Failure
     }
+
+    /// When the upstream said to come back, at the end (see
+    /// [`hint`](crate::hint)): none unless overridden.
+    ///
+    /// The layers ask it once, first (judging the end consumes the `Eos`):
+    /// before [`classify_eos`](Self::classify_eos) with the same trailers,
+    /// or before [`classify_body_error`](Self::classify_body_error) with
+    /// `None`. A success's hint is then dropped. [`GrpcEos`](super::GrpcEos)
+    /// reads a failed call's `grpc-retry-pushback-ms` in the trailers;
+    /// [`HeadOutcome`] gives back the head's hint.
+    ///
+    /// ```
+    /// use failfast::http::{BoxError, ClassifyEos, ClassifyStream, GrpcClassifier, Verdict};
+    /// use failfast::RetryHint;
+    /// use std::time::Duration;
+    ///
+    /// let head = Ok::<_, BoxError>(http::Response::new(()));
+    /// let Verdict::AtEndOfStream(eos) = GrpcClassifier::new().classify_head(&head) else { panic!() };
+    /// let mut trailers = http::HeaderMap::new();
+    /// trailers.insert("grpc-status", "8".parse().unwrap()); // RESOURCE_EXHAUSTED
+    /// trailers.insert("grpc-retry-pushback-ms", "2000".parse().unwrap());
+    /// assert_eq!(eos.eos_hint(Some(&trailers)), Some(RetryHint::After(Duration::from_secs(2))));
+    /// ```
+    fn eos_hint(&self, trailers: Option<&HeaderMap>) -> Option<RetryHint> {
+        let _ = trailers;
+        None
+    }
 }
 
 /// The [`ClassifyEos`] of [`HttpClassifier`](super::HttpClassifier): the
@@ -121,10 +184,16 @@ pub trait ClassifyEos {
 /// assert_eq!(eos.classify_eos(None), Outcome::Success);
 /// assert_eq!(eos.classify_body_error(), Outcome::Failure);
 /// ```
+///
+/// It keeps the head's hint, if the head had one (a 429 or 503 that the
+/// classifier does not count as a failure, so its verdict waits for the
+/// end): [`eos_hint`](ClassifyEos::eos_hint) gives it back at the end,
+/// where it is resolved into a delay.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct HeadOutcome {
     pub(crate) head: Outcome,
     pub(crate) body_error: Outcome,
+    pub(crate) hint: Option<RetryHint>,
 }
 
 impl ClassifyEos for HeadOutcome {
@@ -134,5 +203,10 @@ impl ClassifyEos for HeadOutcome {
 
     fn classify_body_error(self) -> Outcome {
         self.body_error
+    }
+
+    /// The head's hint, kept.
+    fn eos_hint(&self, _trailers: Option<&HeaderMap>) -> Option<RetryHint> {
+        self.hint
     }
 }

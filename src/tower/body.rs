@@ -6,16 +6,25 @@ use core::future::Future;
 use core::pin::Pin;
 use core::task::{ready, Context, Poll};
 
+use http::HeaderMap;
 use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 use tower::BoxError;
 
 use super::future::ResponseFuture;
 use super::mode::AtEnd;
-use super::watch::Held;
+use super::watch::{hint_unless_success, Held};
 use crate::clock::{Clock, QuantaClock};
 use crate::http::{ClassifyEos, ClassifyStream, Verdict};
-use crate::outcome::Outcome;
+
+/// How a body with a verdict still to come ended.
+#[derive(Copy, Clone)]
+enum End<'a> {
+    /// At its end, with these trailers if it had any.
+    Trailers(Option<&'a HeaderMap>),
+    /// It failed before its end.
+    BodyError,
+}
 
 /// A verdict still to come: the permit and what classifies the end.
 struct Pending<Eos, K, C: Clock> {
@@ -23,12 +32,23 @@ struct Pending<Eos, K, C: Clock> {
     eos: Eos,
 }
 
-impl<Eos, K, C: Clock> Pending<Eos, K, C> {
-    fn settle(self, classify: impl FnOnce(Eos) -> Outcome) {
-        let outcome = classify(self.eos);
-        self.permit.record(outcome, None);
+impl<Eos: ClassifyEos, K, C: Clock> Pending<Eos, K, C> {
+    /// Records the end's verdict, with the hint the end gives (asked
+    /// first: judging the end consumes the classifier). A success's hint
+    /// is dropped, as at the head.
+    fn settle(self, end: End<'_>) {
+        let (hint, outcome) = match end {
+            End::Trailers(trailers) => {
+                (self.eos.eos_hint(trailers), self.eos.classify_eos(trailers))
+            }
+            End::BodyError => (self.eos.eos_hint(None), self.eos.classify_body_error()),
+        };
+        let hint = hint_unless_success(outcome, || hint);
+        self.permit.record(outcome, hint, None);
     }
+}
 
+impl<Eos, K, C: Clock> Pending<Eos, K, C> {
     /// A frame arrived: the stream is making progress now. One clock read
     /// per frame, and only while a verdict is pending.
     fn progress(&mut self) {
@@ -139,16 +159,16 @@ where
         };
         match &frame {
             Some(Ok(f)) => match f.trailers_ref() {
-                Some(trailers) => pending.settle(|eos| eos.classify_eos(Some(trailers))),
+                Some(trailers) => pending.settle(End::Trailers(Some(trailers))),
                 // A consumer may stop polling once the body says it ended.
-                None if this.inner.is_end_stream() => pending.settle(|eos| eos.classify_eos(None)),
+                None if this.inner.is_end_stream() => pending.settle(End::Trailers(None)),
                 None => {
                     pending.progress();
                     *this.pending = Some(pending);
                 }
             },
-            Some(Err(_)) => pending.settle(ClassifyEos::classify_body_error),
-            None => pending.settle(|eos| eos.classify_eos(None)),
+            Some(Err(_)) => pending.settle(End::BodyError),
+            None => pending.settle(End::Trailers(None)),
         }
         Poll::Ready(frame)
     }
@@ -191,15 +211,18 @@ where
     };
     let eos = match classify.classify_head(&result) {
         Verdict::Ready(outcome) => {
-            permit.record(outcome, None);
+            let hint = hint_unless_success(outcome, || classify.head_hint(&result));
+            permit.record(outcome, hint, None);
             return result.map(|r| r.map(PermitBody::passing));
         }
+        // A hint in the head of a deferred verdict is the `Eos`'s to keep
+        // (`HttpClassifier`'s does): `head_hint` is not asked here.
         Verdict::AtEndOfStream(eos) => eos,
     };
     let pending = Pending { permit, eos };
     match result {
         Ok(response) if response.body().is_end_stream() => {
-            pending.settle(|eos| eos.classify_eos(None));
+            pending.settle(End::Trailers(None));
             Ok(response.map(PermitBody::passing))
         }
         Ok(response) => {
@@ -214,7 +237,7 @@ where
         }
         Err(err) => {
             // No body to wait for: the classifier deferred an error.
-            pending.settle(ClassifyEos::classify_body_error);
+            pending.settle(End::BodyError);
             Err(err)
         }
     }

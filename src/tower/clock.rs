@@ -11,6 +11,11 @@ use crate::clock::{Clock, Nanos};
 /// Outside a paused runtime it reads the monotonic clock, like
 /// [`StdClock`](crate::StdClock).
 ///
+/// Its wall clock ([`Clock::wall`]) is the system's, paused or not: an
+/// upstream's `Retry-After` date was written on the upstream's wall clock,
+/// which tokio's paused time does not move either. A test that needs both
+/// pinned uses [`ManualClock`](crate::ManualClock).
+///
 /// ```
 /// use failfast::tower::TokioClock;
 /// use failfast::Breaker;

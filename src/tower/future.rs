@@ -13,7 +13,7 @@ use tower::BoxError;
 
 use super::mode::AtHead;
 use super::timeout::TimedOut;
-use super::watch::{Held, Inside, Polling};
+use super::watch::{hint_unless_success, Held, Inside, Polling};
 use crate::clock::Clock;
 use crate::error::Rejected;
 use crate::http::Classify;
@@ -151,7 +151,9 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         self.poll_call(cx, |classify, result, permit| {
             if let Some(permit) = permit {
-                permit.record(classify.classify(&result), None);
+                let outcome = classify.classify(&result);
+                let hint = hint_unless_success(outcome, || classify.hint(&result));
+                permit.record(outcome, hint, None);
             }
             result
         })
@@ -203,7 +205,7 @@ impl<F, Cl, C: Clock, K, M> ResponseFuture<F, Cl, C, K, M> {
             if let Some(permit) = this.permit.take() {
                 // The instant the deadline fired, not the instant we noticed.
                 let fired = permit.started_at().saturating_add(*this.timeout);
-                permit.record(Outcome::Failure, Some(fired));
+                permit.record(Outcome::Failure, None, Some(fired));
             }
             return Poll::Ready(Err(Box::new(TimedOut::new(*this.timeout))));
         }

@@ -13,10 +13,12 @@
 //! end. (What each costs, in instructions: `benches/README.md`.)
 
 use core::fmt;
+use core::time::Duration;
 
 use super::permit::{LayerPermit, Owner};
 use crate::clock::{Clock, Nanos};
 use crate::error::Rejected;
+use crate::hint::RetryHint;
 use crate::outcome::Outcome;
 
 #[cfg(any(feature = "tracing", feature = "metrics"))]
@@ -35,6 +37,30 @@ pub(crate) type NameOf<K> = for<'a> fn(&'a K) -> &'a dyn fmt::Display;
 #[cfg(any(feature = "tracing", feature = "metrics"))]
 pub(crate) fn display_name<K: fmt::Display>(key: &K) -> &dyn fmt::Display {
     key
+}
+
+/// The upstream's hint as a delay from now, on the wall clock of the
+/// permit's breaker: `None` without a hint, and for a bad one (a date now
+/// or past, beyond a day: counted, see [`hint`](crate::hint)). The clock is
+/// read only when there is a hint.
+#[inline]
+fn resolve<K, C: Clock>(hint: Option<RetryHint>, permit: &LayerPermit<K, C>) -> Option<Duration> {
+    hint?.delay(permit.breaker().wall())
+}
+
+/// The hint a layer asks its classifier for, beside `outcome`: none for a
+/// success (an upstream that served the call is not asking to be left
+/// alone, and a successful call's headers are not searched), else `read()`.
+#[inline]
+pub(crate) fn hint_unless_success(
+    outcome: Outcome,
+    read: impl FnOnce() -> Option<RetryHint>,
+) -> Option<RetryHint> {
+    if outcome == Outcome::Success {
+        None
+    } else {
+        read()
+    }
 }
 
 /// Drops the permit held by a response future if the inner future panics
@@ -169,9 +195,12 @@ mod off {
             self.permit.progress_at(now);
         }
 
+        /// Records `outcome` with the upstream's `hint`, resolved on the
+        /// breaker's wall clock (see [`resolve`]).
         #[inline(always)]
-        pub(crate) fn record(self, outcome: Outcome, at: Option<Nanos>) {
-            self.permit.record_at_or_now(outcome, at);
+        pub(crate) fn record(self, outcome: Outcome, hint: Option<RetryHint>, at: Option<Nanos>) {
+            let delay = resolve(hint, &self.permit);
+            self.permit.record_hinted_at_or_now(outcome, delay, at);
         }
     }
 
@@ -754,13 +783,20 @@ mod on {
         /// clock here only when something needs it — the histogram, or a
         /// breaker that times calls (whose verdict would read it anyway) —
         /// and handed to the breaker, so no reading is added for the span.
+        ///
+        /// The upstream's `hint` is resolved on the breaker's wall clock
+        /// (see [`resolve`]) and goes with the verdict.
         #[inline]
-        pub(crate) fn record(self, outcome: Outcome, at: Option<Nanos>) {
+        pub(crate) fn record(self, outcome: Outcome, hint: Option<RetryHint>, at: Option<Nanos>) {
             match self {
-                Held::Bare(permit) => permit.record_at_or_now(outcome, at),
+                Held::Bare(permit) => {
+                    let delay = resolve(hint, &permit);
+                    permit.record_hinted_at_or_now(outcome, delay, at);
+                }
                 Held::Watched(mut w) => {
                     if let Some(permit) = w.permit.take() {
-                        finish(&w.watched, permit, outcome, at);
+                        let delay = resolve(hint, &permit);
+                        finish(&w.watched, permit, outcome, delay, at);
                     }
                 }
             }
@@ -805,6 +841,7 @@ mod on {
         watched: &Watched<K>,
         permit: LayerPermit<K, C>,
         outcome: Outcome,
+        hint: Option<Duration>,
         at: Option<Nanos>,
     ) {
         let breaker: &Breaker<C> = permit.breaker();
@@ -819,7 +856,7 @@ mod on {
             Outcome::Neutral => Ending::Neutral,
         };
         watched.ended(ending, permit.breaker(), start, end);
-        permit.record_at_or_now(outcome, end);
+        permit.record_hinted_at_or_now(outcome, hint, end);
     }
 
     impl<K, C: Clock> Drop for WatchedPermit<K, C> {
