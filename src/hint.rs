@@ -63,9 +63,7 @@
 use core::time::Duration;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-// The counter is a `static`, which needs a `const` constructor: loom's
-// atomics have none, so it is std's (no loom model reads it).
-use std::sync::atomic::{AtomicU64, Ordering};
+use crate::sync::{Ordering, HINTS_IGNORED as IGNORED};
 
 /// The longest delay a hint may ask for and still be trusted: one day. A
 /// longer one is ignored and counted ([`hints_ignored_total`]), not cut
@@ -104,6 +102,7 @@ pub const MAX_HINT_LEN: usize = 64;
 /// assert_eq!(date, RetryHint::At(UNIX_EPOCH + Duration::from_secs(784_111_777)));
 /// ```
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum RetryHint {
     /// Come back after this long (delta-seconds, pushback milliseconds).
     After(Duration),
@@ -175,9 +174,6 @@ pub(crate) enum BadHint {
     Past,
 }
 
-/// Hints ignored by this process since it started, as malformed or absurd.
-static IGNORED: AtomicU64 = AtomicU64::new(0);
-
 /// How many hints this process has ignored as bad (malformed, negative,
 /// absurd, too long, or a date now or in the past; the table in the
 /// [module docs](self)), since it started, across every breaker and
@@ -215,7 +211,7 @@ fn counted<T>(result: Result<T, BadHint>) -> Option<T> {
 }
 
 #[cfg(test)]
-std::thread_local! {
+thread_local! {
     /// This thread's share of [`IGNORED`].
     static COUNTED_HERE: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }

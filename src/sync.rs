@@ -50,3 +50,9 @@ thread_local! {
 loom::thread_local! {
     pub(crate) static RAMP_TURN: core::cell::Cell<u32> = core::cell::Cell::new(0);
 }
+
+// Hints from upstreams that were ignored as bad (see `hint`): a process-wide
+// statistic. A `static` needs a `const` constructor, which loom's atomics
+// lack, so it is std's in every build (no loom model reads it).
+pub(crate) static HINTS_IGNORED: std::sync::atomic::AtomicU64 =
+    std::sync::atomic::AtomicU64::new(0);

@@ -49,6 +49,7 @@ needs!(example_axum, "tower", "needs --features tower");
 needs!(example_tonic, "tower", "needs --features tower");
 needs!(tower_layers, "tower", "needs --features tower");
 needs!(eject_ramp, "tower", "needs --features tower");
+needs!(hints, "tower", "needs --features tower");
 needs!(tower_eos, "tower", "needs --features tower");
 needs!(faults, "tower", "needs --features tower");
 needs!(unanswered, "tower", "needs --features tower");
