@@ -358,6 +358,18 @@ impl<C: Clock> Breaker<C> {
     /// never to retry a lost election.
     #[inline(never)]
     fn admit_slow(&self, mut s: Snapshot, now: Nanos) -> Result<Ticket, Rejected> {
+        if s.is_ramping() {
+            // The ramp's share, decided on this word with no CAS (the same
+            // decision `machine::admit` makes for it); only the ramp's end,
+            // a change of the word, goes through the loop below.
+            let config = &self.shared.config;
+            let since = self.cell.since(s);
+            if let Next::Keep(Admission::Ramp(fraction, until)) =
+                machine::ramp_admit(s, since, now, config)
+            {
+                return self.ramp_turn(s, fraction, until, now);
+            }
+        }
         loop {
             let config = &self.shared.config;
             let u = self.cell.update_from(s, now, |s| {
@@ -370,13 +382,7 @@ impl<C: Clock> Breaker<C> {
                     let to = u.entered.unwrap_or(u.seen);
                     Ok(self.start_round(u.seen, to, reason, now))
                 }
-                Admission::Ramp(fraction, until) => {
-                    if ramp::admits(ramp::next_turn(), self.id, fraction) {
-                        Ok(self.admitted(Ticket::new(u.seen.generation(), false, now)))
-                    } else {
-                        Err(self.reject(RejectReason::Ramp, until, now))
-                    }
-                }
+                Admission::Ramp(fraction, until) => self.ramp_turn(u.seen, fraction, until, now),
                 Admission::Reopened => {
                     let Some(to) = u.entered else {
                         s = self.cell.load();
@@ -406,6 +412,23 @@ impl<C: Clock> Breaker<C> {
                     Err(self.reject(reason, until, now))
                 }
             };
+        }
+    }
+
+    /// A call to a ramping breaker (word `s`): admitted when this thread's
+    /// turn falls in the share `fraction`, else turned away until `until`.
+    #[inline(always)]
+    fn ramp_turn(
+        &self,
+        s: Snapshot,
+        fraction: u32,
+        until: Nanos,
+        now: Nanos,
+    ) -> Result<Ticket, Rejected> {
+        if ramp::admits(ramp::next_turn(), self.id, fraction) {
+            Ok(self.admitted(Ticket::new(s.generation(), false, now)))
+        } else {
+            Err(self.reject(RejectReason::Ramp, until, now))
         }
     }
 
