@@ -325,7 +325,7 @@ impl<C: Clock> Breaker<C> {
     /// own trip without jitter and still in its open period, is decided here
     /// in line: the same decision as [`machine::admit`] makes for OPEN
     /// ([`machine::open_until`]), with the same re-load of the word before
-    /// rejecting (see [`admit_slow`](Self::admit_slow)). Everything else — a
+    /// rejecting (see [`admit_loop`](Self::admit_loop)). Everything else — a
     /// remote trip's span, a jittered period (whose inline period is 0), the
     /// end of the period, the other modes — goes out of line.
     #[inline(always)]
@@ -347,6 +347,25 @@ impl<C: Clock> Breaker<C> {
         self.admit_slow(s, now)
     }
 
+    /// Admission outside CLOSED and the in-line OPEN rejection. A ramping
+    /// breaker's share is decided here on the word, with no CAS (the
+    /// decision [`machine::admit`] makes for it); everything else, the
+    /// ramp's end (a change of the word) included, goes to the CAS loop of
+    /// [`admit_loop`](Self::admit_loop). Two functions, so that the ramp
+    /// does not pay for the loop's registers.
+    #[inline(never)]
+    fn admit_slow(&self, s: Snapshot, now: Nanos) -> Result<Ticket, Rejected> {
+        if s.is_ramping() {
+            let since = self.cell.since(s);
+            if let Next::Keep(Admission::Ramp(fraction, until)) =
+                machine::ramp_admit(s, since, now, &self.shared.config)
+            {
+                return self.ramp_turn(s, fraction, until, now);
+            }
+        }
+        self.admit_loop(s, now)
+    }
+
     /// The jitter seed: the breaker's id.
     #[inline(always)]
     fn seed(&self) -> u64 {
@@ -357,19 +376,7 @@ impl<C: Clock> Breaker<C> {
     /// only while the word changes under it (someone else made progress),
     /// never to retry a lost election.
     #[inline(never)]
-    fn admit_slow(&self, mut s: Snapshot, now: Nanos) -> Result<Ticket, Rejected> {
-        if s.is_ramping() {
-            // The ramp's share, decided on this word with no CAS (the same
-            // decision `machine::admit` makes for it); only the ramp's end,
-            // a change of the word, goes through the loop below.
-            let config = &self.shared.config;
-            let since = self.cell.since(s);
-            if let Next::Keep(Admission::Ramp(fraction, until)) =
-                machine::ramp_admit(s, since, now, config)
-            {
-                return self.ramp_turn(s, fraction, until, now);
-            }
-        }
+    fn admit_loop(&self, mut s: Snapshot, now: Nanos) -> Result<Ticket, Rejected> {
         loop {
             let config = &self.shared.config;
             let u = self.cell.update_from(s, now, |s| {

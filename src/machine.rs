@@ -116,7 +116,12 @@ pub(crate) fn open_until(s: Snapshot, since: Nanos, config: &Config, seed: u64) 
 /// the window has passed, everyone, and the word leaves the ramp within its
 /// generation (a count change: permits of the ramp stay valid).
 #[inline]
-pub(crate) fn ramp_admit(s: Snapshot, since: Nanos, now: Nanos, config: &Config) -> Next<Admission> {
+pub(crate) fn ramp_admit(
+    s: Snapshot,
+    since: Nanos,
+    now: Nanos,
+    config: &Config,
+) -> Next<Admission> {
     let Some(ramp) = &config.ramp else {
         // A ramping word under a configuration without a ramp (never built):
         // no reason to hold calls back.
