@@ -2,7 +2,7 @@
 //! in simulated time.
 //!
 //! ```sh
-//! cargo run --release --example demo                 # S1, S3, S6, S13 (simulated, a second or two)
+//! cargo run --release --example demo                 # S1, S3, S6, S13, recovery (simulated, a second or two)
 //! cargo run --release --example demo -- --load 600   # S1 at another offered load (calls/s)
 //! cargo run --release --example demo -- --real       # real HTTP through examples/proxy.rs
 //! ```
@@ -13,6 +13,7 @@
 
 mod lock_around_call;
 mod real;
+mod recovery;
 mod s1;
 mod s13;
 mod s3;
@@ -85,11 +86,12 @@ fn main() -> ExitCode {
     if args.real {
         return real::run(args.seconds);
     }
-    println!("failfast demo: four incidents in simulated time (a ManualClock; nothing sleeps).");
+    println!("failfast demo: five incidents in simulated time (a ManualClock; nothing sleeps).");
     s1::show(&s1::Params::new(args.load, args.bulkhead));
     s3::show();
     s6::show(args.hosts);
     s13::show();
+    recovery::show();
     println!();
     ExitCode::SUCCESS
 }
