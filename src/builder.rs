@@ -117,7 +117,7 @@ impl Default for Builder {
             id: None,
             ramp: None,
             half_open_rates: None,
-            max_hint: Some(DEFAULT_MAX_HINT),
+            max_hint: None,
         }
     }
 }
@@ -366,21 +366,53 @@ impl Builder {
         self
     }
 
-    /// The longest open period an upstream's hint may ask for (a
-    /// `Retry-After`, a gRPC pushback; see
-    /// [`Permit::record_hinted`](crate::Permit::record_hinted)): above 0,
-    /// up to 39 hours. Default: 10 minutes. A hint opens a trip for at
-    /// least the hint capped at this, never shorter than the backoff
-    /// schedule's period (so a cap below the open duration makes hints
-    /// change nothing), with or without [`backoff_off`](Self::backoff_off).
+    /// Take the upstream's hints ("do not come back for `d`": a 429's or
+    /// 503's `Retry-After`, a gRPC pushback, which the layers and the
+    /// reqwest middleware pass on; see
+    /// [`Permit::record_hinted`](crate::Permit::record_hinted)), capped at
+    /// 10 minutes ([`max_hint`](Self::max_hint) sets the cap). Off by
+    /// default.
+    ///
+    /// A trip opens for at least the latest hint that has not elapsed
+    /// (capped), never shorter than the backoff schedule's period, with or
+    /// without [`backoff_off`](Self::backoff_off); the hint of a verdict
+    /// that does not trip is remembered until it elapses and lengthens the
+    /// next trip only. A hint never turns a call away while Closed. The
+    /// breaker keeps the remembered hint in one slot: 8 bytes in its
+    /// window's allocation, or a 32-byte allocation of its own for a
+    /// policy with no window and no counters (see
+    /// [`Breaker::memory_bytes`]).
+    ///
+    /// ```
+    /// use failfast::{Breaker, ManualClock, Nanos, Outcome};
+    /// use std::time::Duration;
+    ///
+    /// let breaker = Breaker::builder()
+    ///     .consecutive_failures(1)
+    ///     .open_duration(Duration::from_secs(5))
+    ///     .hints()
+    ///     .build_with_clock(ManualClock::new())?;
+    /// assert_eq!(breaker.config().max_hint(), Some(Duration::from_secs(600)));
+    /// let retry_after = Some(Duration::from_secs(120));
+    /// breaker.try_acquire_at(Nanos::ZERO)?.record_hinted_at(Outcome::Failure, retry_after, Nanos::ZERO);
+    /// let rejected = breaker.try_acquire_at(Nanos::from_secs(20)).unwrap_err();
+    /// assert!(rejected.retry_after() >= Some(Duration::from_secs(100)));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn hints(self) -> Self {
+        self.max_hint(DEFAULT_MAX_HINT)
+    }
+
+    /// [`hints`](Self::hints), with the longest open period a hint may ask
+    /// for: above 0, up to 39 hours. A cap below the open duration makes
+    /// hints change nothing.
     pub fn max_hint(mut self, max: Duration) -> Self {
         self.max_hint = Some(max);
         self
     }
 
-    /// Take no hint from upstreams: a verdict's hint is ignored, and the
-    /// breaker keeps no slot to remember one (8 bytes; see
-    /// [`Breaker::memory_bytes`]).
+    /// Take no hint from upstreams (the default): a verdict's hint is
+    /// ignored, and the breaker keeps no slot to remember one.
     pub fn hints_off(mut self) -> Self {
         self.max_hint = None;
         self

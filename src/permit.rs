@@ -227,8 +227,10 @@ impl<C: Clock, B: Deref<Target = Breaker<C>>> OwnedPermit<C, B> {
     /// if it gave one (a 429's or 503's `Retry-After`, a gRPC pushback:
     /// the classifiers in [`failfast::http`](crate::http) read them).
     ///
-    /// The next trip — this verdict's, or a later one's while the hint has
-    /// not elapsed — opens for at least the hint, capped at
+    /// With hints on ([`Builder::hints`](crate::Builder::hints); off by
+    /// default, when this is [`record`](Self::record)), the next trip —
+    /// this verdict's, or a later one's while the hint has not elapsed —
+    /// opens for at least the hint, capped at
     /// [`Builder::max_hint`](crate::Builder::max_hint), and a rejection
     /// reports that time in [`Rejected::retry_after`]. The latest hint
     /// wins. A hint never turns a call away while the breaker is Closed.
@@ -240,6 +242,7 @@ impl<C: Clock, B: Deref<Target = Breaker<C>>> OwnedPermit<C, B> {
     /// let breaker = Breaker::builder()
     ///     .consecutive_failures(2)
     ///     .open_duration(Duration::from_secs(5))
+    ///     .hints() // off by default
     ///     .build_with_clock(ManualClock::new())?;
     /// let at = Nanos::ZERO;
     /// // A 503 with `Retry-After: 120` does not trip on its own...

@@ -100,6 +100,7 @@ fn breaker(clock: &ManualClock, trip_after: u32) -> Arc<Breaker<ManualClock>> {
         Breaker::builder()
             .consecutive_failures(trip_after)
             .open_duration(Duration::from_secs(5))
+            .hints()
             .build_with_clock(clock.clone())
             .unwrap(),
     )
@@ -322,7 +323,8 @@ async fn the_keyed_layer_hints_each_hosts_breaker() {
         Registry::<HostKey>::builder(
             Breaker::builder()
                 .consecutive_failures(1)
-                .open_duration(Duration::from_secs(5)),
+                .open_duration(Duration::from_secs(5))
+                .hints(),
         )
         .build_with_clock(clock.clone())
         .unwrap(),

@@ -58,7 +58,7 @@ fn config_getters_return_what_was_built() {
 fn memory_bytes_counts_the_window_and_the_counters() {
     let base = std::mem::size_of::<Breaker<ManualClock>>();
     let build = |b: failfast::Builder| b.build_with_clock(ManualClock::new()).unwrap();
-    let none = build(Breaker::builder().consecutive_failures(1).hints_off());
+    let none = build(Breaker::builder().consecutive_failures(1));
     assert_eq!(
         none.memory_bytes(),
         base,
@@ -67,20 +67,26 @@ fn memory_bytes_counts_the_window_and_the_counters() {
     // The one heap allocation: a header (reference count, the window's head
     // word, length), then the slots.
     const HEADER: usize = 24;
-    // An upstream's remembered hint: one slot (hints are on by default).
+    // An upstream's remembered hint: one slot, with hints on.
     const HINT: usize = 8;
-    let hinted = build(Breaker::builder().consecutive_failures(1));
+    let hinted = build(Breaker::builder().consecutive_failures(1).hints());
     assert_eq!(hinted.memory_bytes(), base + HEADER + HINT);
     // 100 entries: the cursor in the header and ceil(100 / 32) = 4 words of
     // 2-bit entries.
     let count = build(Breaker::builder().failure_rate(0.5).count_window(100));
-    assert_eq!(count.memory_bytes(), base + HEADER + 4 * 8 + HINT);
+    assert_eq!(count.memory_bytes(), base + HEADER + 4 * 8);
+    let count_hinted = build(
+        Breaker::builder()
+            .failure_rate(0.5)
+            .count_window(100)
+            .hints(),
+    );
+    assert_eq!(count_hinted.memory_bytes(), count.memory_bytes() + HINT);
     // The epoch in the header; the bucket width and 10 buckets.
     let time = build(
         Breaker::builder()
             .failure_rate(0.5)
-            .time_window(Duration::from_secs(10), 10)
-            .hints_off(),
+            .time_window(Duration::from_secs(10), 10),
     );
     assert_eq!(time.memory_bytes(), base + HEADER + 11 * 8);
     let counted = build(

@@ -375,7 +375,7 @@ fn a_hinted_trip_opens_for_the_hint_clamped_to_open_duration_and_max_hint() {
         (Duration::from_secs(3600), Duration::from_secs(600)), // max_hint
     ] {
         let clock = ManualClock::new();
-        let b = hinted(&clock, Builder::new());
+        let b = hinted(&clock, Builder::new().hints());
         b.try_acquire_at(Nanos::ZERO)
             .unwrap()
             .failure_at(Nanos::ZERO);
@@ -398,7 +398,7 @@ fn a_hinted_trip_opens_for_the_hint_clamped_to_open_duration_and_max_hint() {
 #[test]
 fn a_hint_that_does_not_trip_lengthens_only_the_next_trip_and_never_rejects() {
     let clock = ManualClock::new();
-    let b = hinted(&clock, Builder::new());
+    let b = hinted(&clock, Builder::new().hints());
     let hint = Some(Duration::from_secs(120));
     b.try_acquire_at(Nanos::ZERO).unwrap().record_hinted_at(
         failfast::Outcome::Failure,
@@ -425,7 +425,7 @@ fn a_hint_that_does_not_trip_lengthens_only_the_next_trip_and_never_rejects() {
 #[test]
 fn an_elapsed_hint_is_forgotten_and_the_latest_hint_wins() {
     let clock = ManualClock::new();
-    let b = hinted(&clock, Builder::new());
+    let b = hinted(&clock, Builder::new().hints());
     let f = failfast::Outcome::Failure;
     b.try_acquire_at(Nanos::ZERO).unwrap().record_hinted_at(
         f,
@@ -436,7 +436,7 @@ fn an_elapsed_hint_is_forgotten_and_the_latest_hint_wins() {
     b.try_acquire_at(secs(70)).unwrap().failure_at(secs(70));
     assert_eq!(open_for(&b, secs(70)), OPEN);
 
-    let b = hinted(&clock, Builder::new());
+    let b = hinted(&clock, Builder::new().hints());
     b.try_acquire_at(Nanos::ZERO).unwrap().record_hinted_at(
         f,
         Some(Duration::from_secs(300)),
@@ -457,7 +457,7 @@ fn hints_work_with_backoff_off_and_not_at_all_when_off() {
     let clock = ManualClock::new();
     let hint = Some(Duration::from_secs(90));
     let f = failfast::Outcome::Failure;
-    let b = hinted(&clock, Builder::new().backoff_off());
+    let b = hinted(&clock, Builder::new().hints().backoff_off());
     b.try_acquire_at(Nanos::ZERO)
         .unwrap()
         .failure_at(Nanos::ZERO);
@@ -466,7 +466,7 @@ fn hints_work_with_backoff_off_and_not_at_all_when_off() {
         .record_hinted_at(f, hint, Nanos::ZERO);
     assert!(open_for(&b, Nanos::ZERO) >= Duration::from_secs(90));
 
-    let b = hinted(&clock, Builder::new().hints_off());
+    let b = hinted(&clock, Builder::new()); // hints are off by default
     b.try_acquire_at(Nanos::ZERO)
         .unwrap()
         .failure_at(Nanos::ZERO);
@@ -475,12 +475,57 @@ fn hints_work_with_backoff_off_and_not_at_all_when_off() {
         .record_hinted_at(f, hint, Nanos::ZERO);
     assert_eq!(open_for(&b, Nanos::ZERO), OPEN);
     assert_eq!(b.config().max_hint(), None);
+    let off = Builder::new().hints().hints_off().consecutive_failures(1);
+    assert_eq!(off.build_config().unwrap().max_hint(), None);
+}
+
+#[test]
+fn a_trip_takes_the_remembered_hint_with_it() {
+    let clock = ManualClock::new();
+    let b = hinted(&clock, Builder::new().hints());
+    let f = failfast::Outcome::Failure;
+    b.try_acquire_at(Nanos::ZERO)
+        .unwrap()
+        .failure_at(Nanos::ZERO);
+    b.try_acquire_at(Nanos::ZERO).unwrap().record_hinted_at(
+        f,
+        Some(Duration::from_secs(300)),
+        Nanos::ZERO,
+    );
+    assert!(open_for(&b, Nanos::ZERO) >= Duration::from_secs(300));
+    // An operator resets it at once; the next trip, with 290 s of the old
+    // hint still to run, is an ordinary one: the hint went with its trip.
+    b.reset_at(secs(10));
+    b.try_acquire_at(secs(10)).unwrap().failure_at(secs(10));
+    b.try_acquire_at(secs(10)).unwrap().failure_at(secs(10));
+    assert_eq!(open_for(&b, secs(10)), OPEN);
+}
+
+#[test]
+fn max_hint_and_the_ramp_window_are_refused_just_past_their_limits() {
+    let build = |b: Builder| b.consecutive_failures(1).build_config();
+    let hours = |h: u64| Duration::from_secs(h * 3600);
+    assert!(build(Builder::new().max_hint(hours(39))).is_ok());
+    let err = build(Builder::new().max_hint(hours(39) + Duration::from_secs(1))).unwrap_err();
+    assert_eq!(err.field(), "max_hint");
+    assert_eq!(
+        build(Builder::new().max_hint(Duration::ZERO))
+            .unwrap_err()
+            .field(),
+        "max_hint"
+    );
+    assert!(build(Builder::new().ramp(Duration::from_millis(1))).is_ok());
+    let err = build(Builder::new().ramp(Duration::from_micros(999))).unwrap_err();
+    assert_eq!(err.field(), "ramp.window");
+    assert!(build(Builder::new().ramp(Duration::from_secs(86_400))).is_ok());
+    let err = build(Builder::new().ramp(Duration::from_secs(86_401))).unwrap_err();
+    assert_eq!(err.field(), "ramp.window");
 }
 
 #[test]
 fn a_probe_that_fails_with_a_hint_reopens_for_the_hint() {
     let clock = ManualClock::new();
-    let b = hinted(&clock, Builder::new());
+    let b = hinted(&clock, Builder::new().hints());
     b.try_acquire_at(Nanos::ZERO)
         .unwrap()
         .failure_at(Nanos::ZERO);

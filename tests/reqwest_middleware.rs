@@ -302,7 +302,8 @@ async fn a_503s_retry_after_opens_the_breaker_for_the_hint() {
     let registry = hosts(
         Breaker::builder()
             .consecutive_failures(1)
-            .open_duration(Duration::from_secs(5)),
+            .open_duration(Duration::from_secs(5))
+            .hints(),
         &clock,
     );
     let client = client(&registry);

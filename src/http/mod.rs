@@ -71,6 +71,11 @@
 //! [`hints_ignored_total`](crate::hint::hints_ignored_total); a missing one
 //! is neither. The [`hint`](crate::hint) module has the details.
 //!
+//! A breaker takes the hints it is given only with
+//! [`Builder::hints`](crate::Builder::hints) (off by default): then a trip
+//! opens for at least the latest hint, capped at
+//! [`Builder::max_hint`](crate::Builder::max_hint).
+//!
 //! # A client without tower: reqwest by hand
 //!
 //! reqwest's client is not a tower service. The `reqwest` feature's
