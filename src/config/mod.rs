@@ -130,7 +130,8 @@
 //!   that `to_builder` returns.
 //! - **Writing a builder out**: `BreakerConfig::from(&builder)` sets each
 //!   field the builder moved off its default; `to_builder` on the result
-//!   gives a builder with the same knobs.
+//!   gives a builder with the same knobs. The recovery settings are read off
+//!   the configuration the builder builds (see [`BreakerConfig`]'s `From`).
 
 mod breaker;
 mod duration;
