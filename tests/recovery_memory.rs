@@ -2,7 +2,8 @@
 //! the design notes state it (`failfast::docs`, "Recovery"): the ramp, the
 //! half-open rate rule and the decaying backoff nothing per breaker; the
 //! hints one 8-byte slot in the breaker's storage, or a 32-byte allocation
-//! for a breaker that otherwise has none.
+//! for a breaker that otherwise has none; and when a recovered breaker is
+//! pristine again.
 
 use std::time::Duration;
 
@@ -116,4 +117,28 @@ fn a_decaying_step_lives_in_the_state_word() {
     assert!(!b.is_pristine_at(t));
     assert!(!b.is_pristine_at(t.saturating_add(Duration::from_secs(29))));
     assert!(b.is_pristine_at(t.saturating_add(Duration::from_secs(30))));
+}
+
+#[test]
+fn a_ramped_breaker_is_pristine_once_an_admission_after_the_window_ends_the_ramp() {
+    let b = Breaker::builder()
+        .consecutive_failures(1)
+        .open_duration(Duration::from_secs(10))
+        .ramp(Duration::from_secs(60))
+        .build_with_clock(ManualClock::new())
+        .unwrap();
+    let t0 = Nanos::ZERO;
+    b.try_acquire_at(t0).unwrap().failure_at(t0);
+    let closed = Nanos::from_secs(10);
+    b.try_acquire_at(closed).unwrap().success_at(closed);
+    assert!(b.snapshot_at(closed).ramp_fraction.is_some());
+    // Long after the window and the step's decay, the word still ramps:
+    // nothing has admitted a call since.
+    let later = Nanos::from_secs(3600);
+    assert_eq!(b.snapshot_at(later).ramp_fraction, None);
+    assert_eq!(b.snapshot_at(later).backoff_step, 0);
+    assert!(!b.is_pristine_at(later));
+    // The first admission after the window ends it.
+    b.try_acquire_at(later).unwrap().ignore_at(later);
+    assert!(b.is_pristine_at(later));
 }
