@@ -18,7 +18,9 @@
 //! Beside the machine: **ForcedOpen** (reject all), **Disabled** (admit all,
 //! record nothing), **MetricsOnly** (record and evaluate, never reject: a trip
 //! condition produces a MetricsOnly → MetricsOnly "shadow trip"), and
-//! **reset** (back to a fresh Closed).
+//! **reset** (back to a fresh Closed). How a breaker comes back — a ramp
+//! after the close, a round judged by its rates, an upstream's hint, a
+//! backoff step that decays — is [Recovery](#recovery).
 //!
 //! # Modules
 //!
@@ -39,12 +41,13 @@
 //! | `error` | [`Rejected`](crate::Rejected), [`ConfigError`](crate::ConfigError) | clock |
 //! | `observe` | [`Transition`](crate::Transition), [`Reason`](crate::Reason), [`Observer`](crate::Observer), snapshots, call counts | clock, state, window |
 //! | `bulkhead` | calls in flight, one counter | sync, error |
-//! | `policy` | [`Config`](crate::Config), the hot-path `Flags`, the backoff table; pure judgements (slow? what a drop means? does the window trip?) | clock, observe, outcome, window |
+//! | `ramp` | slow start: the curve precomputed as a table, and the per-thread turn that decides which calls a ramp admits | sync |
+//! | `policy` | [`Config`](crate::Config), the hot-path `Flags`, the backoff table; pure judgements (slow? what a drop means? does the window trip? how does a probe round end under the rate rule? how long does a hinted trip open? what is left of the backoff step?) | clock, observe, outcome, ramp, window |
 //! | `hooks` | the one place every transition passes: the configuration's [`Observer`](crate::Observer), then its [`OnTransition`](crate::OnTransition) hooks in order (a copy-on-write list, read on transitions only; a layer's hook lent for its lifetime), named by a registry's namer ([`SHARED_NAME`](crate::SHARED_NAME), [`REMOVED_NAME`](crate::REMOVED_NAME)); it knows breakers only as a type parameter | sync, observe |
 //! | `remote` | [`RemoteTrip`](crate::RemoteTrip): news of a trip from another replica | observe |
 //! | `counters` | the opt-in lifetime call counters over a slice of atomics | sync, observe, outcome |
 //! | `machine` | the pure decisions: for each event, the next word | clock, error, observe, outcome, policy, state |
-//! | `storage` | a breaker's one heap allocation: the window's head word in its header, then the window's body and the counters | sync, window, counters |
+//! | `storage` | a breaker's one heap allocation: the window's head word in its header, then the window's body, the remembered hint's slot and the counters | sync, window, counters |
 //! | `breaker` | [`Breaker`](crate::Breaker): admission, verdicts, manual modes, reports (each transition to its configuration's hooks); the `TripGate` a registry plugs in | everything above |
 //! | `builder` | the validating [`Builder`](crate::Builder) | breaker and below |
 //! | `permit`, `call` | [`OwnedPermit`](crate::OwnedPermit) (one type over any owner of a breaker) and the admissions; `call` wrappers | breaker, ticket and below |
@@ -64,9 +67,10 @@
 //! (3 bits), generation (29), three flags — `detached`, `proven`, `counted`
 //! — a count (15: consecutive failures while Closed, probe slots taken while
 //! HalfOpen), probe successes (8; while Closed, the run of unanswered calls),
-//! trips in a row (6). While Open the count and successes bits hold an *open
-//! span* instead (a remote trip's period, in units of 2²⁴ ns), so snapshots
-//! and transitions read the runs only from Closed and MetricsOnly. Beside the word, the *stamp* holds the instant the
+//! trips in a row (6: the backoff step, which a close keeps). While Open the
+//! count and successes bits hold an *open span* instead (a remote trip's or
+//! a hinted trip's period, in units of 2²⁴ ns), so snapshots and transitions
+//! read the runs only from Closed and MetricsOnly. Beside the word, the *stamp* holds the instant the
 //! current state began (the trip while Open, the round start while
 //! HalfOpen), in two `AtomicU64` slots indexed by the generation's parity.
 //! A breaker is 48 bytes: the word, the two slots, a thin pointer to its
@@ -364,6 +368,89 @@
 //!   runs of the word the decision read, not those of the word its CAS
 //!   replaced, which a racing success of the same generation may have
 //!   changed (found by the chaos harness, `tests/chaos.rs`).
+//!
+//! # Recovery
+//!
+//! Four ways a breaker comes back better than "one probe, then everyone"
+//! (issue 27), each costing the healthy path nothing. What each adds:
+//!
+//! | feature | per breaker | per configuration | request path outside it |
+//! |---|---|---|---|
+//! | ramp (slow start) | 0 bytes: a mode code of the word and the close's stamp | the curve: 128 steps × 4 bytes = 512 bytes | unchanged (the same one masked compare) |
+//! | half-open rate rule | 0 bytes: three 5-bit counts in the HalfOpen word | the two thresholds and their precomputed probe counts | unchanged |
+//! | upstream hints | 8 bytes (one slot in the breaker's storage), or 32 bytes for a breaker that otherwise has no storage (the allocation's 24-byte header and the slot); 0 with `hints_off()` | the cap | unchanged; a verdict with a hint stores one word |
+//! | decaying backoff | 0 bytes: the step stays in the word's `trips` field | — | unchanged; computed at the next trip |
+//!
+//! The breaker itself stays at 48 bytes; `tests/recovery_memory.rs` checks
+//! the per-breaker column through
+//! [`Breaker::memory_bytes`](crate::Breaker::memory_bytes) and `size_of`.
+//! The curve is held inline in the [`Config`](crate::Config), so each
+//! configuration (a registry's template, each override) carries its 512
+//! bytes whether its ramp is on or not.
+//!
+//! **The ramp's mode code.** A probe round that closes a breaker with a
+//! ramp writes mode code 4 instead of Closed's 0: to everyone outside it is
+//! [`State::Closed`](crate::State::Closed), and the close's stamp is the
+//! ramp's start. The CLOSED admission is a test for code 0, so a ramping
+//! word goes out of line, where the admission reads the share for its time
+//! from the table (one division by the step, one load: no `powf` per call)
+//! and a per-thread turn decides (a Weyl sequence, `frac(n·φ + id·φ²)`, no
+//! RNG and no shared write; its points spread evenly, so a thread that
+//! alternates between two ramping breakers admits each one's share). The
+//! first admission after the window moves the word back to code 0 within its
+//! generation (a count change, not a transition), so after a ramp every path
+//! is that of a breaker that never ramped. **The success path gains no
+//! instruction**: 4 is `0b100`, the only mode code other than Closed's with
+//! the two low bits clear, so the settled-success test — one masked compare
+//! of the word, `word & (MODES | PROVEN | RUNS) == PROVEN` — keeps its one
+//! compare with `0b011` for `0b111` as the mode part of its constant, and
+//! accepts both codes. A trip during the ramp is a failed recovery: the next
+//! backoff step, with no decay.
+//!
+//! **The rate rule's word layout.** Under the rule a HalfOpen word splits
+//! its 15-bit count field (bits 35–49) into three 5-bit counts — probe slots
+//! taken (35–39), failed probes (40–44), slow probes (45–49) — and keeps its
+//! 8-bit fast successes (50–57): so **P ≤ 31**, refused at build otherwise
+//! (`half_open_probes`, "1..=31 under the half-open rate rule"). The counts
+//! tile the field exactly (a `const` assertion in `state.rs`), so the word's
+//! layout and every loom model keep their shape. A probe's verdict adds one
+//! to a count in the same CAS that decides the round (so exactly one
+//! verdict closes or reopens it); the round is decided
+//! as soon as its outcome is certain, against integer limits precomputed at
+//! build (the least `k` with `k / P` at or above the rate), so no verdict
+//! divides. A probe dropped early or ignored frees its slot and counts
+//! toward no rate; a probe still out when the lease ends counts as failed.
+//!
+//! **The hint slot.** A verdict recorded with an upstream's hint
+//! ([`Permit::record_hinted`](crate::Permit::record_hinted)) stores the
+//! instant the hint ends, capped at `max_hint`, in one `AtomicU64` of the
+//! breaker's storage, after the window's slots (0: none). The next trip —
+//! that verdict's or a later one's — reads it, opens for at least what is
+//! left of it (as the word's open span, 2²⁴-ns units up to 39 h, hence
+//! `max_hint`'s limit), and clears it: a hint lengthens one trip and never
+//! rejects while Closed. The slot is read and written **Relaxed**: it is a
+//! value of its own, with no other memory to publish; two racing hints may
+//! land in either order, and either is the upstream's latest word. A
+//! breaker with no window and no counters has no storage; the slot then
+//! costs the allocation (24 bytes of header and the slot). `hints_off()`
+//! removes the slot and leaves such a breaker with no heap at all.
+//!
+//! **Decay, and what it means for eviction.** A close keeps the backoff
+//! step in the word's `trips` field. Nothing runs while the breaker is
+//! healthy: the next trip from Closed computes, from the close's stamp, the
+//! step less one for each base open duration of healthy time since (ramp
+//! included), then adds one (Envoy's decay of the ejection time); a
+//! snapshot's [`backoff_step`](crate::BreakerSnapshot::backoff_step) shows
+//! the same value at any instant. A host that flaps keeps its longer open
+//! periods; a host that stays healthy returns to the base. So **a breaker
+//! with a step left is not pristine**:
+//! [`is_pristine_at`](crate::Breaker::is_pristine_at) waits for the step
+//! to decay to the base (and for the word to leave the ramp's code, which
+//! the first admission after the window does), and the registry, which
+//! evicts an idle Closed breaker early only when it is pristine, keeps a
+//! flapping host's history until it has been healthy long enough to lose it
+//! anyway. A Closed breaker idle past `forget_after` is evicted whatever it
+//! holds, its step included.
 //!
 //! # Many breakers
 //!

@@ -2,7 +2,8 @@
 //! (features `tower`, `metrics`), read back from `metrics-util`'s debugging
 //! recorder: every name, label and unit, each name checked against
 //! Prometheus' naming rules; and the duration histogram, off, reads no
-//! clock (a counting clock proves it).
+//! clock (a counting clock proves it); a ramp shows in its gauges and its
+//! rejections are counted under `reason = "ramp"`.
 
 mod poll;
 
@@ -159,7 +160,7 @@ fn every_series_has_its_name_labels_and_unit() {
             &DebugValue::Counter(2)
         )
     );
-    for reason in ["half_open_full", "forced_open"] {
+    for reason in ["half_open_full", "forced_open", "ramp"] {
         let other = find(
             &all,
             fm::REJECTED_TOTAL,
@@ -343,6 +344,8 @@ fn prometheus_naming_rules_hold_for_every_series() {
         fm::TRANSITIONS_TOTAL,
         fm::FAILURE_RATIO,
         fm::SLOW_CALL_RATIO,
+        fm::RAMP_ADMITTED_RATIO,
+        fm::BACKOFF_STEP,
         fm::OPEN,
         fm::HALF_OPEN,
         fm::TRACKED,
@@ -494,4 +497,151 @@ fn the_histogram_off_adds_no_clock_read() {
             );
         }
     });
+}
+
+/// A gauge's value.
+fn gauge(all: &BTreeMap<String, Vec<Series>>, name: &str, want: &[(&str, &str)]) -> f64 {
+    let s = find(all, name, want);
+    assert_eq!(
+        (s.kind, s.unit),
+        (MetricKind::Gauge, Some(Unit::Count)),
+        "{name}"
+    );
+    match &s.value {
+        DebugValue::Gauge(v) => v.into_inner(),
+        other => panic!("{name}: {other:?}"),
+    }
+}
+
+#[test]
+fn a_ramp_shows_in_its_gauges_and_its_rejections_under_their_reason() {
+    let clock = ManualClock::new();
+    let b = Arc::new(
+        Breaker::builder()
+            .consecutive_failures(1)
+            .open_duration(Duration::from_secs(30))
+            .jitter(0.0)
+            .ramp_curve(Duration::from_secs(10), 0.5, 1.0)
+            .build_with_clock(clock.clone())
+            .unwrap(),
+    );
+    // The recovery gauges at a scrape, (ramp share, backoff step).
+    let scrape = || {
+        let recorder = DebuggingRecorder::new();
+        metrics::with_local_recorder(&recorder, || {
+            describe();
+            MetricsExporter::new().export_breaker("payments", &b);
+        });
+        let all = collect(&recorder);
+        let up = [("upstream", "payments")];
+        (
+            gauge(&all, fm::RAMP_ADMITTED_RATIO, &up),
+            gauge(&all, fm::BACKOFF_STEP, &up),
+        )
+    };
+    assert_eq!(scrape(), (0.0, 0.0), "fresh");
+    let recorder = DebuggingRecorder::new();
+    let turned_away = metrics::with_local_recorder(&recorder, || {
+        let layer = FailFastLayer::new(b.clone())
+            .upstream("payments")
+            .call_metrics(CallMetrics::new());
+        let mut svc = layer.layer(upstream(clock.clone()));
+        assert!(block_on(svc.call(u64::MAX)).is_err()); // trips
+        assert_eq!(scrape(), (0.0, 1.0), "open, at the first step");
+        clock.advance(Duration::from_secs(30));
+        assert_eq!(block_on(svc.call(0)).unwrap(), 0); // the probe closes it
+        assert_eq!(scrape(), (0.5, 1.0), "ramping, the step kept");
+        let turned_away = (0..40).filter(|_| block_on(svc.call(0)).is_err()).count();
+        assert!((10..=30).contains(&turned_away), "{turned_away}");
+        // Calls outside a layer, counted by hand.
+        let rejected = (0..10).find_map(|_| b.try_acquire().err()).unwrap();
+        fm::record_rejection("by-hand", &rejected);
+        turned_away
+    });
+    let all = collect(&recorder);
+    let count = |labels: &[(&str, &str)]| match find(&all, fm::REJECTED_TOTAL, labels).value {
+        DebugValue::Counter(n) => n,
+        ref other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        count(&[("upstream", "payments"), ("reason", "ramp")]),
+        turned_away as u64
+    );
+    assert_eq!(count(&[("upstream", "payments"), ("reason", "open")]), 0);
+    assert_eq!(count(&[("upstream", "by-hand"), ("reason", "ramp")]), 1);
+    // After the ramp the share goes back to 0; healthy time takes the step
+    // off, one per base open duration since the close.
+    clock.advance(Duration::from_secs(11));
+    assert_eq!(scrape(), (0.0, 1.0));
+    clock.advance(Duration::from_secs(19));
+    assert_eq!(scrape(), (0.0, 0.0));
+}
+
+#[test]
+fn a_keyed_layer_counts_ramp_rejections_per_host_or_in_aggregate() {
+    let clock = ManualClock::new();
+    let registry = Arc::new(
+        Registry::<String>::builder(
+            Breaker::builder()
+                .consecutive_failures(1)
+                .open_duration(Duration::from_secs(30))
+                .ramp_curve(Duration::from_secs(10), 0.5, 1.0),
+        )
+        .build_with_clock(clock.clone())
+        .unwrap(),
+    );
+    let recorder = DebuggingRecorder::new();
+    let turned_away = metrics::with_local_recorder(&recorder, || {
+        let key = |req: &http::Request<u64>| {
+            req.headers()
+                .get("host")
+                .map(|h| h.to_str().unwrap().to_owned())
+        };
+        let inner = tower::service_fn(|req: http::Request<u64>| async move {
+            if *req.body() == u64::MAX {
+                Err("503")
+            } else {
+                Ok(())
+            }
+        });
+        let mut aggregate = KeyedLayer::new(registry.clone())
+            .key_fn(key)
+            .call_metrics(CallMetrics::new())
+            .layer(inner);
+        let mut per_host = KeyedLayer::new(registry.clone())
+            .key_fn(key)
+            .call_metrics(CallMetrics::new().per_host(true))
+            .layer(inner);
+        let req = |body: u64| {
+            http::Request::get("/")
+                .header("host", "a:80")
+                .body(body)
+                .unwrap()
+        };
+        assert!(block_on(aggregate.call(req(u64::MAX))).is_err()); // trips
+        clock.advance(Duration::from_secs(30));
+        assert!(block_on(aggregate.call(req(0))).is_ok()); // closes: the ramp
+        let a = (0..40)
+            .filter(|_| block_on(aggregate.call(req(0))).is_err())
+            .count();
+        let p = (0..40)
+            .filter(|_| block_on(per_host.call(req(0))).is_err())
+            .count();
+        (a, p)
+    });
+    assert!(turned_away.0 > 0 && turned_away.1 > 0, "{turned_away:?}");
+    let all = collect(&recorder);
+    assert_eq!(
+        find(&all, fm::REJECTED_TOTAL, &[("reason", "ramp")]).value,
+        DebugValue::Counter(turned_away.0 as u64)
+    );
+    assert_eq!(
+        find(
+            &all,
+            fm::REJECTED_TOTAL,
+            &[("upstream", "a:80"), ("reason", "ramp")]
+        )
+        .value,
+        DebugValue::Counter(turned_away.1 as u64)
+    );
 }

@@ -483,3 +483,104 @@ fn the_unanswered_rule_is_checked_against_the_drops_already_counted() {
     assert_eq!(config.unanswered(), Some((1, ms(1))));
     assert_eq!(accepted(valid()).unanswered(), None, "off by default");
 }
+
+#[test]
+fn recovery_settings_at_their_edges() {
+    let ms = Duration::from_millis;
+    let ns = Duration::from_nanos;
+    // The ramp: a window from 1 ms to 1 day, a floor in [0, 1], an
+    // aggression in (0, 100].
+    let c = accepted(valid().ramp_curve(ms(1), 0.0, 100.0));
+    assert_eq!(c.ramp(), Some((ms(1), 0.0, 100.0)));
+    let c = accepted(valid().ramp_curve(MAX_DURATION, 1.0, f64::MIN_POSITIVE));
+    assert_eq!(c.ramp(), Some((MAX_DURATION, 1.0, f64::MIN_POSITIVE)));
+    refused(valid().ramp(ms(1) - ns(1)), "ramp.window", "1 ms..=1 day");
+    refused(
+        valid().ramp(MAX_DURATION + ns(1)),
+        "ramp.window",
+        "1 ms..=1 day",
+    );
+    refused(
+        valid().ramp_curve(ms(1), -0.0001, 1.0),
+        "ramp.min_fraction",
+        "[0, 1]",
+    );
+    refused(
+        valid().ramp_curve(ms(1), 1.0001, 1.0),
+        "ramp.min_fraction",
+        "[0, 1]",
+    );
+    refused(
+        valid().ramp_curve(ms(1), f64::NAN, 1.0),
+        "ramp.min_fraction",
+        "[0, 1]",
+    );
+    refused(
+        valid().ramp_curve(ms(1), 0.1, 0.0),
+        "ramp.aggression",
+        "(0, 100]",
+    );
+    refused(
+        valid().ramp_curve(ms(1), 0.1, 100.0001),
+        "ramp.aggression",
+        "(0, 100]",
+    );
+    refused(
+        valid().ramp_curve(ms(1), 0.1, f64::INFINITY),
+        "ramp.aggression",
+        "(0, 100]",
+    );
+    // The last call wins: a bad ramp replaced by a good one builds.
+    accepted(valid().ramp(Duration::ZERO).ramp(ms(5)));
+
+    // The rate rule: at most 31 probes under it, 255 without.
+    let c = accepted(valid().half_open_probes(31).half_open_rate_rule());
+    assert_eq!(c.half_open_rates(), Some((0.5, None)));
+    accepted(valid().half_open_probes(255));
+    refused(
+        valid().half_open_probes(32).half_open_rate_rule(),
+        "half_open_probes",
+        "1..=31 under the half-open rate rule",
+    );
+    let c = accepted(valid().half_open_failure_rate(1.0));
+    assert_eq!(c.half_open_rates(), Some((1.0, None)));
+    refused(
+        valid().half_open_failure_rate(0.0),
+        "half_open_failure_rate",
+        "(0, 1]",
+    );
+    refused(
+        valid()
+            .half_open_slow_call_rate(1.5)
+            .slow_call_threshold(ms(100)),
+        "half_open_slow_call_rate",
+        "(0, 1]",
+    );
+    refused(
+        valid().half_open_slow_call_rate(0.5),
+        "slow_call_threshold",
+        "half_open_slow_call_rate",
+    );
+
+    // Hints: a cap above 0 and at most 39 h; off is no cap at all.
+    let hours = |h: u64| Duration::from_secs(h * 3600);
+    assert_eq!(accepted(valid()).max_hint(), Some(Duration::from_secs(600)));
+    assert_eq!(accepted(valid().max_hint(ns(1))).max_hint(), Some(ns(1)));
+    assert_eq!(
+        accepted(valid().max_hint(hours(39))).max_hint(),
+        Some(hours(39))
+    );
+    assert_eq!(accepted(valid().hints_off()).max_hint(), None);
+    refused(
+        valid().max_hint(Duration::ZERO),
+        "max_hint",
+        "> 0 and ≤ 39 h",
+    );
+    refused(
+        valid().max_hint(hours(39) + ns(1)),
+        "max_hint",
+        "> 0 and ≤ 39 h",
+    );
+    // A bad cap does not matter once hints are off.
+    accepted(valid().max_hint(Duration::ZERO).hints_off());
+}

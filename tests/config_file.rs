@@ -3,12 +3,16 @@
 //! the builder's own `ConfigError`, with the host named for an override;
 //! unknown fields are refused; presets are a start that fields override;
 //! `[hosts."…"]` keys of a `HostKey` registry are normalised as the keyed
-//! layer normalises requests, and refused when they cannot name one host.
+//! layer normalises requests, and refused when they cannot name one host;
+//! the recovery settings (ramp, half-open rate rule, hints) reach the built
+//! `Config`, for one host when a host sets them.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use failfast::config::{BackoffConfig, BreakerConfig, Preset, RegistryConfig, TimeWindowConfig};
+use failfast::config::{
+    BackoffConfig, BreakerConfig, Preset, RampConfig, RegistryConfig, TimeWindowConfig,
+};
 use failfast::registry::{HostKey, KeyBytes};
 use failfast::{
     Breaker, Builder, Config, ConfigError, ManualClock, MaxOpen, Nanos, Registry, WindowKind,
@@ -18,7 +22,7 @@ use failfast::{
 /// Every getter of a validated config, to compare two of them whole.
 fn getters(c: &Config) -> String {
     format!(
-        "{:?} {:?}",
+        "{:?} {:?} {:?}",
         (
             c.consecutive_failures(),
             c.failure_rate(),
@@ -37,7 +41,8 @@ fn getters(c: &Config) -> String {
             c.open_duration_cap(),
             c.jitter(),
             c.counts_calls(),
-        )
+        ),
+        (c.ramp(), c.half_open_rates(), c.max_hint()),
     )
 }
 
@@ -306,6 +311,69 @@ fn bad_breaker_values() -> Vec<(String, Builder)> {
             with_base("abandoned_after = \"86401s\""),
             base().abandoned_after(day_and(secs(1))),
         ),
+        // The recovery settings.
+        (
+            with_base("ramp = { window = \"999us\" }"),
+            base().ramp(Duration::from_micros(999)),
+        ),
+        (
+            with_base("ramp = { window = \"1d1ns\" }"),
+            base().ramp(day_and(Duration::from_nanos(1))),
+        ),
+        (
+            with_base("ramp = { window = \"30s\", min_fraction = 1.5 }"),
+            base().ramp_curve(secs(30), 1.5, 1.0),
+        ),
+        (
+            with_base("ramp = { window = \"30s\", min_fraction = -0.1 }"),
+            base().ramp_curve(secs(30), -0.1, 1.0),
+        ),
+        (
+            with_base("ramp = { window = \"30s\", aggression = 0 }"),
+            base().ramp_curve(secs(30), 0.1, 0.0),
+        ),
+        (
+            with_base("ramp = { window = \"30s\", aggression = 100.5 }"),
+            base().ramp_curve(secs(30), 0.1, 100.5),
+        ),
+        (
+            with_base("ramp = { window = \"30s\", aggression = nan }"),
+            base().ramp_curve(secs(30), 0.1, f64::NAN),
+        ),
+        (
+            with_base("half_open_probes = 32\nhalf_open_rate_rule = true"),
+            base().half_open_probes(32).half_open_rate_rule(),
+        ),
+        (
+            with_base("half_open_probes = 32\nhalf_open_failure_rate = 0.5"),
+            base().half_open_probes(32).half_open_failure_rate(0.5),
+        ),
+        (
+            with_base("half_open_failure_rate = 0"),
+            base().half_open_failure_rate(0.0),
+        ),
+        (
+            with_base("half_open_failure_rate = 1.5"),
+            base().half_open_failure_rate(1.5),
+        ),
+        (
+            with_base("half_open_slow_call_rate = 2\nslow_call_threshold = \"1s\""),
+            base()
+                .half_open_slow_call_rate(2.0)
+                .slow_call_threshold(secs(1)),
+        ),
+        (
+            with_base("half_open_slow_call_rate = 0.5"),
+            base().half_open_slow_call_rate(0.5),
+        ),
+        (
+            with_base("max_hint = \"0s\""),
+            base().max_hint(Duration::ZERO),
+        ),
+        (
+            with_base("max_hint = \"39h1ns\""),
+            base().max_hint(secs(39 * 3600) + Duration::from_nanos(1)),
+        ),
     ]
 }
 
@@ -332,6 +400,7 @@ fn duration_text_that_does_not_parse_names_its_field() {
         ("abandoned_after = \"5min\"", "abandoned_after"),
         ("slow_call_threshold = \"\"", "slow_call_threshold"),
         ("backoff = { multiplier = 2, cap = \"300\" }", "backoff.cap"),
+        ("ramp = { window = \"30\" }", "ramp.window"),
         (
             "failure_rate = 0.5\ntime_window = { length = \"ten seconds\", buckets = 10 }",
             "time_window.length",
@@ -380,6 +449,9 @@ fn unknown_fields_are_refused_with_the_name_and_the_place() {
             "time_window = { length = \"10s\", buckets = 10, slices = 2 }",
             "slices",
         ),
+        ("ramp = { window = \"30s\", floor = 0.1 }", "floor"),
+        ("half_open_rule = true", "half_open_rule"),
+        ("hints = false", "hints"),
     ] {
         let err = toml::from_str::<BreakerConfig>(text)
             .unwrap_err()
@@ -422,6 +494,18 @@ fn unknown_fields_are_refused_with_the_name_and_the_place() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("missing field `cap`"), "{err}");
+    let err = toml::from_str::<BreakerConfig>("ramp = \"on\"")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains(r#""off" or a table { window"#), "{err}");
+    let err = toml::from_str::<BreakerConfig>("ramp = { min_fraction = 0.2 }")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("missing field `window`"), "{err}");
+    let err = toml::from_str::<BreakerConfig>("half_open_rate_rule = \"yes\"")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("half_open_rate_rule"), "{err}");
 }
 
 fn registry_config(text: &str) -> RegistryConfig {
@@ -953,4 +1037,394 @@ fn other_key_types_take_the_text_as_written() {
         .build()
         .unwrap();
     assert_eq!(threshold(&registry, "API.Example"), Some(1));
+}
+
+#[test]
+fn recovery_settings_survive_a_round_trip_through_toml() {
+    let secs = Duration::from_secs;
+    let base = || Breaker::builder().failure_rate(0.5).count_window(20);
+    // The ramp: Envoy's curve, and each end of each range.
+    let (config, text) = round_trip(&base().ramp(secs(30)));
+    assert_eq!(config.ramp, Some(RampConfig::window("30s")));
+    assert!(
+        text.contains("ramp = { window = \"30s\" }") || text.contains("[ramp]"),
+        "{text}"
+    );
+    let (config, _) = round_trip(&base().ramp_curve(Duration::from_millis(1), 0.0, 100.0));
+    assert_eq!(
+        config.ramp,
+        Some(RampConfig::Curve {
+            window: "1ms".into(),
+            min_fraction: Some(0.0),
+            aggression: Some(100.0)
+        })
+    );
+    round_trip(&base().ramp_curve(MAX_DURATION, 1.0, f64::MIN_POSITIVE));
+    round_trip(&base().ramp_curve(secs(90), 0.1, 1.0 / 3.0));
+    // The rate rule: on with the closed state's rates, with its own, at P = 31.
+    let (config, text) = round_trip(&base().half_open_probes(31).half_open_rate_rule());
+    assert_eq!(
+        (
+            config.half_open_rate_rule,
+            config.half_open_failure_rate,
+            config.half_open_slow_call_rate
+        ),
+        (Some(true), None, None)
+    );
+    assert!(text.contains("half_open_rate_rule = true\n"), "{text}");
+    let (config, _) = round_trip(
+        &base()
+            .slow_call_rate(0.8)
+            .slow_call_threshold(secs(2))
+            .half_open_failure_rate(0.25)
+            .half_open_slow_call_rate(0.125),
+    );
+    assert_eq!(
+        (
+            config.half_open_rate_rule,
+            config.half_open_failure_rate,
+            config.half_open_slow_call_rate
+        ),
+        (Some(true), Some(0.25), Some(0.125))
+    );
+    // The rule with only consecutive failures falls back on 50 %.
+    round_trip(
+        &Breaker::builder()
+            .consecutive_failures(3)
+            .half_open_probes(10)
+            .half_open_rate_rule(),
+    );
+    // Hints: off, and each end of the cap's range.
+    let (config, text) = round_trip(&base().hints_off());
+    assert_eq!(config.max_hint.as_deref(), Some("off"));
+    assert!(text.contains("max_hint = \"off\""), "{text}");
+    let (config, _) = round_trip(&base().max_hint(secs(39 * 3600)));
+    assert_eq!(config.max_hint.as_deref(), Some("39h"));
+    round_trip(&base().max_hint(Duration::from_nanos(1)));
+    // The default cap is left out.
+    let (config, _) = round_trip(&base().max_hint(secs(600)));
+    assert_eq!(config.max_hint, None);
+    // All of them at once.
+    round_trip(
+        &base()
+            .ramp_curve(secs(60), 0.05, 2.0)
+            .half_open_probes(20)
+            .half_open_failure_rate(0.2)
+            .max_hint(secs(120)),
+    );
+}
+
+#[test]
+fn each_recovery_field_of_a_file_reaches_the_built_config() {
+    let secs = Duration::from_secs;
+    let built = |text: &str| {
+        let config: BreakerConfig = toml::from_str(&format!(
+            "failure_rate = 0.5\nslow_call_rate = 0.9\nslow_call_threshold = \"1s\"\n{text}"
+        ))
+        .unwrap_or_else(|e| panic!("{text}: {e}"));
+        config
+            .to_builder()
+            .and_then(|b| b.build_config())
+            .unwrap_or_else(|e| panic!("{text}: {e}"))
+    };
+    // Left out: no ramp, no rule, hints up to 10 min.
+    let c = built("");
+    assert_eq!(
+        (c.ramp(), c.half_open_rates(), c.max_hint()),
+        (None, None, Some(secs(600)))
+    );
+
+    assert_eq!(
+        built("ramp = { window = \"45s\" }").ramp(),
+        Some((secs(45), 0.1, 1.0))
+    );
+    assert_eq!(
+        built("ramp = { window = \"2m\", min_fraction = 0.25, aggression = 3.0 }").ramp(),
+        Some((secs(120), 0.25, 3.0))
+    );
+    assert_eq!(built("ramp = \"off\"").ramp(), None);
+    // The rule's thresholds default to the closed state's.
+    assert_eq!(
+        built("half_open_rate_rule = true").half_open_rates(),
+        Some((0.5, Some(0.9)))
+    );
+    assert_eq!(built("half_open_rate_rule = false").half_open_rates(), None);
+    assert_eq!(
+        built("half_open_failure_rate = 0.2").half_open_rates(),
+        Some((0.2, Some(0.9)))
+    );
+    assert_eq!(
+        built("half_open_slow_call_rate = 0.3").half_open_rates(),
+        Some((0.5, Some(0.3)))
+    );
+    assert_eq!(
+        built("half_open_rate_rule = true\nhalf_open_failure_rate = 0.1\nhalf_open_slow_call_rate = 0.4")
+            .half_open_rates(),
+        Some((0.1, Some(0.4)))
+    );
+    assert_eq!(built("max_hint = \"90s\"").max_hint(), Some(secs(90)));
+    assert_eq!(built("max_hint = \"off\"").max_hint(), None);
+
+    // The same settings by the builder, knob for knob.
+    let from_file: BreakerConfig = toml::from_str(
+        r#"
+        consecutive_failures = 5
+        half_open_probes = 10
+        ramp = { window = "30s", aggression = 2.0 }
+        half_open_failure_rate = 0.3
+        max_hint = "1h"
+        "#,
+    )
+    .unwrap();
+    let by_hand = Breaker::builder()
+        .consecutive_failures(5)
+        .half_open_probes(10)
+        .ramp_curve(secs(30), 0.1, 2.0)
+        .half_open_failure_rate(0.3)
+        .max_hint(secs(3600));
+    assert_eq!(
+        format!("{:?}", from_file.to_builder().unwrap()),
+        format!("{by_hand:?}")
+    );
+}
+
+#[test]
+fn a_bad_recovery_value_names_its_field() {
+    let refused = |text: &str| {
+        let config: BreakerConfig = toml::from_str(&format!("consecutive_failures = 5\n{text}"))
+            .unwrap_or_else(|e| panic!("{text}: {e}"));
+        config.to_builder().expect_err(text)
+    };
+    for (text, field, allowed) in [
+        ("ramp = { window = \"0s\" }", "ramp.window", "1 ms..=1 day"),
+        ("ramp = { window = \"2d\" }", "ramp.window", "1 ms..=1 day"),
+        (
+            "ramp = { window = \"1m\", min_fraction = 2 }",
+            "ramp.min_fraction",
+            "[0, 1]",
+        ),
+        (
+            "ramp = { window = \"1m\", aggression = -1 }",
+            "ramp.aggression",
+            "(0, 100]",
+        ),
+        (
+            "half_open_probes = 32\nhalf_open_rate_rule = true",
+            "half_open_probes",
+            "1..=31 under the half-open rate rule",
+        ),
+        (
+            "half_open_failure_rate = 1.01",
+            "half_open_failure_rate",
+            "(0, 1]",
+        ),
+        (
+            "half_open_slow_call_rate = 0",
+            "half_open_slow_call_rate",
+            "(0, 1]",
+        ),
+        ("max_hint = \"0ms\"", "max_hint", "> 0 and ≤ 39 h"),
+        ("max_hint = \"40h\"", "max_hint", "> 0 and ≤ 39 h"),
+    ] {
+        let err = refused(text);
+        assert_eq!(
+            (err.field(), err.allowed()),
+            (field, allowed),
+            "{text}: {err}"
+        );
+        assert!(err.to_string().contains(field), "{err}");
+    }
+    // Without the rule a round may have up to 255 probes.
+    let config: BreakerConfig =
+        toml::from_str("consecutive_failures = 5\nhalf_open_probes = 32").unwrap();
+    assert_eq!(
+        config
+            .to_builder()
+            .unwrap()
+            .build_config()
+            .unwrap()
+            .half_open_probes(),
+        32
+    );
+
+    // `max_hint` text that is neither "off" nor a duration says both forms.
+    for text in ["ten minutes", "", "on", "10"] {
+        let err = refused(&format!("max_hint = {text:?}"));
+        assert_eq!(err.field(), "max_hint");
+        assert_eq!(err.found(), format!("{text:?}"));
+        assert!(err.allowed().starts_with("\"off\", or a duration"), "{err}");
+    }
+    // A rate beside `half_open_rate_rule = false` is a contradiction.
+    for text in [
+        "half_open_rate_rule = false\nhalf_open_failure_rate = 0.5",
+        "half_open_rate_rule = false\nhalf_open_slow_call_rate = 0.5\nslow_call_threshold = \"1s\"",
+    ] {
+        let err = refused(text);
+        assert_eq!(err.field(), "half_open_rate_rule", "{err}");
+        assert_eq!(
+            err.to_string(),
+            "invalid failfast config: half_open_rate_rule = false; allowed: true, or left out, \
+             beside half_open_failure_rate or half_open_slow_call_rate"
+        );
+    }
+    // A host's bad recovery value names the host.
+    let err = registry_config(
+        "[breaker]\nconsecutive_failures = 5\n[hosts.\"api.example:443\"]\nramp = { window = \"0s\" }",
+    )
+    .to_builder::<HostKey>()
+    .unwrap_err();
+    assert_eq!(
+        (err.field(), err.key()),
+        ("ramp.window", Some("\"api.example:443\""))
+    );
+    // The template's rule with 32 probes on one host: the host's error.
+    let err = registry_config(
+        "[breaker]\nconsecutive_failures = 5\nhalf_open_rate_rule = true\n\
+         [hosts.\"api.example:443\"]\nhalf_open_probes = 32",
+    )
+    .to_builder::<HostKey>()
+    .unwrap_err();
+    assert_eq!(
+        (err.field(), err.key()),
+        ("half_open_probes", Some("\"api.example:443\""))
+    );
+    assert!(err.allowed().contains("1..=31"), "{err}");
+}
+
+#[test]
+fn a_hosts_recovery_settings_apply_to_that_host_only() {
+    let secs = Duration::from_secs;
+    let registry = registry_config(
+        r#"
+        [breaker]
+        failure_rate = 0.5
+        count_window = 20
+        half_open_probes = 10
+        half_open_failure_rate = 0.3
+        max_hint = "2m"
+
+        [hosts."ramped.internal:443"]
+        ramp = { window = "1m", min_fraction = 0.2 }
+
+        [hosts."strict.internal:443"]
+        half_open_rate_rule = false
+        max_hint = "off"
+
+        [hosts."own-rate.internal:443"]
+        half_open_slow_call_rate = 0.4
+        slow_call_threshold = "1s"
+        "#,
+    )
+    .to_builder::<HostKey>()
+    .unwrap()
+    .build_with_clock(ManualClock::new())
+    .unwrap();
+    let config_of = |host: &str| registry.handle_from(host).config().clone();
+
+    let ramped = config_of("ramped.internal:443");
+    assert_eq!(ramped.ramp(), Some((secs(60), 0.2, 1.0)));
+    assert_eq!(ramped.half_open_rates(), Some((0.3, None))); // the template's
+    assert_eq!(ramped.max_hint(), Some(secs(120))); // the template's
+
+    let strict = config_of("strict.internal:443");
+    assert_eq!(strict.ramp(), None);
+    assert_eq!(strict.half_open_rates(), None, "the rule off, its rate too");
+    assert_eq!(strict.max_hint(), None);
+    assert_eq!(strict.half_open_probes(), 10); // the template's
+
+    let own_rate = config_of("own-rate.internal:443");
+    assert_eq!(own_rate.half_open_rates(), Some((0.3, Some(0.4))));
+
+    // Every other host: the template's.
+    let other = config_of("other.internal:443");
+    assert_eq!(
+        (other.ramp(), other.half_open_rates(), other.max_hint()),
+        (None, Some((0.3, None)), Some(secs(120)))
+    );
+
+    // And the ramp works for that host alone: after a trip and a recovery
+    // at the same instants, the ramped host turns calls away, the other not.
+    let t0 = Nanos::ZERO;
+    let closed = Nanos::from_secs(31);
+    for host in ["ramped.internal:443", "other.internal:443"] {
+        let h = registry.handle_from(host);
+        for _ in 0..20 {
+            if let Ok(p) = h.try_acquire_at(t0) {
+                p.failure_at(t0);
+            }
+        }
+        let probes: Vec<_> = (0..10).map(|_| h.try_acquire_at(closed).unwrap()).collect();
+        for p in probes {
+            p.success_at(closed);
+        }
+        assert_eq!(h.state(), failfast::State::Closed, "{host}");
+    }
+    let turned_away = |host: &str| {
+        let h = registry.handle_from(host);
+        (0..100)
+            .filter(|_| {
+                h.try_acquire_at(closed)
+                    .map(|p| p.ignore_at(closed))
+                    .is_err()
+            })
+            .count()
+    };
+    assert!(turned_away("ramped.internal:443") >= 70);
+    assert_eq!(turned_away("other.internal:443"), 0);
+    assert!(registry
+        .handle_from("ramped.internal:443")
+        .snapshot_at(closed)
+        .ramp_fraction
+        .is_some());
+}
+
+#[test]
+fn a_template_rule_turned_off_comes_back_with_a_hosts_rate() {
+    let registry = registry_config(
+        r#"
+        [breaker]
+        consecutive_failures = 5
+        half_open_rate_rule = false
+        [hosts."a:443"]
+        half_open_failure_rate = 0.2
+        "#,
+    )
+    .to_builder::<HostKey>()
+    .unwrap()
+    .build()
+    .unwrap();
+    assert_eq!(
+        registry.handle_from("a:443").config().half_open_rates(),
+        Some((0.2, None))
+    );
+    assert_eq!(
+        registry.handle_from("b:443").config().half_open_rates(),
+        None
+    );
+}
+
+#[test]
+fn a_ramp_off_and_a_ramp_table_write_back_as_read() {
+    let config: RegistryConfig = toml::from_str(
+        r#"
+        [breaker]
+        consecutive_failures = 5
+        ramp = { window = "30s", min_fraction = 0.0 }
+        max_hint = "off"
+        [hosts."a:443"]
+        ramp = "off"
+        "#,
+    )
+    .unwrap();
+    let text = toml::to_string(&config).unwrap();
+    assert_eq!(registry_config(&text), config, "{text}");
+    assert_eq!(
+        config.breaker.ramp,
+        Some(RampConfig::Curve {
+            window: "30s".into(),
+            min_fraction: Some(0.0),
+            aggression: None
+        })
+    );
+    assert_eq!(config.hosts["a:443"].ramp, Some(RampConfig::Off));
 }

@@ -2,7 +2,8 @@
 //! a subscriber that keeps every span's fields and every event sees what
 //! the breaker did to each call — a success, a failure, a slow call, a
 //! rejection (an event, and nothing of a remote call), the endings without
-//! a verdict — and at most one INFO rejection per open period.
+//! a verdict — and at most one INFO rejection per open period; a breaker
+//! ramping up after a recovery adds the share it admits to the span.
 
 mod poll;
 
@@ -529,4 +530,179 @@ fn without_a_subscriber_the_layer_records_nothing_and_calls_flow() {
         .layer(upstream(clock.clone(), Upstream::Ok));
     assert_eq!(block_on(svc.call(3)).unwrap(), 3);
     assert_eq!(b.snapshot().consecutive_failures, 0);
+}
+
+// ---------------------------------------------------------------------------
+// A breaker ramping up after a recovery
+
+/// A request span that also declares the ramp's field.
+fn ramp_request_span() -> tracing::Span {
+    tracing::info_span!(
+        "request",
+        circuitbreaker.name = tracing::field::Empty,
+        circuitbreaker.state = tracing::field::Empty,
+        circuitbreaker.outcome = tracing::field::Empty,
+        circuitbreaker.ramp_fraction = tracing::field::Empty,
+    )
+}
+
+/// A breaker that ramps over 128 s (one curve step a second) from half
+/// of the calls: exact binary fractions on the span.
+fn ramping_builder() -> failfast::Builder {
+    Breaker::builder()
+        .consecutive_failures(1)
+        .open_duration(Duration::from_secs(30))
+        .jitter(0.0)
+        .ramp_curve(Duration::from_secs(128), 0.5, 1.0)
+}
+
+#[test]
+fn a_ramping_breaker_records_its_share_on_admitted_and_turned_away_calls() {
+    let (captured, subscriber) = capturing();
+    let clock = ManualClock::new();
+    let b = Arc::new(ramping_builder().build_with_clock(clock.clone()).unwrap());
+    let mut calls = 0;
+    tracing::subscriber::with_default(subscriber, || {
+        let layer = FailFastLayer::new(b.clone())
+            .upstream("payments")
+            .trace_calls(CallSpan::Current);
+        let mut ok = layer.clone().layer(upstream(clock.clone(), Upstream::Ok));
+        let mut failing = layer.layer(upstream(clock.clone(), Upstream::Fails));
+        let mut call = |svc: &mut dyn FnMut() -> bool| {
+            let span = ramp_request_span();
+            let _in = span.enter();
+            calls += 1;
+            svc()
+        };
+        assert!(call(&mut || block_on(ok.call(1)).is_ok())); // before any trip
+        assert!(!call(&mut || block_on(failing.call(2)).is_ok())); // trips
+        clock.advance(Duration::from_secs(30));
+        assert!(call(&mut || block_on(ok.call(3)).is_ok())); // the probe closes it
+        assert_eq!(b.snapshot().ramp_fraction, Some(0.5));
+        // Half of the calls get in, at the start of the ramp.
+        let admitted = (0..40)
+            .filter(|_| call(&mut || block_on(ok.call(4)).is_ok()))
+            .count();
+        assert!((10..=30).contains(&admitted), "{admitted}");
+        // 100 s into the ramp: (100.5 / 128) of them.
+        clock.advance(Duration::from_secs(100));
+        while !call(&mut || block_on(ok.call(5)).is_ok()) {}
+        // After the ramp: everyone, and no share recorded.
+        clock.advance(Duration::from_secs(28));
+        assert!(call(&mut || block_on(ok.call(6)).is_ok()));
+        assert_eq!(b.snapshot().ramp_fraction, None);
+    });
+    let requests = captured.spans("request");
+    assert_eq!(requests.len(), calls);
+    let fields = |s: &SpanRec| {
+        (
+            field(s, "circuitbreaker.state").map(str::to_owned),
+            field(s, "circuitbreaker.outcome").map(str::to_owned),
+            field(s, "circuitbreaker.ramp_fraction").map(str::to_owned),
+        )
+    };
+    let none = |state: &str, outcome: &str| (Some(state.into()), Some(outcome.into()), None);
+    assert_eq!(fields(&requests[0]), none("closed", "success"));
+    assert_eq!(fields(&requests[1]), none("closed", "failure"));
+    assert_eq!(
+        fields(&requests[2]),
+        none("half_open", "success"),
+        "a probe"
+    );
+    // The start of the ramp (40 calls), then 100 s in (until one got in).
+    let in_ramp = |calls: &[SpanRec], share: &str| {
+        calls.iter().all(|s| {
+            let (state, outcome, recorded) = fields(s);
+            state.as_deref() == Some("closed")
+                && matches!(outcome.as_deref(), Some("success" | "rejected"))
+                && recorded.as_deref() == Some(share)
+        })
+    };
+    let (start, later) = requests[3..requests.len() - 1].split_at(40);
+    assert!(in_ramp(start, "0.5"), "{start:#?}");
+    assert!(in_ramp(later, "0.78515625"), "{later:#?}");
+    assert_eq!(
+        field(later.last().unwrap(), "circuitbreaker.outcome"),
+        Some("success")
+    );
+    let turned_away = requests
+        .iter()
+        .filter(|s| field(s, "circuitbreaker.outcome") == Some("rejected"))
+        .count();
+    assert!(turned_away >= 10, "{turned_away}");
+    assert_eq!(fields(requests.last().unwrap()), none("closed", "success"));
+    // Each turned-away call's event says `ramp`, at DEBUG: the close that
+    // began the ramp was the news.
+    let events = captured.rejections();
+    assert_eq!(events.len(), turned_away, "{events:?}");
+    assert!(events
+        .iter()
+        .all(|e| e.fields["reason"] == "ramp" && e.level == Level::DEBUG));
+    assert!(
+        events.iter().all(|e| e.fields["retry_after_ms"] == "1000"),
+        "one curve step: {events:?}"
+    );
+}
+
+#[test]
+fn a_keyed_layers_own_span_records_a_ramp_rejection_of_its_host() {
+    let (captured, subscriber) = capturing();
+    let clock = ManualClock::new();
+    tracing::subscriber::with_default(subscriber, || {
+        let registry = Arc::new(
+            Registry::<String>::builder(ramping_builder())
+                .build_with_clock(clock.clone())
+                .unwrap(),
+        );
+        let fails = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let answer = fails.clone();
+        let inner = tower::service_fn(move |_req: http::Request<()>| {
+            let fail = answer.load(std::sync::atomic::Ordering::Relaxed);
+            async move {
+                if fail {
+                    Err::<(), _>("503")
+                } else {
+                    Ok(())
+                }
+            }
+        });
+        let by_host: HostKeyFn = |req| {
+            req.headers()
+                .get("host")
+                .map(|h| h.to_str().unwrap().to_owned())
+        };
+        let mut svc = KeyedLayer::new(registry.clone())
+            .key_fn(by_host)
+            .trace_calls(CallSpan::Own)
+            .layer(inner);
+        let mut call = || {
+            let req = http::Request::get("/")
+                .header("host", "a.example:443")
+                .body(())
+                .unwrap();
+            block_on(svc.call(req)).is_ok()
+        };
+        assert!(!call()); // trips
+        fails.store(false, std::sync::atomic::Ordering::Relaxed);
+        clock.advance(Duration::from_secs(30));
+        assert!(call()); // the probe closes it: the ramp begins
+        while call() {}
+    });
+    let own = captured.spans("circuitbreaker");
+    let last = own.last().unwrap();
+    assert_eq!(field(last, "circuitbreaker.name"), Some("a.example:443"));
+    assert_eq!(field(last, "circuitbreaker.state"), Some("closed"));
+    assert_eq!(field(last, "circuitbreaker.outcome"), Some("rejected"));
+    assert_eq!(field(last, "circuitbreaker.ramp_fraction"), Some("0.5"));
+    assert_eq!(field(last, "otel.status_code"), Some("error"));
+    // The trip and the probe met no ramp.
+    assert!(own[..2]
+        .iter()
+        .all(|s| field(s, "circuitbreaker.ramp_fraction").is_none()));
+    let events = captured.rejections();
+    assert_eq!(events.last().unwrap().fields["reason"], "ramp");
+    assert_eq!(
+        events.last().unwrap().fields["circuitbreaker.name"],
+        "a.example:443"
+    );
 }

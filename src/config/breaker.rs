@@ -4,11 +4,17 @@ use core::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::parts::{BackoffConfig, Preset, TimeWindowConfig, UnansweredConfig};
+use super::parts::{BackoffConfig, Preset, RampConfig, TimeWindowConfig, UnansweredConfig};
 use super::{duration, Text};
-use crate::builder::Builder;
+use crate::builder::{Builder, DEFAULT_MAX_HINT};
 use crate::error::ConfigError;
+use crate::ramp::Ramp;
 use crate::window::WindowKind;
+
+/// What `max_hint` may be, for the error that refuses its text.
+const MAX_HINT_FORMAT: &str =
+    "\"off\", or a duration: integers with units ns, us, ms, s, m, h, d, \
+     e.g. \"10m\"";
 
 /// A breaker's configuration as data, one field per [`Builder`] method,
 /// every field optional: what is left out keeps the builder's default (or
@@ -91,6 +97,25 @@ pub struct BreakerConfig {
     /// [`Builder::count_calls`].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub count_calls: Option<bool>,
+    /// [`Builder::ramp`] / [`Builder::ramp_curve`]: `{ window = "30s" }`
+    /// (with `min_fraction` and `aggression` if wanted), or `"off"`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ramp: Option<RampConfig>,
+    /// [`Builder::half_open_rate_rule`]: `true` turns the rule on (setting
+    /// one of its rates does too); `false` keeps it off, and is refused
+    /// beside a rate of its own.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub half_open_rate_rule: Option<bool>,
+    /// [`Builder::half_open_failure_rate`] (turns the rule on).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub half_open_failure_rate: Option<f64>,
+    /// [`Builder::half_open_slow_call_rate`] (turns the rule on).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub half_open_slow_call_rate: Option<f64>,
+    /// [`Builder::max_hint`], as duration text, or `"off"` for
+    /// [`Builder::hints_off`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_hint: Option<String>,
     /// [`Builder::id`]: a fixed jitter seed, for reproducible schedules in
     /// tests and simulations. Leave it out in production (each breaker then
     /// draws its own; a registry's breakers always take their key's hash).
@@ -193,15 +218,66 @@ impl BreakerConfig {
         if let Some(on) = self.count_calls {
             b = b.count_calls(on);
         }
+        b = self.apply_recovery(b)?;
         if let Some(id) = self.id {
             b = b.id(id);
         }
         Ok(b)
     }
 
+    /// The recovery settings: the ramp, the half-open rate rule, the
+    /// hints' cap.
+    fn apply_recovery(&self, mut b: Builder) -> Result<Builder, ConfigError> {
+        match &self.ramp {
+            None | Some(RampConfig::Off) => {}
+            Some(RampConfig::Curve {
+                window,
+                min_fraction,
+                aggression,
+            }) => {
+                b = b.ramp_curve(
+                    duration::parse("ramp.window", window)?,
+                    min_fraction.unwrap_or(Ramp::DEFAULT_MIN_FRACTION),
+                    aggression.unwrap_or(Ramp::DEFAULT_AGGRESSION),
+                );
+            }
+        }
+        let rates =
+            self.half_open_failure_rate.is_some() || self.half_open_slow_call_rate.is_some();
+        match self.half_open_rate_rule {
+            Some(false) if rates => {
+                return Err(ConfigError::new(
+                    "half_open_rate_rule",
+                    "true, or left out, beside half_open_failure_rate or half_open_slow_call_rate",
+                    false,
+                ));
+            }
+            Some(true) => b = b.half_open_rate_rule(),
+            Some(false) | None => {}
+        }
+        if let Some(rate) = self.half_open_failure_rate {
+            b = b.half_open_failure_rate(rate);
+        }
+        if let Some(rate) = self.half_open_slow_call_rate {
+            b = b.half_open_slow_call_rate(rate);
+        }
+        match self.max_hint.as_deref() {
+            None => {}
+            Some("off") => b = b.hints_off(),
+            Some(text) => {
+                let max = duration::parse("max_hint", text)
+                    .map_err(|_| ConfigError::new("max_hint", MAX_HINT_FORMAT, text))?;
+                b = b.max_hint(max);
+            }
+        }
+        Ok(b)
+    }
+
     /// These fields, with each one `over` sets taken from `over` instead
     /// (the window as one field: a `count_window` or `time_window` there
-    /// replaces both here).
+    /// replaces both here; the ramp as one field; `half_open_rate_rule =
+    /// false` there turns the rule off with the rates set here, and a rate
+    /// set there turns it on even where this says `false`).
     pub(crate) fn layered(&self, over: &BreakerConfig) -> BreakerConfig {
         let window_over = over.count_window.is_some() || over.time_window.is_some();
         let (count_window, time_window) = if window_over {
@@ -209,6 +285,31 @@ impl BreakerConfig {
         } else {
             (self.count_window, self.time_window.clone())
         };
+        // The rule field by field, but for `false` over it (the rule off,
+        // with the rates it would have used) and a rate over a template's
+        // `false` (a rate turns the rule on).
+        let (half_open_rate_rule, half_open_failure_rate, half_open_slow_call_rate) =
+            if over.half_open_rate_rule == Some(false) {
+                (
+                    Some(false),
+                    over.half_open_failure_rate,
+                    over.half_open_slow_call_rate,
+                )
+            } else {
+                let rate_over = over.half_open_failure_rate.is_some()
+                    || over.half_open_slow_call_rate.is_some();
+                let template = if rate_over {
+                    self.half_open_rate_rule.filter(|on| *on)
+                } else {
+                    self.half_open_rate_rule
+                };
+                (
+                    over.half_open_rate_rule.or(template),
+                    over.half_open_failure_rate.or(self.half_open_failure_rate),
+                    over.half_open_slow_call_rate
+                        .or(self.half_open_slow_call_rate),
+                )
+            };
         BreakerConfig {
             preset: over.preset.or(self.preset),
             consecutive_failures: over.consecutive_failures.or(self.consecutive_failures),
@@ -238,6 +339,11 @@ impl BreakerConfig {
             backoff: over.backoff.clone().or_else(|| self.backoff.clone()),
             jitter: over.jitter.or(self.jitter),
             count_calls: over.count_calls.or(self.count_calls),
+            ramp: over.ramp.clone().or_else(|| self.ramp.clone()),
+            half_open_rate_rule,
+            half_open_failure_rate,
+            half_open_slow_call_rate,
+            max_hint: over.max_hint.clone().or_else(|| self.max_hint.clone()),
             id: over.id.or(self.id),
         }
     }
@@ -247,6 +353,13 @@ impl BreakerConfig {
 /// builder's, so `to_builder` gives back a builder with the same knobs. The
 /// observer is not data and is left behind. Presets are not remembered: a
 /// preset's values come out as explicit fields.
+///
+/// The recovery settings (`ramp`, the half-open rate rule, `max_hint`) are
+/// read off the configuration the builder builds, so a builder that does not
+/// build writes none of them, and a half-open rate is written as the
+/// configuration keeps it (to a millionth) and left out when it equals the
+/// closed state's rate the rule falls back on: `to_builder` on the result
+/// builds the same configuration.
 ///
 /// ```
 /// use failfast::config::BreakerConfig;
@@ -268,6 +381,7 @@ impl From<&Builder> for BreakerConfig {
         let text = |d: Option<Duration>| d.map(duration::format);
         let k = builder.knobs();
         let default = Builder::new().knobs();
+        let recovery = Recovery::of(builder);
         let (count_window, time_window) = match k.window {
             Some(WindowKind::Count { size }) => (Some(size), None),
             Some(WindowKind::Time { length, buckets }) => (
@@ -303,7 +417,63 @@ impl From<&Builder> for BreakerConfig {
             backoff,
             jitter: changed(k.jitter, default.jitter),
             count_calls: changed(k.count_calls, default.count_calls),
+            ramp: recovery.ramp,
+            half_open_rate_rule: recovery.rule,
+            half_open_failure_rate: recovery.failure_rate,
+            half_open_slow_call_rate: recovery.slow_call_rate,
+            max_hint: recovery.max_hint,
             id: k.id,
+        }
+    }
+}
+
+/// The recovery settings of a builder, as a config file writes them.
+#[derive(Default)]
+struct Recovery {
+    ramp: Option<RampConfig>,
+    rule: Option<bool>,
+    failure_rate: Option<f64>,
+    slow_call_rate: Option<f64>,
+    max_hint: Option<String>,
+}
+
+impl Recovery {
+    /// Read off the configuration `builder` builds, the one place its
+    /// recovery settings can be read from outside `builder.rs`: each one
+    /// moved off the default. A half-open rate equal to the one the rule
+    /// falls back on (the closed state's) is left out, so a rule turned on
+    /// with its defaults writes only `half_open_rate_rule = true`. A builder
+    /// that does not build writes none of them.
+    fn of(builder: &Builder) -> Recovery {
+        let Ok(config) = builder.build_config() else {
+            return Recovery::default();
+        };
+        let ramp = config
+            .ramp()
+            .map(|(window, floor, aggression)| RampConfig::Curve {
+                window: duration::format(window),
+                min_fraction: (floor != Ramp::DEFAULT_MIN_FRACTION).then_some(floor),
+                aggression: (aggression != Ramp::DEFAULT_AGGRESSION).then_some(aggression),
+            });
+        let (rule, failure_rate, slow_call_rate) = match config.half_open_rates() {
+            None => (None, None, None),
+            Some((failure, slow)) => (
+                Some(true),
+                (failure != config.failure_rate().unwrap_or(0.5)).then_some(failure),
+                slow.filter(|s| Some(*s) != config.slow_call_rate()),
+            ),
+        };
+        let max_hint = match config.max_hint() {
+            None => Some("off".to_string()),
+            Some(max) if max == DEFAULT_MAX_HINT => None,
+            Some(max) => Some(duration::format(max)),
+        };
+        Recovery {
+            ramp,
+            rule,
+            failure_rate,
+            slow_call_rate,
+            max_hint,
         }
     }
 }

@@ -44,6 +44,11 @@
 //! backoff = { multiplier = 2.0, cap = "5m" }      # .backoff(2.0, 5 min); or "off"
 //! jitter = 0.2                    # .jitter(0.2)
 //! count_calls = true              # .count_calls(true)
+//! ramp = { window = "30s" }       # .ramp(30 s); with min_fraction = 0.1, aggression = 1.0: .ramp_curve(…); or "off"
+//! half_open_rate_rule = true      # .half_open_rate_rule()
+//! half_open_failure_rate = 0.3    # .half_open_failure_rate(0.3) (turns the rule on)
+//! half_open_slow_call_rate = 0.6  # .half_open_slow_call_rate(0.6) (turns the rule on)
+//! max_hint = "5m"                 # .max_hint(5 min); or "off": .hints_off()
 //! ## id = 7                       # .id(7): tests and simulations only
 //!
 //! ## One host's own breaker (RegistryBuilder::override_key): laid over [breaker].
@@ -51,12 +56,18 @@
 //! [hosts."payments.internal:443"]
 //! consecutive_failures = 2
 //! backoff = "off"
+//! ramp = "off"
 //! "#;
 //! let config: RegistryConfig = toml::from_str(toml).unwrap();
 //! let registry = config.to_builder::<HostKey>()?.build()?;
 //! let pay = registry.handle_from("payments.internal:443");
 //! assert_eq!(pay.config().consecutive_failures(), Some(2));
 //! assert_eq!(pay.config().failure_rate(), Some(0.5)); // the template's
+//! assert_eq!(pay.config().ramp(), None);
+//! assert_eq!(pay.config().half_open_rates(), Some((0.3, Some(0.6)))); // the template's
+//! let other = registry.handle_from("other.internal:443");
+//! assert_eq!(other.config().ramp().map(|(window, ..)| window.as_secs()), Some(30));
+//! assert_eq!(other.config().max_hint().map(|d| d.as_secs()), Some(300));
 //! # Ok::<(), failfast::ConfigError>(())
 //! ```
 //!
@@ -84,8 +95,21 @@
 //!   it is off.
 //! - **Backoff**: `"off"` or `{ multiplier, cap }` (both required); left out,
 //!   the builder's default (×2 up to 5 min) or the preset's.
+//! - **Recovery**: `ramp = "off"` or `{ window, min_fraction, aggression }`
+//!   (`window` required; the other two default to Envoy's 0.1 and 1.0); left
+//!   out, no ramp. The half-open rate rule is on with
+//!   `half_open_rate_rule = true` or with either of its rates;
+//!   `half_open_rate_rule = false` beside a rate in the same table is
+//!   refused. `max_hint` is a duration or `"off"` (hints not taken); left
+//!   out, 10 min. A bad value is the builder's error, naming `ramp.window`,
+//!   `ramp.min_fraction`, `ramp.aggression`, `half_open_probes` (at most 31
+//!   under the rule), `half_open_failure_rate`, `half_open_slow_call_rate`
+//!   or `max_hint`.
 //! - **Hosts lay over the template** field by field (the window as one
-//!   field), and a host's `preset` replaces the template's.
+//!   field, the ramp as one field), and a host's `preset` replaces the
+//!   template's. A host's `half_open_rate_rule = false` turns off the
+//!   template's rule, rates and all; a host's rate turns the rule on even
+//!   where the template says `false`.
 //! - **Host keys are `host:port`, normalised.** For a registry of
 //!   [`HostKey`](crate::registry::HostKey)s (the key type for host names)
 //!   each `[hosts."…"]` key goes through the normaliser the keyed tower
@@ -106,7 +130,8 @@
 //!   that `to_builder` returns.
 //! - **Writing a builder out**: `BreakerConfig::from(&builder)` sets each
 //!   field the builder moved off its default; `to_builder` on the result
-//!   gives a builder with the same knobs.
+//!   gives a builder with the same knobs. The recovery settings are read off
+//!   the configuration the builder builds (see [`BreakerConfig`]'s `From`).
 
 mod breaker;
 mod duration;
@@ -117,7 +142,7 @@ mod registry;
 use core::fmt;
 
 pub use breaker::BreakerConfig;
-pub use parts::{BackoffConfig, Preset, TimeWindowConfig, UnansweredConfig};
+pub use parts::{BackoffConfig, Preset, RampConfig, TimeWindowConfig, UnansweredConfig};
 pub use registry::RegistryConfig;
 
 /// Text a [`ConfigError`](crate::ConfigError) shows as it is (it formats the

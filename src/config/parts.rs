@@ -1,5 +1,5 @@
 //! The values of a [`BreakerConfig`](super::BreakerConfig) that are more than
-//! a number: the preset, the time window and the backoff.
+//! a number: the preset, the time window, the backoff and the ramp.
 
 use core::fmt;
 
@@ -171,5 +171,142 @@ impl<'de> Visitor<'de> for BackoffVisitor {
         let Exponential { multiplier, cap } =
             Exponential::deserialize(de::value::MapAccessDeserializer::new(map))?;
         Ok(BackoffConfig::Exponential { multiplier, cap })
+    }
+}
+
+/// Slow start after a recovery: `ramp = { window = "30s" }`
+/// ([`Builder::ramp`](crate::Builder::ramp)), with `min_fraction` and
+/// `aggression` as well for
+/// [`Builder::ramp_curve`](crate::Builder::ramp_curve) (each optional:
+/// Envoy's 0.1 and 1.0 when left out), or `ramp = "off"`. Left out, there
+/// is no ramp (the builder's default); `"off"` says so explicitly, which a
+/// host's table uses to turn off the template's ramp.
+///
+/// ```
+/// use failfast::config::{BreakerConfig, RampConfig};
+/// use std::time::Duration;
+///
+/// let config: BreakerConfig = toml::from_str(r#"
+///     consecutive_failures = 5
+///     ramp = { window = "30s", aggression = 2.0 }
+/// "#).unwrap();
+/// assert_eq!(config.ramp, Some(RampConfig::Curve {
+///     window: "30s".into(),
+///     min_fraction: None,
+///     aggression: Some(2.0),
+/// }));
+/// let built = config.to_builder()?.build_config()?;
+/// assert_eq!(built.ramp(), Some((Duration::from_secs(30), 0.1, 2.0)));
+/// # Ok::<(), failfast::ConfigError>(())
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum RampConfig {
+    /// No ramp: `"off"`.
+    Off,
+    /// Admit a share of calls rising over `window` after each recovery.
+    Curve {
+        /// The ramp's length, as duration text (1 ms to 1 day).
+        window: String,
+        /// The share admitted at the start, in [0, 1]; `None`: 0.1.
+        min_fraction: Option<f64>,
+        /// The curve's shape, in (0, 100]; `None`: 1.0 (a straight line).
+        aggression: Option<f64>,
+    },
+}
+
+impl RampConfig {
+    /// A ramp over `window` (duration text) with Envoy's curve.
+    ///
+    /// ```
+    /// use failfast::config::RampConfig;
+    ///
+    /// assert_eq!(
+    ///     RampConfig::window("30s"),
+    ///     RampConfig::Curve { window: "30s".into(), min_fraction: None, aggression: None }
+    /// );
+    /// ```
+    pub fn window(window: impl Into<String>) -> RampConfig {
+        RampConfig::Curve {
+            window: window.into(),
+            min_fraction: None,
+            aggression: None,
+        }
+    }
+}
+
+/// The table form of [`RampConfig::Curve`].
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Curve {
+    window: String,
+    #[serde(default)]
+    min_fraction: Option<f64>,
+    #[serde(default)]
+    aggression: Option<f64>,
+}
+
+impl Serialize for RampConfig {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            RampConfig::Off => serializer.serialize_str("off"),
+            RampConfig::Curve {
+                window,
+                min_fraction,
+                aggression,
+            } => {
+                let fields =
+                    1 + usize::from(min_fraction.is_some()) + usize::from(aggression.is_some());
+                let mut table = serializer.serialize_struct("RampConfig", fields)?;
+                table.serialize_field("window", window)?;
+                match min_fraction {
+                    Some(f) => table.serialize_field("min_fraction", f)?,
+                    None => table.skip_field("min_fraction")?,
+                }
+                match aggression {
+                    Some(a) => table.serialize_field("aggression", a)?,
+                    None => table.skip_field("aggression")?,
+                }
+                table.end()
+            }
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for RampConfig {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(RampVisitor)
+    }
+}
+
+/// Reads `"off"` or `{ window, min_fraction, aggression }`, with a message
+/// naming both forms.
+struct RampVisitor;
+
+impl<'de> Visitor<'de> for RampVisitor {
+    type Value = RampConfig;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(r#""off" or a table { window = "30s", min_fraction = 0.1, aggression = 1.0 }"#)
+    }
+
+    fn visit_str<E: de::Error>(self, text: &str) -> Result<RampConfig, E> {
+        match text {
+            "off" => Ok(RampConfig::Off),
+            _ => Err(E::invalid_value(de::Unexpected::Str(text), &self)),
+        }
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<RampConfig, A::Error> {
+        let Curve {
+            window,
+            min_fraction,
+            aggression,
+        } = Curve::deserialize(de::value::MapAccessDeserializer::new(map))?;
+        Ok(RampConfig::Curve {
+            window,
+            min_fraction,
+            aggression,
+        })
     }
 }

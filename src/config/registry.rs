@@ -21,9 +21,10 @@ use crate::registry::{KeyBytes, Registry, RegistryBuilder};
 /// A host's table is laid over `[breaker]` field by field: what it sets
 /// replaces the template's value, the rest is the template's (the window
 /// counts as one field: a host's `count_window` or `time_window` replaces
-/// the template's window, whichever kind it was). So
-/// `[hosts."pay:443"] consecutive_failures = 2` changes one knob for one
-/// host. See the [module docs](super) for the whole schema.
+/// the template's window, whichever kind it was; so does the ramp, and a
+/// host's `half_open_rate_rule = false` turns off the template's rule with
+/// its rates). So `[hosts."pay:443"] consecutive_failures = 2` changes one
+/// knob for one host. See the [module docs](super) for the whole schema.
 ///
 /// ```
 /// use failfast::config::RegistryConfig;

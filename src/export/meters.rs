@@ -10,10 +10,11 @@ use super::Ending;
 use crate::error::{RejectReason, Rejected};
 
 /// The reasons a breaker rejects for (a bulkhead's are not the breaker's).
-const BREAKER_REASONS: [RejectReason; 3] = [
+const BREAKER_REASONS: [RejectReason; 4] = [
     RejectReason::Open,
     RejectReason::HalfOpenFull,
     RejectReason::ForcedOpen,
+    RejectReason::Ramp,
 ];
 
 fn reason_index(reason: RejectReason) -> Option<usize> {
@@ -23,7 +24,7 @@ fn reason_index(reason: RejectReason) -> Option<usize> {
 /// A layer's registered handles for one label set (an upstream, or none):
 /// recording through them hashes no label and allocates nothing.
 pub(crate) struct Meters {
-    rejected: [Counter; 3],
+    rejected: [Counter; BREAKER_REASONS.len()],
     durations: Option<[Histogram; Ending::TIMED.len()]>,
 }
 
@@ -45,7 +46,7 @@ impl Meters {
     /// No handles: for a keyed layer that labels every call per host.
     pub(crate) fn per_host() -> Meters {
         Meters {
-            rejected: [Counter::noop(), Counter::noop(), Counter::noop()],
+            rejected: BREAKER_REASONS.map(|_| Counter::noop()),
             durations: None,
         }
     }

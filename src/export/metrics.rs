@@ -17,6 +17,8 @@
 //! | `circuit_breaker_open_age_seconds` | gauge: how long the current open period (Open or ForcedOpen) has lasted; 0 in any other state | `upstream` | [`Breaker::snapshot`] (`time_in_state`) |
 //! | `circuit_breaker_failure_ratio` | gauge, 0..1, or -1 below `min_calls` | `upstream` | the window |
 //! | `circuit_breaker_slow_call_ratio` | gauge, 0..1, or -1 below `min_calls` | `upstream` | the window |
+//! | `circuit_breaker_ramp_admitted_ratio` | gauge, (0, 1]: the share of calls a breaker ramping up after a recovery admits now ([`Builder::ramp`](crate::Builder::ramp)); 0 when not ramping | `upstream` | [`Breaker::snapshot`] (`ramp_fraction`) |
+//! | `circuit_breaker_backoff_step` | gauge: the exponent of the next open period; kept by a close and decayed by healthy time | `upstream` | [`Breaker::snapshot`] (`backoff_step`) |
 //! | `circuit_breaker_transitions_total` | counter | `from`, `to`, `reason` (+ `upstream` with [`record_transition_per_host`]) | [`record_transition`] / [`MetricsObserver`] |
 //! | `circuit_breaker_open_seconds_total` | counter, seconds: each open period's length ([`Transition::open_for`]), added when the period begins, rounded to whole seconds | (+ `upstream` with [`record_transition_per_host`]) | [`record_transition`] / [`MetricsObserver`] |
 //! | `circuit_breaker_registry_calls_total` | counter (absolute) | `outcome` | [`Registry::lifetime_calls`]: live breakers plus every evicted or removed one |
@@ -32,7 +34,7 @@
 //! | `circuit_breaker_sync_published_total`, `…_sync_errors_total`, `…_sync_dropped_total`, `…_sync_received_total`, `…_sync_applied_total`, `…_sync_stale_total`, `…_sync_below_min_reporters_total`, `…_sync_ignored_total`, `…_sync_reconciled_total`, `…_sync_bad_records_total` | counter (absolute) | — | a replica's [`SyncStats`](crate::share::SyncStats) (trips shared across replicas): [`SyncStats::export_metrics`](crate::share::SyncStats::export_metrics) |
 //!
 //! A registry may hold millions of hosts: its per-host series (the first
-//! five rows) are **opt-in** ([`MetricsExporter::per_host`]); its aggregates
+//! seven rows) are **opt-in** ([`MetricsExporter::per_host`]); its aggregates
 //! are always exported, under **their own names** (`circuit_breaker_registry_*`),
 //! so a `sum()` over the per-host series never double-counts them. A single
 //! breaker exported with [`export_breaker`](MetricsExporter::export_breaker)
@@ -45,7 +47,7 @@
 //!
 //! | series | kind | labels | recorded |
 //! |---|---|---|---|
-//! | `circuit_breaker_rejected_total` | counter | `upstream`, `reason` = `open`, `half_open_full`, `forced_open` | each rejected call |
+//! | `circuit_breaker_rejected_total` | counter | `upstream`, `reason` = `open`, `half_open_full`, `forced_open`, `ramp` | each rejected call |
 //! | `circuit_breaker_call_duration_seconds` | histogram, seconds | `upstream`, `outcome` = an [`Ending`](crate::export::Ending)'s name but `rejected` ([`Ending::TIMED`](crate::export::Ending::TIMED)) | each admitted call, from its admission to its verdict (or its drop); **opt-in**: [`CallMetrics::call_duration`] |
 //! | `circuit_breaker_fallback_total` | counter | `upstream` | each rejection answered by a [`FallbackLayer`](crate::tower::FallbackLayer) (or [`record_fallback`]) |
 //!
@@ -97,6 +99,11 @@ pub const TRANSITIONS_TOTAL: &str = "circuit_breaker_transitions_total";
 pub const FAILURE_RATIO: &str = "circuit_breaker_failure_ratio";
 /// `circuit_breaker_slow_call_ratio`
 pub const SLOW_CALL_RATIO: &str = "circuit_breaker_slow_call_ratio";
+/// `circuit_breaker_ramp_admitted_ratio`: the share of calls a ramping
+/// breaker admits now (0 when not ramping).
+pub const RAMP_ADMITTED_RATIO: &str = "circuit_breaker_ramp_admitted_ratio";
+/// `circuit_breaker_backoff_step`: the exponent of the next open period.
+pub const BACKOFF_STEP: &str = "circuit_breaker_backoff_step";
 /// `circuit_breaker_open`
 pub const OPEN: &str = "circuit_breaker_open";
 /// `circuit_breaker_half_open`
@@ -225,6 +232,7 @@ pub fn describe() {
         Unit::Count,
         "Slow calls / calls in the window (0..1)"
     );
+    describe_recovery();
     describe_counter!(
         REGISTRY_CALLS_TOTAL,
         Unit::Count,
@@ -291,6 +299,21 @@ pub fn describe() {
     for (name, description) in SYNC {
         describe_counter!(name, Unit::Count, description);
     }
+}
+
+/// Describes the recovery gauges (a part of [`describe`]).
+fn describe_recovery() {
+    use metrics::{describe_gauge, Unit};
+    describe_gauge!(
+        RAMP_ADMITTED_RATIO,
+        Unit::Count,
+        "Share of calls admitted while ramping up after a recovery (0..1; 0 when not ramping)"
+    );
+    describe_gauge!(
+        BACKOFF_STEP,
+        Unit::Count,
+        "Exponent of the next open period (decays with healthy time)"
+    );
 }
 
 /// Counts one transition in `circuit_breaker_transitions_total{from,to,reason}`,
@@ -487,12 +510,23 @@ pub fn export_snapshot(upstream: &str, snapshot: &BreakerSnapshot) {
         .set(ratio_or_unknown(snapshot.failure_rate));
     metrics::gauge!(SLOW_CALL_RATIO, "upstream" => upstream.to_owned())
         .set(ratio_or_unknown(snapshot.slow_call_rate));
+    export_recovery(upstream, snapshot);
     if let Some(calls) = snapshot.calls {
         for (outcome, n) in outcomes(&calls) {
             metrics::counter!(CALLS_TOTAL, "upstream" => upstream.to_owned(), "outcome" => outcome)
                 .absolute(n);
         }
     }
+}
+
+/// Publishes the recovery gauges of one snapshot: the share a ramp admits
+/// (0 when not ramping: a gauge keeps its last value, so a finished ramp
+/// must be set back) and the backoff step.
+fn export_recovery(upstream: &str, snapshot: &BreakerSnapshot) {
+    metrics::gauge!(RAMP_ADMITTED_RATIO, "upstream" => upstream.to_owned())
+        .set(snapshot.ramp_fraction.unwrap_or(0.0));
+    metrics::gauge!(BACKOFF_STEP, "upstream" => upstream.to_owned())
+        .set(f64::from(snapshot.backoff_step));
 }
 
 /// Counts one rejected call in `circuit_breaker_rejected_total{upstream,reason}`

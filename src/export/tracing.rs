@@ -18,20 +18,22 @@
 //! # Calls
 //!
 //! A tower layer asked to [`trace_calls`](crate::tower::FailFastLayer::trace_calls)
-//! records three fields on the call's span — the current span (declared by
-//! yours, e.g. in a `tower_http::trace` make-span) or a span of its own
-//! ([`CallSpan`]):
+//! records three fields on the call's span, and a fourth while the breaker
+//! ramps up after a recovery — on the current span (declared by yours, e.g.
+//! in a `tower_http::trace` make-span) or a span of its own ([`CallSpan`]):
 //!
 //! | field | value | from |
 //! |---|---|---|
 //! | [`circuitbreaker.name`](NAME_FIELD) | the upstream: the layer's `upstream` name, or the request's key | the OpenTelemetry semantic-conventions proposal for resilience attributes (open-telemetry/semantic-conventions#2355) |
 //! | [`circuitbreaker.state`](STATE_FIELD) | the state the call met at admission: `closed`, `half_open` (a probe), `open`, `forced_open`, `disabled`, `metrics_only` | the same proposal (it names the attribute, not its values; the values are [`State::as_str`](crate::State::as_str)) |
 //! | [`circuitbreaker.outcome`](OUTCOME_FIELD) | how the call ended: an [`Ending`] | ours (the proposal has none; the values follow the OpenTelemetry Java agent's Resilience4j instrumentation, `success`/`failure`/`rejected`, plus the endings this crate tells apart) |
+//! | [`circuitbreaker.ramp_fraction`](RAMP_FRACTION_FIELD) | while the breaker ramps up after a recovery ([`Builder::ramp`](crate::Builder::ramp)): the share of calls it admitted at this call's admission, in (0, 1] ([`BreakerSnapshot::ramp_fraction`](crate::BreakerSnapshot::ramp_fraction)); not recorded otherwise. A call turned away by the ramp has state `closed`, outcome `rejected` and reason `ramp` | ours |
 //!
 //! A rejected call never reached the upstream, and its span says so: outcome
 //! `rejected`, no inner call (the inner service was not called, so nothing
 //! of a remote call is recorded), and an event [`REJECTED`] ("rejected by
-//! circuit breaker") with `reason` ([`RejectReason::as_str`](crate::RejectReason::as_str)),
+//! circuit breaker") with `reason` ([`RejectReason::as_str`](crate::RejectReason::as_str):
+//! `open`, `half_open_full`, `forced_open`, `ramp`),
 //! `retry_after_ms` (absent when forced open) and `circuitbreaker.name`.
 //! So that an open breaker at 50k requests per second does not flood the
 //! log, the event is **INFO at most once per open period per breaker** and
@@ -154,6 +156,10 @@ pub const STATE_FIELD: &str = "circuitbreaker.state";
 /// `circuitbreaker.outcome`: the span field saying how the call ended, an
 /// [`Ending`] (ours).
 pub const OUTCOME_FIELD: &str = "circuitbreaker.outcome";
+/// `circuitbreaker.ramp_fraction`: the span field with the share of calls a
+/// breaker ramping up after a recovery admitted when the call met it
+/// (ours); recorded only during a ramp.
+pub const RAMP_FRACTION_FIELD: &str = "circuitbreaker.ramp_fraction";
 /// The message of the event recorded when a call is rejected.
 pub const REJECTED: &str = "rejected by circuit breaker";
 
@@ -179,12 +185,13 @@ pub enum CallSpan {
     /// The span current when the layer's service is called. Only the fields
     /// it declares are recorded (`tracing` ignores the others), so declare
     /// them, as `tracing::field::Empty`: [`NAME_FIELD`], [`STATE_FIELD`],
-    /// [`OUTCOME_FIELD`].
+    /// [`OUTCOME_FIELD`], and [`RAMP_FRACTION_FIELD`] for a breaker with a
+    /// ramp.
     Current,
     /// A span the layer opens per call: INFO, target `failfast`, name
     /// `circuitbreaker`, a child of the current span, entered while the
     /// inner call is polled (so the client's own spans nest inside it), with
-    /// the three fields and `otel.status_code` (`error` for a failure, a
+    /// the four fields and `otel.status_code` (`error` for a failure, a
     /// rejection, an abandoned or panicked call).
     Own,
 }
@@ -217,8 +224,9 @@ pub enum CallSpan {
 /// one breaker log one INFO each per period.
 ///
 /// Only `open` rejections can be INFO: a `half_open_full` one is part of a
-/// recovery already logged as a transition, a `forced_open` one part of an
-/// operator's action (logged too), and neither names a period end.
+/// recovery already logged as a transition, a `ramp` one part of the close
+/// that began the ramp (logged too), a `forced_open` one part of an
+/// operator's action (logged too), and none of them names a period end.
 ///
 /// ```
 /// use failfast::export::tracing::RejectionLog;

@@ -93,8 +93,12 @@
 //!   handle); an OPEN breaker that still sees traffic is never evicted;
 //! * and one of:
 //!   * CLOSED and **pristine** — no failure run and no failure or slow call
-//!     in its window ([`Breaker::is_pristine_at`]): indistinguishable from a
-//!     fresh breaker;
+//!     in its window, not ramping up after a recovery, and no backoff step
+//!     left to decay ([`Breaker::is_pristine_at`]): indistinguishable from a
+//!     fresh breaker. A breaker that closed after trips in a row keeps its
+//!     step and loses one per base open duration of healthy time; until it
+//!     is back at the base it is not pristine, so a host that flaps keeps
+//!     its longer open periods rather than being forgotten between flaps;
 //!   * CLOSED and idle longer than [`forget_after`](RegistryBuilder::forget_after)
 //!     (default 1 h): every call its window holds started at least that long
 //!     ago (a call is admitted through a lookup or a held handle, and both

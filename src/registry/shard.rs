@@ -77,8 +77,11 @@ impl Evict {
     /// ([`Entry::begin_leaving`]).
     ///
     /// * CLOSED: idle past `forget_after` (and the TTL) — whatever its window
-    ///   holds is that old — or idle past the TTL (any idle time under
-    ///   pressure) and pristine;
+    ///   holds is that old, and whatever is left of a decaying backoff step
+    ///   goes with it — or idle past the TTL (any idle time under pressure)
+    ///   and pristine ([`Breaker::is_pristine_at`](crate::Breaker::is_pristine_at):
+    ///   not ramping, and a backoff step kept by its last close decayed back
+    ///   to the base, besides a clean window and no run);
     /// * OPEN or HALF_OPEN: idle past the TTL plus the longest open period:
     ///   nobody asked for the host through a whole open period and a TTL;
     /// * manual modes (forced open, disabled, metrics only), pinned and

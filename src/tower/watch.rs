@@ -223,7 +223,9 @@ mod on {
     #[cfg(feature = "metrics")]
     use crate::export::metrics::CallMetrics;
     #[cfg(feature = "tracing")]
-    use crate::export::tracing::{CallSpan, RejectionLog, NAME_FIELD, OUTCOME_FIELD, STATE_FIELD};
+    use crate::export::tracing::{
+        CallSpan, RejectionLog, NAME_FIELD, OUTCOME_FIELD, RAMP_FRACTION_FIELD, STATE_FIELD,
+    };
     use crate::export::Ending;
     #[cfg(feature = "tracing")]
     use crate::state::State;
@@ -462,6 +464,7 @@ mod on {
                             circuitbreaker.name = tracing::field::Empty,
                             circuitbreaker.state = tracing::field::Empty,
                             circuitbreaker.outcome = tracing::field::Empty,
+                            circuitbreaker.ramp_fraction = tracing::field::Empty,
                             otel.status_code = tracing::field::Empty,
                         ),
                         _ => Span::current(),
@@ -479,6 +482,12 @@ mod on {
             };
             #[cfg(not(feature = "tracing"))]
             let traced = (false, false, false);
+            // A live span over a breaker with a ramp: a ramp rejection
+            // records the share it met, read from the breaker.
+            #[cfg(feature = "tracing")]
+            let ramp_traced = traced.1 && owner.config().ramp.is_some();
+            #[cfg(not(feature = "tracing"))]
+            let ramp_traced = false;
             let (active, ends, named) = (
                 traced.0 || metered.0 || metered.1,
                 traced.1 || metered.0,
@@ -489,9 +498,13 @@ mod on {
             }
             Watching(Some(Begun {
                 // A keyed layer's entry, kept to name a rejection (a single
-                // breaker's name is the layer's): one reference count.
+                // breaker's name is the layer's): one reference count. Kept
+                // too when a ramp rejection would read its breaker's share.
                 owner: match owner {
-                    Owner::Entry(entry) if named => Some(Owner::Entry(entry.clone())),
+                    Owner::Entry(entry) if named || ramp_traced => {
+                        Some(Owner::Entry(entry.clone()))
+                    }
+                    Owner::Shared(breaker) if ramp_traced => Some(Owner::Shared(breaker.clone())),
                     _ => None,
                 },
                 #[cfg(feature = "tracing")]
@@ -508,7 +521,8 @@ mod on {
     /// The admission's side, for a call something is recorded of: what was
     /// found before the breaker decided.
     struct Begun<K, C: Clock> {
-        /// A keyed layer's entry, when a rejection must be named.
+        /// A keyed layer's entry, when a rejection must be named; the
+        /// breaker, when a ramp rejection's span needs its share.
         owner: Option<Owner<K, C>>,
         /// The breaker's id, for the rejection log's slot.
         #[cfg(feature = "tracing")]
@@ -544,7 +558,7 @@ mod on {
             };
             match (admission, self.0) {
                 (Ok(permit), Some(begun)) if begun.ends => {
-                    Ok(Watching::start(watch, permit, begun))
+                    Ok(Watching::start(watch, permit, begun, now))
                 }
                 (Ok(permit), _) => Ok(Held::bare(permit)),
                 (Err(rejected), begun) => {
@@ -559,17 +573,21 @@ mod on {
             watch: &Arc<Watch<K>>,
             permit: LayerPermit<K, C>,
             begun: Begun<K, C>,
+            now: Nanos,
         ) -> Held<K, C> {
             #[cfg(feature = "tracing")]
             if !begun.span.is_disabled() {
                 begun
                     .span
                     .record(STATE_FIELD, admitted_state(&permit).as_str());
+                if let Some(fraction) = ramp_fraction(permit.breaker(), now) {
+                    begun.span.record(RAMP_FRACTION_FIELD, fraction);
+                }
             }
             #[cfg(not(feature = "metrics"))]
             let _ = watch;
             #[cfg(not(feature = "tracing"))]
-            let _ = begun;
+            let _ = (begun, now);
             Held::Watched(WatchedPermit {
                 watched: Watched {
                     admitted_at: permit.started_at(),
@@ -600,6 +618,12 @@ mod on {
                 if !span.is_disabled() {
                     span.record(STATE_FIELD, rejected_state(rejected).as_str());
                     span.record(OUTCOME_FIELD, Ending::Rejected.as_str());
+                    if rejected.reason() == crate::error::RejectReason::Ramp {
+                        let owner = begun.owner.as_ref();
+                        if let Some(fraction) = owner.and_then(|o| ramp_fraction(o, now)) {
+                            span.record(RAMP_FRACTION_FIELD, fraction);
+                        }
+                    }
                     if begun.own {
                         span.record("otel.status_code", "error");
                     }
@@ -633,7 +657,18 @@ mod on {
         }
     }
 
-    /// The state a rejection met.
+    /// The share of calls `breaker` admits at `now` while it ramps up after
+    /// a recovery: `None` when it does not ramp now. Read only for a breaker
+    /// configured with a ramp (a snapshot reads the window too), so a call
+    /// to any other pays one test.
+    #[cfg(feature = "tracing")]
+    fn ramp_fraction<C: Clock>(breaker: &Breaker<C>, now: Nanos) -> Option<f64> {
+        breaker.config().ramp.as_ref()?;
+        breaker.snapshot_at(now).ramp_fraction
+    }
+
+    /// The state a rejection met (a ramp rejection met Closed: the
+    /// breaker has recovered, and admits a share of calls).
     #[cfg(feature = "tracing")]
     fn rejected_state(rejected: &Rejected) -> State {
         use crate::error::RejectReason;
