@@ -1191,10 +1191,16 @@ impl<C: Clock> Breaker<C> {
     /// The registry evicts only such breakers.
     pub fn is_pristine_at(&self, now: Nanos) -> bool {
         let s = self.cell.load();
-        if !s.is_closed() || s.count() != 0 || s.unanswered() != 0 {
+        if !s.is_closed_or_ramping() || s.count() != 0 || s.unanswered() != 0 {
             return false;
         }
-        if s.trips() != 0 && self.backoff_step(s, self.cell.since(s), now) != 0 {
+        let since = self.cell.since(s);
+        // A word still marked ramping after its window (no call since) is
+        // as closed as one that was asked.
+        if machine::ramps_at(s, since, now, &self.shared.config) {
+            return false;
+        }
+        if s.trips() != 0 && self.backoff_step(s, since, now) != 0 {
             return false;
         }
         let w = self.window().counts(now);

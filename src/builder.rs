@@ -877,6 +877,11 @@ pub(crate) struct Knobs {
     pub(crate) jitter: f64,
     pub(crate) count_calls: bool,
     pub(crate) id: Option<u32>,
+    /// `ramp_curve(window, min_fraction, aggression)`, as called last.
+    pub(crate) ramp: Option<(Duration, f64, f64)>,
+    /// The half-open rate rule: `None` off; else its two rates as set.
+    pub(crate) half_open_rates: Option<(Option<f64>, Option<f64>)>,
+    pub(crate) max_hint: Option<Duration>,
 }
 
 #[cfg(feature = "serde")]
@@ -904,6 +909,9 @@ impl Builder {
             jitter: self.jitter,
             count_calls: self.count_calls,
             id: self.id,
+            ramp: self.ramp,
+            half_open_rates: self.half_open_rates,
+            max_hint: self.max_hint,
         }
     }
 }

@@ -378,7 +378,7 @@
 //! |---|---|---|---|
 //! | ramp (slow start) | 0 bytes: a mode code of the word and the close's stamp | the curve: 128 steps × 4 bytes = 512 bytes | unchanged (the same one masked compare) |
 //! | half-open rate rule | 0 bytes: three 5-bit counts in the HalfOpen word | the two thresholds and their precomputed probe counts | unchanged |
-//! | upstream hints | 8 bytes (one slot in the breaker's storage), or 32 bytes for a breaker that otherwise has no storage (the allocation's 24-byte header and the slot); 0 with `hints_off()` | the cap | unchanged; a verdict with a hint stores one word |
+//! | upstream hints (`hints()`; off by default) | 0 when off; on, 8 bytes (one slot in the breaker's storage), or 32 bytes for a breaker that otherwise has no storage (the allocation's 24-byte header and the slot) | the cap | unchanged; a verdict with a hint stores one word |
 //! | decaying backoff | 0 bytes: the step stays in the word's `trips` field | — | unchanged; computed at the next trip |
 //!
 //! The breaker itself stays at 48 bytes; `tests/recovery_memory.rs` checks
@@ -432,8 +432,10 @@
 //! value of its own, with no other memory to publish; two racing hints may
 //! land in either order, and either is the upstream's latest word. A
 //! breaker with no window and no counters has no storage; the slot then
-//! costs the allocation (24 bytes of header and the slot). `hints_off()`
-//! removes the slot and leaves such a breaker with no heap at all.
+//! costs the allocation (24 bytes of header and the slot). Hints are off
+//! by default, so the slot is there only when asked for (`hints()`,
+//! `max_hint(d)`): a registry of consecutive-policy breakers keeps its
+//! bytes per host.
 //!
 //! **Decay, and what it means for eviction.** A close keeps the backoff
 //! step in the word's `trips` field. Nothing runs while the breaker is

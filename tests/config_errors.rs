@@ -562,9 +562,14 @@ fn recovery_settings_at_their_edges() {
         "half_open_slow_call_rate",
     );
 
-    // Hints: a cap above 0 and at most 39 h; off is no cap at all.
+    // Hints: off by default; `hints()` caps them at 10 min; a cap above 0
+    // and at most 39 h; off is no cap at all.
     let hours = |h: u64| Duration::from_secs(h * 3600);
-    assert_eq!(accepted(valid()).max_hint(), Some(Duration::from_secs(600)));
+    assert_eq!(accepted(valid()).max_hint(), None);
+    assert_eq!(
+        accepted(valid().hints()).max_hint(),
+        Some(Duration::from_secs(600))
+    );
     assert_eq!(accepted(valid().max_hint(ns(1))).max_hint(), Some(ns(1)));
     assert_eq!(
         accepted(valid().max_hint(hours(39))).max_hint(),

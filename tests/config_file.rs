@@ -1094,16 +1094,15 @@ fn recovery_settings_survive_a_round_trip_through_toml() {
             .half_open_probes(10)
             .half_open_rate_rule(),
     );
-    // Hints: off, and each end of the cap's range.
+    // Hints: off (the default, left out), on, and each end of the cap's range.
     let (config, text) = round_trip(&base().hints_off());
-    assert_eq!(config.max_hint.as_deref(), Some("off"));
-    assert!(text.contains("max_hint = \"off\""), "{text}");
+    assert_eq!(config.max_hint, None);
+    assert!(!text.contains("max_hint"), "{text}");
+    let (config, _) = round_trip(&base().hints());
+    assert_eq!(config.max_hint.as_deref(), Some("10m"));
     let (config, _) = round_trip(&base().max_hint(secs(39 * 3600)));
     assert_eq!(config.max_hint.as_deref(), Some("39h"));
     round_trip(&base().max_hint(Duration::from_nanos(1)));
-    // The default cap is left out.
-    let (config, _) = round_trip(&base().max_hint(secs(600)));
-    assert_eq!(config.max_hint, None);
     // All of them at once.
     round_trip(
         &base()
@@ -1127,11 +1126,11 @@ fn each_recovery_field_of_a_file_reaches_the_built_config() {
             .and_then(|b| b.build_config())
             .unwrap_or_else(|e| panic!("{text}: {e}"))
     };
-    // Left out: no ramp, no rule, hints up to 10 min.
+    // Left out: no ramp, no rule, no hints.
     let c = built("");
     assert_eq!(
         (c.ramp(), c.half_open_rates(), c.max_hint()),
-        (None, None, Some(secs(600)))
+        (None, None, None)
     );
 
     assert_eq!(

@@ -18,11 +18,12 @@ fn bytes(builder: Builder) -> usize {
 
 #[cfg(target_pointer_width = "64")]
 #[test]
-fn a_breaker_is_48_bytes_and_the_consecutive_policy_has_no_heap_with_hints_off() {
+fn a_breaker_is_48_bytes_and_the_consecutive_policy_has_no_heap_by_default() {
     assert_eq!(std::mem::size_of::<Breaker<QuantaClock>>(), 48);
     assert_eq!(std::mem::size_of::<Breaker<ManualClock>>(), 48);
-    let plain = || Breaker::builder().consecutive_failures(5).hints_off();
+    let plain = || Breaker::builder().consecutive_failures(5);
     assert_eq!(bytes(plain()), 48);
+    assert_eq!(bytes(plain().hints().hints_off()), 48);
     // The ramp and the rate rule add nothing to it.
     assert_eq!(
         bytes(
@@ -41,7 +42,7 @@ fn hints_take_one_slot_or_an_allocation_of_32_bytes() {
     // No other storage: the hint slot needs the allocation's header too
     // (reference count, head word, length: 24 bytes) and its own 8.
     let consecutive = || Breaker::builder().consecutive_failures(5);
-    assert_eq!(bytes(consecutive()) - bytes(consecutive().hints_off()), 32);
+    assert_eq!(bytes(consecutive().hints()) - bytes(consecutive()), 32);
     // A breaker with a window (or counters) has the allocation already.
     for with_storage in [
         Breaker::builder().failure_rate(0.5).count_window(100),
@@ -50,14 +51,14 @@ fn hints_take_one_slot_or_an_allocation_of_32_bytes() {
             .time_window(Duration::from_secs(10), 10),
         Breaker::builder().consecutive_failures(5).count_calls(true),
     ] {
-        let on = bytes(with_storage.clone());
-        let off = bytes(with_storage.hints_off());
+        let on = bytes(with_storage.clone().hints());
+        let off = bytes(with_storage);
         assert_eq!(on - off, 8);
     }
     // The cap changes nothing of it.
     assert_eq!(
         bytes(consecutive().max_hint(Duration::from_secs(39 * 3600))),
-        bytes(consecutive())
+        bytes(consecutive().hints())
     );
 }
 
@@ -120,7 +121,7 @@ fn a_decaying_step_lives_in_the_state_word() {
 }
 
 #[test]
-fn a_ramped_breaker_is_pristine_once_an_admission_after_the_window_ends_the_ramp() {
+fn a_ramped_breaker_is_pristine_once_its_window_has_passed_asked_or_not() {
     let b = Breaker::builder()
         .consecutive_failures(1)
         .open_duration(Duration::from_secs(10))
@@ -132,13 +133,15 @@ fn a_ramped_breaker_is_pristine_once_an_admission_after_the_window_ends_the_ramp
     let closed = Nanos::from_secs(10);
     b.try_acquire_at(closed).unwrap().success_at(closed);
     assert!(b.snapshot_at(closed).ramp_fraction.is_some());
-    // Long after the window and the step's decay, the word still ramps:
-    // nothing has admitted a call since.
+    assert!(!b.is_pristine_at(closed), "ramping");
+    // Long after the window and the step's decay, the word is still marked
+    // ramping (nothing has admitted a call since), and it is as pristine as
+    // one that was asked: an idle host is evicted after the TTL.
     let later = Nanos::from_secs(3600);
     assert_eq!(b.snapshot_at(later).ramp_fraction, None);
     assert_eq!(b.snapshot_at(later).backoff_step, 0);
-    assert!(!b.is_pristine_at(later));
-    // The first admission after the window ends it.
+    assert!(b.is_pristine_at(later));
+    // The first admission after the window ends the mark; still pristine.
     b.try_acquire_at(later).unwrap().ignore_at(later);
     assert!(b.is_pristine_at(later));
 }

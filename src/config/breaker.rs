@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::parts::{BackoffConfig, Preset, RampConfig, TimeWindowConfig, UnansweredConfig};
 use super::{duration, Text};
-use crate::builder::{Builder, DEFAULT_MAX_HINT};
+use crate::builder::Builder;
 use crate::error::ConfigError;
 use crate::ramp::Ramp;
 use crate::window::WindowKind;
@@ -112,8 +112,9 @@ pub struct BreakerConfig {
     /// [`Builder::half_open_slow_call_rate`] (turns the rule on).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub half_open_slow_call_rate: Option<f64>,
-    /// [`Builder::max_hint`], as duration text, or `"off"` for
-    /// [`Builder::hints_off`].
+    /// [`Builder::max_hint`] (hints on, with this cap), as duration text,
+    /// or `"off"` for [`Builder::hints_off`] (the default: a host can turn
+    /// off the template's hints with it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_hint: Option<String>,
     /// [`Builder::id`]: a fixed jitter seed, for reproducible schedules in
@@ -438,36 +439,23 @@ struct Recovery {
 }
 
 impl Recovery {
-    /// Read off the configuration `builder` builds, the one place its
-    /// recovery settings can be read from outside `builder.rs`: each one
-    /// moved off the default. A half-open rate equal to the one the rule
-    /// falls back on (the closed state's) is left out, so a rule turned on
-    /// with its defaults writes only `half_open_rate_rule = true`. A builder
-    /// that does not build writes none of them.
+    /// The recovery settings as `builder` has them set (its knobs), each
+    /// one moved off the default: a rule turned on with its defaults writes
+    /// only `half_open_rate_rule = true`, and a rate set explicitly is
+    /// written even when it equals the closed state's.
     fn of(builder: &Builder) -> Recovery {
-        let Ok(config) = builder.build_config() else {
-            return Recovery::default();
-        };
-        let ramp = config
-            .ramp()
-            .map(|(window, floor, aggression)| RampConfig::Curve {
-                window: duration::format(window),
-                min_fraction: (floor != Ramp::DEFAULT_MIN_FRACTION).then_some(floor),
-                aggression: (aggression != Ramp::DEFAULT_AGGRESSION).then_some(aggression),
-            });
-        let (rule, failure_rate, slow_call_rate) = match config.half_open_rates() {
+        let k = builder.knobs();
+        let ramp = k.ramp.map(|(window, floor, aggression)| RampConfig::Curve {
+            window: duration::format(window),
+            min_fraction: (floor != Ramp::DEFAULT_MIN_FRACTION).then_some(floor),
+            aggression: (aggression != Ramp::DEFAULT_AGGRESSION).then_some(aggression),
+        });
+        let (rule, failure_rate, slow_call_rate) = match k.half_open_rates {
             None => (None, None, None),
-            Some((failure, slow)) => (
-                Some(true),
-                (failure != config.failure_rate().unwrap_or(0.5)).then_some(failure),
-                slow.filter(|s| Some(*s) != config.slow_call_rate()),
-            ),
+            Some((failure, slow)) => (Some(true), failure, slow),
         };
-        let max_hint = match config.max_hint() {
-            None => Some("off".to_string()),
-            Some(max) if max == DEFAULT_MAX_HINT => None,
-            Some(max) => Some(duration::format(max)),
-        };
+        // Hints are off by default: left out when off.
+        let max_hint = k.max_hint.map(duration::format);
         Recovery {
             ramp,
             rule,

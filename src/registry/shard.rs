@@ -80,10 +80,12 @@ impl Evict {
     ///   holds is that old, and whatever is left of a decaying backoff step
     ///   goes with it — or idle past the TTL (any idle time under pressure)
     ///   and pristine ([`Breaker::is_pristine_at`](crate::Breaker::is_pristine_at):
-    ///   not ramping, and a backoff step kept by its last close decayed back
-    ///   to the base, besides a clean window and no run);
-    /// * OPEN or HALF_OPEN: idle past the TTL plus the longest open period:
-    ///   nobody asked for the host through a whole open period and a TTL;
+    ///   not within a ramp's window, and a backoff step kept by its last
+    ///   close decayed back to the base, besides a clean window and no run);
+    /// * OPEN or HALF_OPEN: idle past the TTL plus the longest open period
+    ///   (the backoff's cap, or `max_hint` when hints may hold it open
+    ///   longer): nobody asked for the host through a whole open period and
+    ///   a TTL;
     /// * manual modes (forced open, disabled, metrics only), pinned and
     ///   shared breakers: never.
     fn is_stale<K, C: Clock>(&self, e: &Entry<K, C>) -> bool {
@@ -98,7 +100,12 @@ impl Evict {
                     || ((self.pressure || idle > self.ttl_ticks) && b.is_pristine_at(self.now))
             }
             State::Open | State::HalfOpen => {
-                let open_for = ticks(b.config().open_duration_cap());
+                // A hinted trip may hold it open up to `max_hint`.
+                let config = b.config();
+                let longest = config.max_hint().map_or(config.open_duration_cap(), |max| {
+                    max.max(config.open_duration_cap())
+                });
+                let open_for = ticks(longest);
                 idle > self.ttl_ticks.saturating_add(open_for).min(MAX_AGE_TICKS)
             }
             State::ForcedOpen | State::Disabled | State::MetricsOnly => false,
