@@ -956,6 +956,29 @@ mod tests {
     }
 
     #[test]
+    fn under_the_rule_the_lease_adds_the_probes_out_to_the_failures_already_counted() {
+        let c = ruled(10, 0.3); // three failures of ten reopen
+                                // Six taken: three fast, one failed, one slow answered; one out.
+        let round = round_start(open(1))
+            .with_count(6)
+            .with_successes(3)
+            .with_rule_failure()
+            .with_rule_slow();
+        let Next::Enter(next, Admission::Round(Reason::ProbeLeaseExpired)) =
+            admit(round, secs(0), secs(5), &c, 0)
+        else {
+            panic!("1 failed + 1 out = 2 of 10: a new round")
+        };
+        assert_eq!(next.state(), State::HalfOpen);
+        // Two out: 1 + 2 = 3 failures, the round fails.
+        let Next::Enter(_, Admission::Reopened) =
+            admit(round.with_count(round.count() + 1), secs(0), secs(5), &c, 0)
+        else {
+            panic!()
+        };
+    }
+
+    #[test]
     fn a_hint_longer_than_the_schedule_becomes_the_open_span() {
         let c = config(1);
         let at = |hint| TripAt {

@@ -307,6 +307,12 @@ fn the_rule_allows_at_most_31_probes_and_a_slow_rate_needs_a_threshold() {
         .unwrap_err();
     assert_eq!(err.field(), "half_open_probes");
     assert!(err.to_string().contains("1..=31"), "{err}");
+    assert!(Breaker::builder()
+        .consecutive_failures(1)
+        .half_open_probes(31)
+        .half_open_rate_rule()
+        .build()
+        .is_ok());
     let err = Breaker::builder()
         .consecutive_failures(1)
         .half_open_slow_call_rate(0.5)
