@@ -132,7 +132,10 @@ async fn an_outage_opens_the_breaker_the_fallback_answers_and_the_status_route_s
         r#"{{"tracked":1,"open":1,"half_open":0,"shown":1,"omitted":0,"upstreams":[{{"upstream":"{pricing_addr}","state":"open","retry_after_ms":30000,"#
     );
     assert!(status.starts_with(&expected), "{status}");
-    assert!(status.contains(r#""trips_in_a_row":1}]}"#), "{status}");
+    assert!(
+        status.contains(r#""trips_in_a_row":1,"backoff_step":1,"ramp_fraction":null}]}"#),
+        "{status}"
+    );
 }
 
 #[tokio::test]

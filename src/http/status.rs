@@ -17,7 +17,8 @@ use crate::state::State;
 /// ```json
 /// {"tracked":2,"open":1,"half_open":0,"shown":1,"omitted":1,"upstreams":[
 ///   {"upstream":"127.0.0.1:9002","state":"open","retry_after_ms":812,"enough_calls":true,
-///    "failure_rate":0,"slow_call_rate":0.8,"calls":10,"failures":0,"slow":8,"trips_in_a_row":1}]}
+///    "failure_rate":0,"slow_call_rate":0.8,"calls":10,"failures":0,"slow":8,"trips_in_a_row":1,
+///    "backoff_step":1,"ramp_fraction":null}]}
 /// ```
 ///
 /// The upstreams that need attention come first: open (and forced open),
@@ -27,6 +28,9 @@ use crate::state::State;
 ///
 /// While a window holds fewer than `min_calls` calls, `enough_calls` is
 /// `false` and both rates are `null`: not enough calls yet to judge.
+/// `backoff_step` and `ramp_fraction` are the snapshot's (the decaying
+/// backoff step; the share admitted while ramping up after a recovery, else
+/// `null`).
 ///
 /// ```
 /// use failfast::http::status_json;
@@ -141,7 +145,8 @@ fn write_row(out: &mut String, name: &str, s: &BreakerSnapshot) {
     let _ = write!(
         out,
         ",\"state\":\"{}\",\"retry_after_ms\":{},\"enough_calls\":{},\"failure_rate\":{},\
-         \"slow_call_rate\":{},\"calls\":{},\"failures\":{},\"slow\":{},\"trips_in_a_row\":{}}}",
+         \"slow_call_rate\":{},\"calls\":{},\"failures\":{},\"slow\":{},\"trips_in_a_row\":{},\
+         \"backoff_step\":{},\"ramp_fraction\":{}}}",
         s.state.as_str(),
         s.retry_after.map_or(0, millis),
         s.failure_rate.is_some(),
@@ -151,6 +156,8 @@ fn write_row(out: &mut String, name: &str, s: &BreakerSnapshot) {
         s.window.failures,
         s.window.slow,
         s.trips_in_a_row,
+        s.backoff_step,
+        JsonRate(s.ramp_fraction),
     );
 }
 
@@ -254,6 +261,10 @@ mod tests {
         );
         assert!(json.ends_with("}]}"), "{json}");
         assert_eq!(json.matches("},{").count(), 2, "{json}");
+        assert!(
+            json.contains(r#""trips_in_a_row":1,"backoff_step":1,"ramp_fraction":null}"#),
+            "the recovery fields: {json}"
+        );
         let at = |name: &str| json.find(&format!(r#""upstream":"{name}""#)).unwrap();
         assert!(
             at("b") < at("c") && at("c") < at("a"),
