@@ -486,6 +486,30 @@ fn hints_work_with_backoff_off_and_not_at_all_when_off() {
 }
 
 #[test]
+fn record_hinted_reads_the_breakers_clock_and_returns_the_trip() {
+    let clock = ManualClock::new();
+    clock.set(secs(50));
+    let b = hinted(&clock, Builder::new().hints());
+    b.try_acquire().unwrap().failure();
+    let t = b
+        .try_acquire()
+        .unwrap()
+        .record_hinted(failfast::Outcome::Failure, Some(Duration::from_secs(120)))
+        .expect("the second failure trips");
+    assert_eq!(t.at, secs(50));
+    assert!(t.open_for.unwrap() >= Duration::from_secs(120));
+    // Without a hint, record_hinted is record.
+    let b = hinted(&clock, Builder::new().hints());
+    b.try_acquire().unwrap().failure();
+    let t = b
+        .try_acquire()
+        .unwrap()
+        .record_hinted(failfast::Outcome::Failure, None)
+        .expect("trips");
+    assert_eq!(t.open_for, Some(OPEN));
+}
+
+#[test]
 fn a_trip_takes_the_remembered_hint_with_it() {
     let clock = ManualClock::new();
     let b = hinted(&clock, Builder::new().hints());

@@ -46,8 +46,10 @@
 //!   own model); the model predicts everything the registry does with them,
 //!   and checks each breaker's call counters against what it saw admitted
 //!   and rejected. Calls are instantaneous (no slow or abandoned calls), and
-//!   the breakers have no time window, so a breaker's state and
-//!   pristineness change only through calls made here.
+//!   the breakers have no time window, so a breaker's state changes only
+//!   through calls made here, and its pristineness through them and the
+//!   decay of a backoff step a close kept: the model learns from when it is
+//!   pristine (`pristine_from`).
 //! * **Where the piggybacked sweeps fall.** An insert does one step of the
 //!   sweep schedule and `maintain` sweeps what is due; *when* a shard is due
 //!   is the schedule's business (`registry_maintenance.rs`), so after each of
@@ -360,9 +362,12 @@ struct Book {
     kind: Kind,
     key: Option<usize>,
     calls: CallCounts,
-    /// Learned from the breaker after every act on it.
+    /// Learned from the breaker after every act on it: its state, and from
+    /// when it is pristine with no further call (never: `None`). A close
+    /// keeps the backoff step, which healthy time decays (issue 27), so a
+    /// breaker turns pristine by itself once its step is back at the base.
     state: State,
-    pristine: bool,
+    pristine_from: Option<Nanos>,
     /// The tick it was last looked up or released at.
     seen: u64,
     in_map: bool,
@@ -375,7 +380,7 @@ impl Book {
             key,
             calls: CallCounts::default(),
             state: State::Closed,
-            pristine: true,
+            pristine_from: Some(Nanos::ZERO),
             seen: now,
             in_map: matches!(kind, Kind::Tracked | Kind::Pinned),
         }
@@ -521,7 +526,8 @@ impl Model {
         let s = &self.spec;
         match book.state {
             State::Closed => {
-                idle > s.forget.max(s.ttl) || ((pressure || idle > s.ttl) && book.pristine)
+                let pristine = book.pristine_from.is_some_and(|t| at(self.now) >= t);
+                idle > s.forget.max(s.ttl) || ((pressure || idle > s.ttl) && pristine)
             }
             State::Open | State::HalfOpen => idle > s.ttl + s.open * s.cap_factor,
             _ => false,
@@ -751,16 +757,40 @@ fn act_on(b: &Breaker<ManualClock>, act: Act, now: Nanos) -> Option<bool> {
 /// What the model learns from a breaker after acting on it.
 struct Learned {
     state: State,
-    pristine: bool,
+    pristine_from: Option<Nanos>,
     calls: Option<CallCounts>,
 }
 
 fn learn(b: &Breaker<ManualClock>, now: Nanos) -> Learned {
     Learned {
         state: b.state(),
-        pristine: b.is_pristine_at(now),
+        pristine_from: pristine_from(b, now),
         calls: b.snapshot_at(now).calls,
     }
+}
+
+/// The first instant from `now` on at which `b`, left alone, is pristine:
+/// pristineness only grows with time here (no time window; the backoff step
+/// decays), so a binary search over the breaker's own answer finds it.
+fn pristine_from(b: &Breaker<ManualClock>, now: Nanos) -> Option<Nanos> {
+    if b.is_pristine_at(now) {
+        return Some(now);
+    }
+    // The step decays one per base period from at most 63.
+    let horizon = now + b.config().open_duration_base() * 64;
+    if !b.is_pristine_at(horizon) {
+        return None;
+    }
+    let (mut lo, mut hi) = (now.as_nanos(), horizon.as_nanos());
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if b.is_pristine_at(Nanos::from_nanos(mid)) {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    Some(Nanos::from_nanos(hi))
 }
 
 impl Pair {
@@ -798,7 +828,7 @@ impl Pair {
         }
         let book = &mut self.model.books[b];
         book.state = learned.state;
-        book.pristine = learned.pristine;
+        book.pristine_from = learned.pristine_from;
         assert_eq!(
             learned.calls,
             Some(book.calls),
