@@ -377,6 +377,7 @@ fn open_for(b: &Breaker<ManualClock>, at: Nanos) -> Duration {
 fn a_hinted_trip_opens_for_the_hint_clamped_to_open_duration_and_max_hint() {
     for (hint, expected) in [
         (Duration::from_secs(3), OPEN), // shorter than the schedule
+        (OPEN, OPEN),                   // as long: the schedule's, exactly
         (Duration::from_secs(120), Duration::from_secs(120)),
         (Duration::from_secs(3600), Duration::from_secs(600)), // max_hint
     ] {
@@ -395,6 +396,10 @@ fn a_hinted_trip_opens_for_the_hint_clamped_to_open_duration_and_max_hint() {
             open >= expected && open < expected + Duration::from_millis(17),
             "hint {hint:?}: open {open:?}"
         );
+        if hint <= OPEN {
+            // No span: the schedule's own period, not rounded to 2^24 ns.
+            assert_eq!(open, OPEN, "hint {hint:?}");
+        }
         assert_eq!(t.open_for, Some(open));
         let rejected = b.try_acquire_at(secs(1)).unwrap_err();
         assert_eq!(rejected.retry_after(), Some(open - Duration::from_secs(1)));
