@@ -1134,7 +1134,11 @@ impl<C: Clock> Breaker<C> {
     /// The registry evicts only such breakers.
     pub fn is_pristine_at(&self, now: Nanos) -> bool {
         let s = self.cell.load();
-        if !s.is_closed() || s.count() != 0 || s.unanswered() != 0 {
+        // A ramp whose window has passed leaves its mode only at the next
+        // admission, which an idle breaker never gets: it is over all the same.
+        let ramped =
+            s.is_ramping() && !machine::ramps_at(s, self.cell.since(s), now, &self.shared.config);
+        if !(s.is_closed() || ramped) || s.count() != 0 || s.unanswered() != 0 {
             return false;
         }
         if s.trips() != 0 && self.backoff_step(s, self.cell.since(s), now) != 0 {
@@ -1178,5 +1182,31 @@ impl<C: Clock> fmt::Debug for Breaker<C> {
             .field("state", &self.cell)
             .field("storage", &self.storage)
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(all(test, not(failfast_loom)))]
+mod tests {
+    use crate::{Breaker, ManualClock, Nanos};
+    use core::time::Duration;
+
+    #[test]
+    fn an_idle_breaker_whose_ramp_is_over_is_pristine() {
+        let b = Breaker::builder()
+            .consecutive_failures(1)
+            .open_duration(Duration::from_secs(10))
+            .ramp(Duration::from_secs(30))
+            .build_with_clock(ManualClock::new())
+            .unwrap();
+        b.try_acquire_at(Nanos::ZERO)
+            .unwrap()
+            .failure_at(Nanos::ZERO);
+        let close = Nanos::from_secs(10);
+        b.try_acquire_at(close).unwrap().success_at(close);
+        assert!(!b.is_pristine_at(close), "ramping");
+        // Past the window and the decay, with no admission since the close.
+        let idle = Nanos::from_secs(3600);
+        assert_eq!(b.snapshot_at(idle).ramp_fraction, None);
+        assert!(b.is_pristine_at(idle), "a registry may evict it");
     }
 }
