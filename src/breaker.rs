@@ -901,8 +901,14 @@ impl<C: Clock> Breaker<C> {
         let from = if to.is_closed_or_ramping() {
             self.window().reset(now);
             // The closing success is one of the counts that caused the
-            // transition: report it (as the failure that trips is).
-            u.seen.with_successes(u.seen.successes() + 1)
+            // transition: report it (as the failure that trips is). Under
+            // the rate rule a round may close on a failed or slow probe,
+            // which adds no success.
+            if verdict == Verdict::Success && !slow {
+                u.seen.with_successes(u.seen.successes() + 1)
+            } else {
+                u.seen
+            }
         } else {
             u.seen
         };
@@ -1208,5 +1214,26 @@ mod tests {
         let idle = Nanos::from_secs(3600);
         assert_eq!(b.snapshot_at(idle).ramp_fraction, None);
         assert!(b.is_pristine_at(idle), "a registry may evict it");
+    }
+
+    #[test]
+    fn a_round_the_rate_rule_closes_on_a_failure_reports_only_its_successes() {
+        let b = Breaker::builder()
+            .consecutive_failures(1)
+            .open_duration(Duration::from_secs(10))
+            .half_open_probes(3)
+            .half_open_failure_rate(0.9)
+            .build_with_clock(ManualClock::new())
+            .unwrap();
+        b.try_acquire_at(Nanos::ZERO)
+            .unwrap()
+            .failure_at(Nanos::ZERO);
+        let at = Nanos::from_secs(10);
+        let [a, b2, c] = [(); 3].map(|()| b.try_acquire_at(at).unwrap());
+        assert!(a.success_at(at).is_none());
+        assert!(b2.success_at(at).is_none());
+        // One failure of three is short of 90 %: the third answer closes.
+        let t = c.failure_at(at).expect("closes");
+        assert_eq!((t.to, t.probe_successes), (crate::State::Closed, 2));
     }
 }
