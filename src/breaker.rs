@@ -485,25 +485,40 @@ impl<C: Clock> Breaker<C> {
         slot.store(until.as_nanos(), crate::sync::Ordering::Relaxed);
     }
 
-    /// What is left at `now` of the remembered hint, if anything.
-    fn remembered_hint(&self, now: Nanos) -> Option<Duration> {
-        let slot = self.storage.hint_slot(
+    /// The remembered hint as read (its end, 0 when none), and what is
+    /// left of it at `now`, if anything.
+    fn remembered_hint(&self, now: Nanos) -> (u64, Option<Duration>) {
+        let Some(slot) = self.storage.hint_slot(
             self.shared.config.shape,
             self.shared.config.max_hint.is_some(),
-        )?;
+        ) else {
+            return (0, None);
+        };
         // Relaxed: see `remember_hint`.
         let until = Nanos::from_nanos(slot.load(crate::sync::Ordering::Relaxed));
-        (until > now).then(|| until.saturating_duration_since(now))
+        let left = (until > now).then(|| until.saturating_duration_since(now));
+        (until.as_nanos(), left)
     }
 
-    /// A trip took the remembered hint: it lengthens only that trip.
-    fn forget_hint(&self) {
-        if let Some(slot) = self.storage.hint_slot(
-            self.shared.config.shape,
-            self.shared.config.max_hint.is_some(),
+    /// A trip took the remembered hint that ends at `until` (as it read the
+    /// slot): it lengthens only that trip. Only that hint is cleared: one
+    /// stored after the trip read the slot lengthens the next trip (a plain
+    /// store of 0 would lose it, having lengthened none).
+    fn forget_hint(&self, until: u64) {
+        if let (Some(slot), true) = (
+            self.storage.hint_slot(
+                self.shared.config.shape,
+                self.shared.config.max_hint.is_some(),
+            ),
+            until != 0,
         ) {
-            // Relaxed: see `remember_hint`.
-            slot.store(0, crate::sync::Ordering::Relaxed);
+            // Relaxed: see `remember_hint`; a failed exchange means a newer hint.
+            let _ = slot.compare_exchange(
+                until,
+                0,
+                crate::sync::Ordering::Relaxed,
+                crate::sync::Ordering::Relaxed,
+            );
         }
     }
 
@@ -827,7 +842,7 @@ impl<C: Clock> Breaker<C> {
         decided: Decided,
     ) -> Option<Transition> {
         let config = &self.shared.config;
-        let hint = self.remembered_hint(now);
+        let (read, hint) = self.remembered_hint(now);
         let u = self.through_gate(now, |s, counted| {
             let at = TripAt {
                 since: self.cell.since(s),
@@ -839,7 +854,7 @@ impl<C: Clock> Breaker<C> {
         })?;
         let to = u.entered?;
         if to.is_open() {
-            self.forget_hint();
+            self.forget_hint(read);
         }
         if to.state() == State::MetricsOnly {
             self.window().reset(now);
@@ -888,7 +903,7 @@ impl<C: Clock> Breaker<C> {
     ) -> Option<Transition> {
         let generation = s.generation();
         let config = &self.shared.config;
-        let hint = self.remembered_hint(now);
+        let (read, hint) = self.remembered_hint(now);
         let u = self.cell.update_from(s, now, |s| {
             machine::probe_verdict(s, generation, verdict, slow, config, hint)
         });
@@ -896,7 +911,7 @@ impl<C: Clock> Breaker<C> {
             return None;
         };
         if to.is_open() {
-            self.forget_hint();
+            self.forget_hint(read);
         }
         let from = if to.is_closed_or_ramping() {
             self.window().reset(now);
