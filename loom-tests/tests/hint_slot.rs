@@ -19,15 +19,12 @@ use loom::thread;
 
 const HINT: Duration = Duration::from_secs(30);
 
+/// A call that can move to another thread.
+type Call = OwnedPermit<failfast::ManualClock, Arc<Cb>>;
+
 /// A breaker tripping on `k` consecutive failures and two calls of its
 /// first closed period (generation 0), admitted at 0 s.
-fn two_calls(
-    k: u32,
-) -> (
-    Arc<Cb>,
-    failfast_loom_tests::Log,
-    [OwnedPermit<failfast::ManualClock, Arc<Cb>>; 2],
-) {
+fn two_calls(k: u32) -> (Arc<Cb>, failfast_loom_tests::Log, [Call; 2]) {
     let (b, log) = build(base().consecutive_failures(k));
     let calls = [(); 2].map(|()| OwnedPermit::acquire_at(b.clone(), secs(0)).unwrap());
     (b, log, calls)
