@@ -104,7 +104,7 @@
 //! # Running
 //!
 //! `cargo test --test model` runs the in-code default of 256 cases; CI sets
-//! `PROPTEST_CASES=1000` (about 16 s in a debug build on the shared 2-core
+//! `PROPTEST_CASES=1000` (about 20 s in a debug build on the shared 2-core
 //! machine under load). A deep run on demand:
 //! `PROPTEST_CASES=50000 cargo test --release --test model`. Failures are
 //! persisted next to this file, in `tests/model.proptest-regressions`
