@@ -542,25 +542,40 @@ impl<C: Clock> Breaker<C> {
         slot.store(until.as_nanos(), crate::sync::Ordering::Relaxed);
     }
 
-    /// What is left at `now` of the remembered hint, if anything.
-    fn remembered_hint(&self, now: Nanos) -> Option<Duration> {
-        let slot = self.storage.hint_slot(
+    /// The remembered hint as read (its end, 0 when none), and what is
+    /// left of it at `now`, if anything.
+    fn remembered_hint(&self, now: Nanos) -> (u64, Option<Duration>) {
+        let Some(slot) = self.storage.hint_slot(
             self.shared.config.shape,
             self.shared.config.max_hint.is_some(),
-        )?;
+        ) else {
+            return (0, None);
+        };
         // Relaxed: see `remember_hint`.
         let until = Nanos::from_nanos(slot.load(crate::sync::Ordering::Relaxed));
-        (until > now).then(|| until.saturating_duration_since(now))
+        let left = (until > now).then(|| until.saturating_duration_since(now));
+        (until.as_nanos(), left)
     }
 
-    /// A trip took the remembered hint: it lengthens only that trip.
-    fn forget_hint(&self) {
-        if let Some(slot) = self.storage.hint_slot(
-            self.shared.config.shape,
-            self.shared.config.max_hint.is_some(),
+    /// A trip took the remembered hint that ends at `until` (as it read the
+    /// slot): it lengthens only that trip. Only that hint is cleared: one
+    /// stored after the trip read the slot lengthens the next trip (a plain
+    /// store of 0 would lose it, having lengthened none).
+    fn forget_hint(&self, until: u64) {
+        if let (Some(slot), true) = (
+            self.storage.hint_slot(
+                self.shared.config.shape,
+                self.shared.config.max_hint.is_some(),
+            ),
+            until != 0,
         ) {
-            // Relaxed: see `remember_hint`.
-            slot.store(0, crate::sync::Ordering::Relaxed);
+            // Relaxed: see `remember_hint`; a failed exchange means a newer hint.
+            let _ = slot.compare_exchange(
+                until,
+                0,
+                crate::sync::Ordering::Relaxed,
+                crate::sync::Ordering::Relaxed,
+            );
         }
     }
 
@@ -884,7 +899,7 @@ impl<C: Clock> Breaker<C> {
         decided: Decided,
     ) -> Option<Transition> {
         let config = &self.shared.config;
-        let hint = self.remembered_hint(now);
+        let (read, hint) = self.remembered_hint(now);
         let u = self.through_gate(now, |s, counted| {
             let at = TripAt {
                 since: self.cell.since(s),
@@ -896,7 +911,7 @@ impl<C: Clock> Breaker<C> {
         })?;
         let to = u.entered?;
         if to.is_open() {
-            self.forget_hint();
+            self.forget_hint(read);
         }
         if to.state() == State::MetricsOnly {
             self.window().reset(now);
@@ -945,7 +960,7 @@ impl<C: Clock> Breaker<C> {
     ) -> Option<Transition> {
         let generation = s.generation();
         let config = &self.shared.config;
-        let hint = self.remembered_hint(now);
+        let (read, hint) = self.remembered_hint(now);
         let u = self.cell.update_from(s, now, |s| {
             machine::probe_verdict(s, generation, verdict, slow, config, hint)
         });
@@ -953,13 +968,19 @@ impl<C: Clock> Breaker<C> {
             return None;
         };
         if to.is_open() {
-            self.forget_hint();
+            self.forget_hint(read);
         }
         let from = if to.is_closed_or_ramping() {
             self.window().reset(now);
             // The closing success is one of the counts that caused the
-            // transition: report it (as the failure that trips is).
-            u.seen.with_successes(u.seen.successes() + 1)
+            // transition: report it (as the failure that trips is). Under
+            // the rate rule a round may close on a failed or slow probe,
+            // which adds no success.
+            if verdict == Verdict::Success && !slow {
+                u.seen.with_successes(u.seen.successes() + 1)
+            } else {
+                u.seen
+            }
         } else {
             u.seen
         };
@@ -1241,5 +1262,52 @@ impl<C: Clock> fmt::Debug for Breaker<C> {
             .field("state", &self.cell)
             .field("storage", &self.storage)
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(all(test, not(failfast_loom)))]
+mod tests {
+    use crate::{Breaker, ManualClock, Nanos};
+    use core::time::Duration;
+
+    #[test]
+    fn an_idle_breaker_whose_ramp_is_over_is_pristine() {
+        let b = Breaker::builder()
+            .consecutive_failures(1)
+            .open_duration(Duration::from_secs(10))
+            .ramp(Duration::from_secs(30))
+            .build_with_clock(ManualClock::new())
+            .unwrap();
+        b.try_acquire_at(Nanos::ZERO)
+            .unwrap()
+            .failure_at(Nanos::ZERO);
+        let close = Nanos::from_secs(10);
+        b.try_acquire_at(close).unwrap().success_at(close);
+        assert!(!b.is_pristine_at(close), "ramping");
+        // Past the window and the decay, with no admission since the close.
+        let idle = Nanos::from_secs(3600);
+        assert_eq!(b.snapshot_at(idle).ramp_fraction, None);
+        assert!(b.is_pristine_at(idle), "a registry may evict it");
+    }
+
+    #[test]
+    fn a_round_the_rate_rule_closes_on_a_failure_reports_only_its_successes() {
+        let b = Breaker::builder()
+            .consecutive_failures(1)
+            .open_duration(Duration::from_secs(10))
+            .half_open_probes(3)
+            .half_open_failure_rate(0.9)
+            .build_with_clock(ManualClock::new())
+            .unwrap();
+        b.try_acquire_at(Nanos::ZERO)
+            .unwrap()
+            .failure_at(Nanos::ZERO);
+        let at = Nanos::from_secs(10);
+        let [a, b2, c] = [(); 3].map(|()| b.try_acquire_at(at).unwrap());
+        assert!(a.success_at(at).is_none());
+        assert!(b2.success_at(at).is_none());
+        // One failure of three is short of 90 %: the third answer closes.
+        let t = c.failure_at(at).expect("closes");
+        assert_eq!((t.to, t.probe_successes), (crate::State::Closed, 2));
     }
 }
