@@ -13,7 +13,8 @@
 //! window, failure rate, slow-call rate, all combined, defaults, one to three
 //! probes, a probe lease, backoff multiplier and cap, jitter, call counters,
 //! and the recovery settings of issue 27: a ramp (slow start), the half-open
-//! rate rule (with up to 31 probes), upstream hints (`max_hint`, or off).
+//! rate rule (with up to 31 probes), upstream hints (off by default, `hints()`,
+//! `max_hint`, `hints_off()`).
 //!
 //! # Recovery (issue 27)
 //!
@@ -191,8 +192,10 @@ struct Spec {
 /// How the builder is told about upstream hints.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum HintSpec {
-    /// Not set: hints on, `max_hint` 10 minutes.
+    /// Not set: hints off (the default).
     Unset,
+    /// `hints()`: on, `max_hint` 10 minutes.
+    On,
     /// `max_hint(ms)`.
     Max(u64),
     /// `hints_off()`.
@@ -261,6 +264,7 @@ impl Spec {
         }
         match self.hints {
             HintSpec::Unset => {}
+            HintSpec::On => b = b.hints(),
             HintSpec::Max(ms) => b = b.max_hint(Duration::from_millis(ms)),
             HintSpec::Off => b = b.hints_off(),
         }
@@ -415,7 +419,8 @@ fn recovery_strategy() -> impl Strategy<
     ];
     let rule_probes = prop_oneof![2 => 1u32..=3, 2 => 4u32..=8, 1 => 9u32..=31];
     let hints = prop_oneof![
-        2 => Just(HintSpec::Unset),
+        1 => Just(HintSpec::Unset),
+        2 => Just(HintSpec::On),
         2 => (1u64..=20_000).prop_map(HintSpec::Max),
         1 => Just(HintSpec::Off),
     ];
@@ -626,9 +631,9 @@ impl Policy {
                 )
             }),
             max_hint: match s.hints {
-                HintSpec::Unset => Some(Duration::from_secs(600)),
+                HintSpec::On => Some(Duration::from_secs(600)),
                 HintSpec::Max(ms) => Some(Duration::from_millis(ms)),
-                HintSpec::Off => None,
+                HintSpec::Unset | HintSpec::Off => None,
             },
         }
     }
@@ -1386,7 +1391,7 @@ fn op_strategy(manual: bool, failing: u32) -> BoxedStrategy<Op> {
         2 => (-1i64..=1).prop_map(Took::Threshold),
     ];
     // Hints around the open periods drawn (base up to 2 s, caps up to
-    // 64 × base), past the default `max_hint` of 10 min, and below one
+    // 64 × base), past `hints()`'s `max_hint` of 10 min, and below one
     // 2²⁴ ns unit of a span.
     let hint = prop_oneof![
         3 => (0u64..=5_000).prop_map(Duration::from_millis),
