@@ -25,7 +25,7 @@ type Call = OwnedPermit<failfast::ManualClock, Arc<Cb>>;
 /// A breaker tripping on `k` consecutive failures and two calls of its
 /// first closed period (generation 0), admitted at 0 s.
 fn two_calls(k: u32) -> (Arc<Cb>, failfast_loom_tests::Log, [Call; 2]) {
-    let (b, log) = build(base().consecutive_failures(k));
+    let (b, log) = build(base().consecutive_failures(k).hints());
     let calls = [(); 2].map(|()| OwnedPermit::acquire_at(b.clone(), secs(0)).unwrap());
     (b, log, calls)
 }
