@@ -225,7 +225,8 @@ impl<C: Clock, B: Deref<Target = Breaker<C>>> OwnedPermit<C, B> {
 
     /// Reports `outcome` with the upstream's hint of when to come back,
     /// if it gave one (a 429's or 503's `Retry-After`, a gRPC pushback:
-    /// the classifiers in [`failfast::http`](crate::http) read them).
+    /// the classifiers of `failfast::http`, feature `http`, read them, and
+    /// [`failfast::hint`](crate::hint) parses them).
     ///
     /// With hints on ([`Builder::hints`](crate::Builder::hints); off by
     /// default, when this is [`record`](Self::record)), the next trip —
