@@ -148,24 +148,25 @@ fn a_trip_after_the_ramp_is_an_ordinary_one() {
 
 #[test]
 fn the_ramp_is_configured_and_refused_by_field() {
-    let err = Breaker::builder()
-        .consecutive_failures(1)
-        .ramp(Duration::from_micros(10))
-        .build()
-        .unwrap_err();
-    assert_eq!(err.field(), "ramp.window");
-    let err = Breaker::builder()
-        .consecutive_failures(1)
-        .ramp_curve(WINDOW, 1.5, 1.0)
-        .build()
-        .unwrap_err();
-    assert_eq!(err.field(), "ramp.min_fraction");
-    let err = Breaker::builder()
-        .consecutive_failures(1)
-        .ramp_curve(WINDOW, 0.1, 0.0)
-        .build()
-        .unwrap_err();
-    assert_eq!(err.field(), "ramp.aggression");
+    // The field a consecutive-failures breaker with `ramp` is refused on.
+    let refused = |ramp: fn(Builder) -> Builder| {
+        ramp(Breaker::builder().consecutive_failures(1))
+            .build()
+            .unwrap_err()
+            .field()
+    };
+    assert_eq!(
+        refused(|b| b.ramp(Duration::from_micros(10))),
+        "ramp.window"
+    );
+    assert_eq!(
+        refused(|b| b.ramp_curve(WINDOW, 1.5, 1.0)),
+        "ramp.min_fraction"
+    );
+    assert_eq!(
+        refused(|b| b.ramp_curve(WINDOW, 0.1, 0.0)),
+        "ramp.aggression"
+    );
     let config = Builder::new()
         .consecutive_failures(1)
         .ramp(WINDOW)
