@@ -445,6 +445,8 @@ fn hint_run(v: Clients) -> HintRun {
             } else {
                 builder
             };
+            // Hints are opt-in: the breakers that are given them take them.
+            let builder = if v.hints { builder.hints() } else { builder };
             builder
                 .build_with_clock(clock.clone())
                 .expect("valid configuration")
