@@ -19,12 +19,14 @@ use crate::hooks::{Hooks, OnTransition};
 use crate::machine::{self, Admission, Decided, TripAt};
 use crate::observe::{BreakerSnapshot, Observer, Reason, Transition};
 use crate::outcome::{Outcome, Verdict};
+use crate::outlier::tally::{Counts, Tally};
+use crate::outlier::{OutlierRule, Pool};
 use crate::policy::{Config, Flags, SuccessPath};
 use crate::ramp;
 use crate::remote::RemoteTrip;
 use crate::state::{Next, Snapshot, State, StateCell, Updated};
-use crate::storage::Storage;
-use crate::sync::Arc;
+use crate::storage::{PoolSlots, Storage};
+use crate::sync::{Arc, Ordering};
 use crate::ticket::{RoundStart, Ticket, UNTIMED};
 use crate::window::{self, Shape, Window, WindowCounts};
 
@@ -59,6 +61,8 @@ pub(crate) struct Shared<C: Clock> {
     /// the registry's, shared by all its configurations.
     pub(crate) hooks: std::sync::Arc<Hooks<Breaker<C>>>,
     gate: Option<std::sync::Arc<dyn TripGate>>,
+    /// The outlier pool of a registry's key, if it has one.
+    pool: Option<Arc<Pool>>,
 }
 
 impl<C: Clock> Shared<C> {
@@ -74,7 +78,17 @@ impl<C: Clock> Shared<C> {
             observer,
             hooks: std::sync::Arc::new(Hooks::new()),
             gate: None,
+            pool: None,
         }
+    }
+
+    /// Puts every breaker of this configuration in `pool` (a registry does
+    /// this once, before any breaker exists): their verdicts take the
+    /// general path, timed, to the pool's tally.
+    pub(crate) fn with_pool(mut self, pool: Arc<Pool>) -> Shared<C> {
+        self.flags = self.flags.in_pool();
+        self.pool = Some(pool);
+        self
     }
 
     /// Shares `hooks` (a registry's, for each configuration it builds).
@@ -139,23 +153,37 @@ const _: () = assert!(core::mem::size_of::<Breaker<QuantaClock>>() == 48);
 impl<C: Clock> Breaker<C> {
     pub(crate) fn from_shared(shared: Arc<Shared<C>>, id: u32) -> Breaker<C> {
         let flags = shared.flags;
-        Breaker {
+        let breaker = Breaker {
             cell: StateCell::new(),
             storage: Storage::new(
                 flags.counts_calls(),
                 shared.config.shape,
                 shared.config.max_hint.is_some(),
+                flags.pooled(),
             ),
             id,
             flags,
             shared,
+        };
+        if let (Some(pool), Some(slots)) = (breaker.shared.pool.as_deref(), breaker.pool_slots()) {
+            pool.joined();
+            Tally(slots.tally).start(pool.epoch(breaker.shared.clock.now()));
         }
+        breaker
     }
 
     /// The call counters, when kept.
     #[inline(always)]
     fn counters(&self) -> Option<Counters<'_>> {
         self.storage.counters(self.flags.counts_calls())
+    }
+
+    /// The outlier pool's slots, when the breaker is in one.
+    #[inline(always)]
+    fn pool_slots(&self) -> Option<PoolSlots<'_>> {
+        let config = &self.shared.config;
+        self.storage
+            .pool_slots(config.shape, config.max_hint.is_some())
     }
 
     /// The window (empty without one).
@@ -419,6 +447,12 @@ impl<C: Clock> Breaker<C> {
                         s = current;
                         continue;
                     }
+                    if self.flags.pooled() && self.lifted(u.seen) {
+                        // The pool panics: its outlier ejections let calls
+                        // through (plain calls of the OPEN generation, which
+                        // its verdicts do not move).
+                        return Ok(self.admitted(Ticket::new(u.seen.generation(), false, now)));
+                    }
                     Err(self.reject(reason, until, now))
                 }
             };
@@ -673,8 +707,10 @@ impl<C: Clock> Breaker<C> {
         let slow = !matches!(outcome, Outcome::Ignored | Outcome::Neutral)
             && self.flags.times_calls()
             && self.shared.config.is_slow(ticket.start, now);
-        if let Some(c) = self.counters() {
-            c.verdict(outcome.into(), slow);
+        if self.flags.counts_or_pools() {
+            if let Some(t) = self.count(outcome.into(), slow, now) {
+                return Some(t);
+            }
         }
         let s = self.cell.load();
         if s.generation() != ticket.generation() {
@@ -689,6 +725,117 @@ impl<C: Clock> Breaker<C> {
             return None;
         }
         self.settle(s, ticket.is_probe(), outcome.into(), slow, now)
+    }
+
+    /// A verdict for the call counters and the outlier pool's tally, the
+    /// breakers that keep either. Returns the ejection the tally's roll
+    /// caused, if it did (the verdict itself then changes nothing more: its
+    /// generation is over).
+    #[inline(always)]
+    fn count(&self, verdict: Verdict, slow: bool, now: Nanos) -> Option<Transition> {
+        if let Some(c) = self.counters() {
+            c.verdict(verdict, slow);
+        }
+        if !self.flags.pooled() || !verdict.counts() {
+            return None;
+        }
+        let pool = self.shared.pool.as_deref()?;
+        let slots = self.pool_slots()?;
+        let epoch = pool.epoch(now);
+        let counts = Tally(slots.tally).record(epoch, verdict.is_failure(), slow)?;
+        self.judged(pool, slots, epoch, counts, now)
+    }
+
+    /// This breaker rolled its tally out of interval `epoch − 1` with
+    /// `counts`: the pool adds them and judges it; an enforced outlier is
+    /// ejected.
+    #[cold]
+    #[inline(never)]
+    fn judged(
+        &self,
+        pool: &Pool,
+        slots: PoolSlots<'_>,
+        epoch: u64,
+        counts: Counts,
+        now: Nanos,
+    ) -> Option<Transition> {
+        let rule = pool.roll(self.id, epoch, counts)?;
+        self.eject(pool, slots, rule, now)
+    }
+
+    /// Ejects this breaker as an outlier by `rule`: CLOSED → OPEN, if the
+    /// pool's cap and panic mode allow it and the trip gate admits it.
+    ///
+    /// The mark (the OPEN word's generation and the rule) is written before
+    /// the trip's CAS, so that whatever moves the breaker out of that
+    /// generation finds it and gives the pool's place back; a trip that
+    /// does not happen takes its own mark back.
+    fn eject(
+        &self,
+        pool: &Pool,
+        slots: PoolSlots<'_>,
+        rule: OutlierRule,
+        now: Nanos,
+    ) -> Option<Transition> {
+        let s = self.cell.load();
+        if s.state() != State::Closed || !pool.reserve_ejection() {
+            return None;
+        }
+        let mark = mark_of(s.enter(State::Open).generation(), rule);
+        // Release: the mark is published before the trip's CAS, which a
+        // reader of the word then acquires with it.
+        slots.mark.store(mark, Ordering::Release);
+        let reason = match rule {
+            OutlierRule::Slow => Reason::SlowOutlier,
+            _ => Reason::Outlier,
+        };
+        let counts = self.window().counts(now);
+        let t = self.trip(s.generation(), reason, now, counts, s, Decided::Outlier);
+        if t.is_some_and(|t| t.to == State::Open) {
+            pool.enforced(rule);
+            return t;
+        }
+        // No trip (the word moved, or the gate refused): the mark is ours
+        // to take back, unless something already did.
+        if slots
+            .mark
+            .compare_exchange(mark, 0, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+        {
+            pool.release_ejection();
+        }
+        t
+    }
+
+    /// Whether a call to this breaker (word `s`) is let through by its
+    /// pool's panic: the breaker is OPEN by its outlier ejection and the
+    /// pool has too few healthy hosts.
+    #[cold]
+    fn lifted(&self, s: Snapshot) -> bool {
+        let (Some(pool), Some(slots)) = (self.shared.pool.as_deref(), self.pool_slots()) else {
+            return false;
+        };
+        s.is_open()
+            && ejection_of(slots.mark.load(Ordering::Acquire)).0 == Some(s.generation())
+            && pool.panicking()
+    }
+
+    /// A published transition of a pooled breaker: the pool's health count,
+    /// and the end of an outlier ejection (the mark of the generation left).
+    fn left_generation(&self, from: Snapshot, to: Snapshot) {
+        let (Some(pool), Some(slots)) = (self.shared.pool.as_deref(), self.pool_slots()) else {
+            return;
+        };
+        pool.on_transition(from.state(), to.state());
+        let mark = slots.mark.load(Ordering::Acquire);
+        if ejection_of(mark).0 == Some(from.generation())
+            && slots
+                .mark
+                .compare_exchange(mark, 0, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+        {
+            pool.release_ejection();
+        }
     }
 
     /// A success on the plainest breaker (no window, no timing, no
@@ -734,8 +881,10 @@ impl<C: Clock> Breaker<C> {
             _ if ticket.is_answered() => ticket.head_was_slow(),
             _ => self.shared.config.is_slow(ticket.start, now),
         };
-        if let Some(c) = self.counters() {
-            c.verdict(verdict, slow);
+        if self.flags.counts_or_pools() {
+            if let Some(t) = self.count(verdict, slow, now) {
+                return Some(t);
+            }
         }
         let s = self.cell.load();
         if s.generation() != ticket.generation() {
@@ -1005,6 +1154,9 @@ impl<C: Clock> Breaker<C> {
                 from.is_counted() && !to.is_counted(),
             );
         }
+        if self.flags.pooled() {
+            self.left_generation(from, to);
+        }
         let transition = self.describe(from, to, reason, now, window);
         let observer = self.shared.observer.as_deref();
         self.shared.hooks.fire(observer, self, &transition);
@@ -1226,6 +1378,36 @@ impl<C: Clock> Breaker<C> {
         }
         let w = self.window().counts(now);
         w.failures == 0 && w.slow == 0
+    }
+}
+
+/// An outlier ejection's mark: the OPEN word's generation + 1 in the low 32
+/// bits (0 is no ejection), the rule's index above.
+fn mark_of(generation: u32, rule: OutlierRule) -> u64 {
+    (u64::from(generation) + 1) | (rule.index() as u64) << 32
+}
+
+/// The generation and rule of an ejection mark, if it holds one.
+fn ejection_of(mark: u64) -> (Option<u32>, Option<OutlierRule>) {
+    let generation = (mark as u32).checked_sub(1);
+    let rule = OutlierRule::ALL.get((mark >> 32) as usize).copied();
+    (generation.filter(|_| mark != 0), rule.filter(|_| mark != 0))
+}
+
+/// A pooled breaker leaves its pool: its health, and its place under the
+/// ejection cap if it is still ejected.
+impl<C: Clock> Drop for Breaker<C> {
+    fn drop(&mut self) {
+        let Some(pool) = self.shared.pool.as_deref() else {
+            return;
+        };
+        let s = self.cell.load();
+        if let Some(slots) = self.pool_slots() {
+            if ejection_of(slots.mark.load(Ordering::Acquire)).0 == Some(s.generation()) {
+                pool.release_ejection();
+            }
+        }
+        pool.left(s.state());
     }
 }
 

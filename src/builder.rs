@@ -86,6 +86,9 @@ pub struct Builder {
     /// rates, each `None` for the closed state's.
     half_open_rates: Option<(Option<f64>, Option<f64>)>,
     max_hint: Option<Duration>,
+    /// The named outlier pool of a registry's key (see
+    /// [`Builder::outlier_pool`]).
+    outlier_pool: Option<std::sync::Arc<str>>,
 }
 
 /// The default [`Builder::max_hint`]: 10 minutes.
@@ -118,6 +121,7 @@ impl Default for Builder {
             ramp: None,
             half_open_rates: None,
             max_hint: None,
+            outlier_pool: None,
         }
     }
 }
@@ -146,6 +150,7 @@ impl fmt::Debug for Builder {
             .field("ramp", &self.ramp)
             .field("half_open_rates", &self.half_open_rates)
             .field("max_hint", &self.max_hint)
+            .field("outlier_pool", &self.outlier_pool)
             .finish()
     }
 }
@@ -411,6 +416,33 @@ impl Builder {
         self
     }
 
+    /// Puts the breakers of this configuration in the outlier pool `name`
+    /// of their registry, to be compared with that pool's hosts only (the
+    /// endpoints of one service, say) instead of the registry's whole
+    /// `"default"` pool. Set it on a key's override
+    /// ([`RegistryBuilder::override_key`](crate::RegistryBuilder::override_key))
+    /// or a registry's template; it needs
+    /// [`RegistryBuilder::outliers`](crate::RegistryBuilder::outliers).
+    /// A breaker built alone is in no pool: [`build`](Self::build) refuses
+    /// the setting.
+    ///
+    /// ```
+    /// use failfast::{Breaker, Outliers, Registry};
+    ///
+    /// let registry = Registry::<str>::builder(Breaker::builder())
+    ///     .outliers(Outliers::new())
+    ///     .override_key("payments-1", Breaker::builder().outlier_pool("payments"))
+    ///     .build()?;
+    /// let pools: Vec<_> = registry.outlier_pools().into_iter().map(|p| p.name).collect();
+    /// assert_eq!(pools.len(), 2); // "default" and "payments"
+    /// assert!(Breaker::builder().outlier_pool("payments").build().is_err());
+    /// # Ok::<(), failfast::ConfigError>(())
+    /// ```
+    pub fn outlier_pool(mut self, name: impl Into<std::sync::Arc<str>>) -> Self {
+        self.outlier_pool = Some(name.into());
+        self
+    }
+
     /// Take no hint from upstreams (the default): a verdict's hint is
     /// ignored, and the breaker keeps no slot to remember one.
     pub fn hints_off(mut self) -> Self {
@@ -598,6 +630,13 @@ impl Builder {
     ///
     /// As [`build`](Self::build).
     pub fn build_with_clock<C: Clock>(self, clock: C) -> Result<Breaker<C>, ConfigError> {
+        if let Some(pool) = &self.outlier_pool {
+            return Err(ConfigError::new(
+                "outlier_pool",
+                "only for a registry's keys (RegistryBuilder::outliers)",
+                pool,
+            ));
+        }
         let id = self.id.unwrap_or_else(distinct_id);
         Ok(Breaker::from_shared(self.build_shared(clock)?, id))
     }
@@ -841,6 +880,7 @@ impl Builder {
             ramp,
             rule,
             max_hint: self.max_hint,
+            outlier_pool: self.outlier_pool.clone(),
         })
     }
 }

@@ -315,6 +315,11 @@ pub(crate) enum Decided {
     Failures(u32),
     /// A run of at least this many unanswered calls.
     Unanswered(u32),
+    /// The pool found the host an outlier (`outlier`): decided on the last
+    /// interval, beside the word. Its open period is held as the word's
+    /// span, so that its rejections leave the inline path, where a pool in
+    /// panic lifts them.
+    Outlier,
 }
 
 impl Decided {
@@ -323,7 +328,7 @@ impl Decided {
     /// and the trip's CAS makes the trip moot.
     const fn holds(self, s: Snapshot) -> bool {
         match self {
-            Decided::Window => true,
+            Decided::Window | Decided::Outlier => true,
             Decided::Failures(k) => s.count() >= k,
             Decided::Unanswered(calls) => s.unanswered() >= calls,
         }
@@ -348,10 +353,11 @@ pub(crate) fn trip(
     match s.state() {
         State::Closed => {
             let trips = trip_step(s, at.since, at.now, at.config);
-            Next::Enter(
-                open_word(s, trips, at.config, at.hint).with_counted(counted && !s.is_detached()),
-                true,
-            )
+            let mut open = open_word(s, trips, at.config, at.hint);
+            if matches!(decided, Decided::Outlier) && open.open_span() == 0 {
+                open = open.with_open_span(span_of(at.config.backoff.step_nanos(trips), 0));
+            }
+            Next::Enter(open.with_counted(counted && !s.is_detached()), true)
         }
         State::MetricsOnly => Next::Enter(s.enter(State::MetricsOnly), true),
         _ => Next::Keep(false),

@@ -46,6 +46,12 @@ pub enum Reason {
     /// Closed → Open, or Open → Open to a later end: another replica
     /// reported a trip of the same upstream ([`RemoteTrip`](crate::RemoteTrip)).
     RemoteTrip,
+    /// Closed → Open: the host is an outlier of its pool, by its success
+    /// rate or its failure percentage (see [`Outliers`](crate::Outliers)).
+    Outlier,
+    /// Closed → Open: the host is an outlier of its pool by its slow-call
+    /// rate (the latency rule of [`Outliers`](crate::Outliers)).
+    SlowOutlier,
     /// Manual: [`force_open`](crate::Breaker::force_open).
     ForceOpen,
     /// Manual: [`disable`](crate::Breaker::disable).
@@ -71,6 +77,8 @@ impl Reason {
             Reason::ProbeAbandoned => "probe_abandoned",
             Reason::ProbesSucceeded => "probes_succeeded",
             Reason::RemoteTrip => "remote_trip",
+            Reason::Outlier => "outlier",
+            Reason::SlowOutlier => "slow_outlier",
             Reason::ForceOpen => "force_open",
             Reason::Disable => "disable",
             Reason::MetricsOnly => "metrics_only",
@@ -90,6 +98,8 @@ impl Reason {
                 | Reason::ProbeSlow
                 | Reason::ProbeAbandoned
                 | Reason::RemoteTrip
+                | Reason::Outlier
+                | Reason::SlowOutlier
         )
     }
 }

@@ -69,6 +69,9 @@ impl Flags {
     /// (`abandoned_after` set, or the unanswered rule): CLOSED admission
     /// reads the clock.
     const DATES_DROPS: u16 = 1 << 8;
+    /// The breaker is in an outlier pool: every verdict goes to its tally
+    /// (the general path, with the time read).
+    const POOLED: u16 = 1 << 9;
 
     /// Where a success goes.
     #[inline(always)]
@@ -125,6 +128,29 @@ impl Flags {
     #[inline(always)]
     pub(crate) const fn counts_runs(self) -> bool {
         self.bits & Self::COUNTS_RUNS != 0
+    }
+
+    /// Call counters or an outlier pool: one test on the general verdict
+    /// path, where a breaker with neither had the counters' test before.
+    #[inline(always)]
+    pub(crate) const fn counts_or_pools(self) -> bool {
+        self.bits & (Self::COUNTS_CALLS | Self::POOLED) != 0
+    }
+
+    #[inline(always)]
+    pub(crate) const fn pooled(self) -> bool {
+        self.bits & Self::POOLED != 0
+    }
+
+    /// These flags for a breaker in an outlier pool: the general success
+    /// path (every verdict reaches the tally) and the time read at each
+    /// verdict (the tally's interval).
+    pub(crate) const fn in_pool(self) -> Flags {
+        let paths = Self::PATH_PLAIN | Self::PATH_COUNT | Self::PATH_TIME;
+        Flags {
+            bits: (self.bits & !paths) | Self::POOLED | Self::RECORDS_NEED_TIME,
+            size: NonZeroU16::MIN,
+        }
     }
 }
 
@@ -323,6 +349,8 @@ pub struct Config {
     /// The longest open period an upstream's hint may ask for; `None`:
     /// hints are not taken.
     pub(crate) max_hint: Option<Duration>,
+    /// The named outlier pool ([`Builder::outlier_pool`](crate::Builder::outlier_pool)).
+    pub(crate) outlier_pool: Option<std::sync::Arc<str>>,
 }
 
 /// The half-open rate rule: a round of P probes closes or reopens on the
@@ -424,6 +452,12 @@ impl Config {
     /// when hints are not taken (see [`Builder::max_hint`](crate::Builder::max_hint)).
     pub fn max_hint(&self) -> Option<Duration> {
         self.max_hint
+    }
+
+    /// The named outlier pool, if one was set
+    /// ([`Builder::outlier_pool`](crate::Builder::outlier_pool)).
+    pub fn outlier_pool(&self) -> Option<&str> {
+        self.outlier_pool.as_deref()
     }
 
     /// The open period a trip at backoff step `trips` opens for, given an
@@ -674,6 +708,7 @@ impl Config {
             ramp: None,
             rule: None,
             max_hint: Some(Duration::from_secs(600)),
+            outlier_pool: None,
         }
     }
 }

@@ -1,7 +1,8 @@
 //! A breaker's heap slots: its window, then the slot of an upstream's
-//! remembered hint, then its call counters, in one allocation made when the
-//! breaker is built — none at all for a breaker with none of them (the
-//! consecutive-failures policy with hints off).
+//! remembered hint, then an outlier pool's two (the tally and the ejection
+//! mark), then its call counters, in one allocation made when the breaker is
+//! built — none at all for a breaker with none of them (the
+//! consecutive-failures policy with hints off, in no pool).
 //!
 //! The allocation is a `triomphe::ThinArc`: a thin pointer (8 bytes in the
 //! breaker) to a header, then the slots. The header holds the window's head
@@ -20,6 +21,19 @@ use crate::counters::{self, Counters};
 use crate::sync::AtomicU64;
 use crate::window::{Shape, SlotArc, Slots, Window};
 
+/// The slots a pooled breaker keeps.
+pub(crate) const POOL_SLOTS: usize = 2;
+
+/// A pooled breaker's two slots.
+#[derive(Copy, Clone)]
+pub(crate) struct PoolSlots<'a> {
+    /// The interval's tally (`outlier::tally`).
+    pub(crate) tally: &'a AtomicU64,
+    /// The generation (+ 1) and rule of the breaker's outlier ejection while
+    /// it lasts, else 0.
+    pub(crate) mark: &'a AtomicU64,
+}
+
 /// The window's head in the header and the slots, or nothing.
 pub(crate) struct Storage(Option<SlotArc>);
 
@@ -27,9 +41,11 @@ impl Storage {
     /// Slots for a window of `shape` followed by the counters (if
     /// `counts_calls`), all zero but the window's head and constants
     /// ([`Shape::initial_head`], [`Shape::initial`]).
-    pub(crate) fn new(counts_calls: bool, shape: Shape, hints: bool) -> Storage {
-        let len =
-            if counts_calls { counters::SLOTS } else { 0 } + usize::from(hints) + shape.slots();
+    pub(crate) fn new(counts_calls: bool, shape: Shape, hints: bool, pooled: bool) -> Storage {
+        let len = if counts_calls { counters::SLOTS } else { 0 }
+            + usize::from(hints)
+            + if pooled { POOL_SLOTS } else { 0 }
+            + shape.slots();
         if len == 0 {
             return Storage(None);
         }
@@ -47,6 +63,18 @@ impl Storage {
             return None;
         }
         self.slots()?.body().get(shape.slots())
+    }
+
+    /// An outlier pool's slots: the host's tally and its ejection mark (see
+    /// `outlier`), after the window's and the hint's.
+    #[inline(always)]
+    pub(crate) fn pool_slots(&self, shape: Shape, hints: bool) -> Option<PoolSlots<'_>> {
+        let at = shape.slots() + usize::from(hints);
+        let body = self.slots()?.body();
+        Some(PoolSlots {
+            tally: body.get(at)?,
+            mark: body.get(at + 1)?,
+        })
     }
 
     #[inline(always)]
@@ -102,7 +130,7 @@ mod tests {
                 buckets: 4,
             },
         ] {
-            let storage = Storage::new(true, Shape::of(kind), true);
+            let storage = Storage::new(true, Shape::of(kind), true, true);
             let counters = storage.counters(true).unwrap();
             counters.admitted();
             counters.verdict(Verdict::Failure, false);

@@ -40,6 +40,49 @@ pub(crate) use std::sync::Arc;
 #[cfg(not(failfast_loom))]
 pub(crate) use std::sync::Mutex;
 
+// An outlier pool's stripe words (`outlier::sums`): 128 bits, compared and
+// swapped whole. std's is unstable; loom has none, so its models run the same
+// protocol on a modelled lock, which is linearizable as the real CAS is.
+#[cfg(failfast_loom)]
+pub(crate) use loom_u128::AtomicU128;
+#[cfg(not(failfast_loom))]
+pub(crate) use portable_atomic::AtomicU128;
+
+#[cfg(failfast_loom)]
+mod loom_u128 {
+    use super::Ordering;
+
+    /// The loom stand-in for a 128-bit atomic: a modelled lock around the
+    /// value, with the two operations the crate uses.
+    pub(crate) struct AtomicU128(loom::sync::Mutex<u128>);
+
+    impl AtomicU128 {
+        pub(crate) fn new(v: u128) -> AtomicU128 {
+            AtomicU128(loom::sync::Mutex::new(v))
+        }
+
+        pub(crate) fn load(&self, _: Ordering) -> u128 {
+            *self.0.lock().unwrap()
+        }
+
+        pub(crate) fn compare_exchange(
+            &self,
+            current: u128,
+            new: u128,
+            _: Ordering,
+            _: Ordering,
+        ) -> Result<u128, u128> {
+            let mut v = self.0.lock().unwrap();
+            if *v == current {
+                *v = new;
+                Ok(current)
+            } else {
+                Err(*v)
+            }
+        }
+    }
+}
+
 // The ramp's per-thread turn counter (see `ramp`): a plain cell, one per
 // thread, touched only while a breaker ramps up after a recovery.
 #[cfg(not(failfast_loom))]

@@ -12,6 +12,7 @@ use super::budget::{Budget, KeyBudget};
 use super::fleet::{Fleet, MaxOpen};
 use super::handle::{Entry, EntryArc, Kind};
 use super::key::{key_of, Key, KeyBytes, Stored};
+use super::pools::Pools;
 use super::shard::{ticks, Shard};
 use super::sweep::Schedule;
 use super::HostKey;
@@ -22,6 +23,7 @@ use crate::builder::Builder;
 use crate::clock::{Clock, QuantaClock};
 use crate::error::ConfigError;
 use crate::hooks::Hooks;
+use crate::outlier::Outliers;
 use crate::sync::{Arc, AtomicU64};
 
 /// Default idle TTL: ten minutes.
@@ -76,6 +78,7 @@ pub struct RegistryBuilder<K: Key + ?Sized, S = RandomState> {
     forget_after: Duration,
     max_open: MaxOpen,
     shards: Option<usize>,
+    outliers: Option<Outliers>,
 }
 
 impl<K: Key + ?Sized> RegistryBuilder<K> {
@@ -89,6 +92,7 @@ impl<K: Key + ?Sized> RegistryBuilder<K> {
             idle_ttl: DEFAULT_IDLE_TTL,
             forget_after: DEFAULT_FORGET_AFTER,
             max_open: MaxOpen::Unlimited,
+            outliers: None,
             shards: None,
         }
     }
@@ -122,6 +126,7 @@ impl<K: Hash + Eq + Key + ?Sized, S: BuildHasher> RegistryBuilder<K, S> {
             forget_after: self.forget_after,
             max_open: self.max_open,
             shards: self.shards,
+            outliers: self.outliers,
         }
     }
 
@@ -231,6 +236,32 @@ impl<K: Hash + Eq + Key + ?Sized, S: BuildHasher> RegistryBuilder<K, S> {
         self
     }
 
+    /// Compare each host with the other hosts of its pool, and eject the
+    /// outliers ([`Outliers`]; Envoy's outlier detection with no timer).
+    /// Every key is in the `"default"` pool unless its configuration names
+    /// another ([`Builder::outlier_pool`]). Pools apply to a registry's keys
+    /// only: a balancer's standalone breakers (`EjectLayer`) are in none.
+    ///
+    /// A pooled breaker takes the general verdict path and reads the clock
+    /// at each verdict, and adds each call to its tally (one
+    /// read-modify-write on its own cache line); with pools off nothing is
+    /// added (see `benches/README.md`).
+    ///
+    /// ```
+    /// use failfast::{Breaker, Outliers, Registry};
+    ///
+    /// let registry = Registry::<str>::builder(Breaker::builder().consecutive_failures(5))
+    ///     .outliers(Outliers::new())
+    ///     .build()?;
+    /// registry.handle("10.0.0.1:80");
+    /// assert_eq!(registry.outlier_pools()[0].members, 1);
+    /// # Ok::<(), failfast::ConfigError>(())
+    /// ```
+    pub fn outliers(mut self, outliers: Outliers) -> Self {
+        self.outliers = Some(outliers);
+        self
+    }
+
     /// Use `n` shards (a power of two, 1..=65536) instead of the count sized
     /// for the capacity. More shards shorten each sweep's hold of its
     /// shard's writer lock (no lookup waits for it); each costs one
@@ -296,6 +327,7 @@ impl<K: Hash + Eq + Key + ?Sized, S: BuildHasher> RegistryBuilder<K, S> {
         Stored<K>: Send + Sync + 'static,
     {
         let shards = self.check_limits()?;
+        let pools = Pools::new(self.outliers)?;
         let fleet = std::sync::Arc::new(Fleet::new(self.max_open));
         let now = clock.now();
         let template = self.template.build_shared(clock.clone())?;
@@ -309,18 +341,16 @@ impl<K: Hash + Eq + Key + ?Sized, S: BuildHasher> RegistryBuilder<K, S> {
             template.observer.clone(),
         );
         let detached = Arc::new(detached.with_hooks(hooks.clone()));
-        let shared = attach(template, &fleet, &hooks);
+        let shared = attach(template, &fleet, &hooks, &pools)?;
         let mut overrides = HashTable::new();
         for (key, breaker, name) in self.overrides {
             let own = breaker
                 .build_shared(clock.clone())
                 .map_err(|e| for_key(&e, &Raw(&name)))?;
             let hash = super::hash::key_hash(&self.hasher, key_of::<K>(&key));
-            let entry = Override {
-                key,
-                hash,
-                shared: attach(own, &fleet, &hooks),
-            };
+            let shared =
+                attach(own, &fleet, &hooks, &pools).map_err(|e| for_key(&e, &Raw(&name)))?;
+            let entry = Override { key, hash, shared };
             // A key overridden twice: the last one wins.
             let same = |o: &Override<Stored<K>, C>| key_of::<K>(&o.key) == key_of::<K>(&entry.key);
             match overrides.find_entry(hash, same) {
@@ -353,6 +383,7 @@ impl<K: Hash + Eq + Key + ?Sized, S: BuildHasher> RegistryBuilder<K, S> {
             shared,
             overrides,
             fleet,
+            pools,
             budget: Budget::new(self.capacity, self.max_key_bytes),
             idle_ttl: self.idle_ttl,
             forget_after: self.forget_after,
@@ -411,17 +442,21 @@ impl<K: Hash + Eq + Key + ?Sized, S: BuildHasher> RegistryBuilder<K, S> {
     }
 }
 
-/// Attaches the registry's fleet counters and hooks to a freshly built
-/// shared config.
+/// Attaches the registry's fleet counters, hooks and outlier pool to a
+/// freshly built shared config.
 pub(crate) fn attach<C: Clock>(
     shared: Arc<Shared<C>>,
     fleet: &std::sync::Arc<Fleet>,
     hooks: &std::sync::Arc<Hooks<Breaker<C>>>,
-) -> Arc<Shared<C>> {
+    pools: &Pools,
+) -> Result<Arc<Shared<C>>, ConfigError> {
     match Arc::try_unwrap(shared) {
-        Ok(shared) => Arc::new(shared.with_gate(fleet.clone()).with_hooks(hooks.clone())),
+        Ok(shared) => {
+            let shared = shared.with_gate(fleet.clone()).with_hooks(hooks.clone());
+            Ok(Arc::new(pools.attach(shared)?))
+        }
         // Unreachable: `build_shared` returns a fresh `Arc` nobody else holds.
-        Err(shared) => shared,
+        Err(shared) => Ok(shared),
     }
 }
 

@@ -84,7 +84,8 @@ impl<K: Hash + Eq + Key + ?Sized, S: BuildHasher, C: Clock> Registry<K, S, C> {
         let own = breaker
             .build_shared(self.shared.clock.clone())
             .map_err(|e| builder::for_key(&e, &key))?;
-        let shared = builder::attach(own, &self.fleet, &self.shared.hooks);
+        let shared = builder::attach(own, &self.fleet, &self.shared.hooks, &self.pools)
+            .map_err(|e| builder::for_key(&e, &key))?;
         let hash = super::hash::key_hash(&self.hasher, key_of::<K>(&key));
         // An upstream registered through discovery is known: the open cap
         // counts it from its first trip, success or not.

@@ -276,6 +276,7 @@ mod key;
 mod lock_free_reads;
 mod map;
 mod names;
+mod pools;
 mod remote;
 mod shard;
 mod sweep;
@@ -353,6 +354,8 @@ pub struct Registry<K: ?Sized + Key, S = RandomState, C: Clock = QuantaClock> {
     /// Also every breaker's trip gate (a std `Arc`: the gate is a trait
     /// object, which loom's `Arc` cannot hold; its counters are loom's).
     fleet: std::sync::Arc<Fleet>,
+    /// The outlier pools of its keys (none without outliers).
+    pools: pools::Pools,
     budget: Budget<Stored<K>>,
     idle_ttl: Duration,
     forget_after: Duration,
@@ -834,6 +837,20 @@ impl<K: Key + ?Sized, S, C: Clock> Registry<K, S, C> {
     /// ```
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Each outlier pool's numbers now: members, unhealthy and ejected
+    /// hosts, panic, outliers found and ejected by rule, the last figures
+    /// (empty without [`RegistryBuilder::outliers`]). O(pools).
+    ///
+    /// ```
+    /// # use failfast::{Breaker, Registry};
+    /// let registry = Registry::<u64>::builder(Breaker::builder()).build()?;
+    /// assert!(registry.outlier_pools().is_empty());
+    /// # Ok::<(), failfast::ConfigError>(())
+    /// ```
+    pub fn outlier_pools(&self) -> Vec<crate::OutlierPoolSnapshot> {
+        self.pools.snapshots(self.shared.clock.now())
     }
 
     /// Tracked breakers that are OPEN (O(1), counters kept on transitions).

@@ -1,0 +1,355 @@
+//! What a user sets for outlier detection ([`Outliers`]), its checks, and the
+//! fixed-point form the pool computes with ([`Rules`]).
+
+use core::time::Duration;
+
+use super::sums::PPM;
+use crate::error::ConfigError;
+
+/// Outlier detection across a registry's hosts: each host is compared with
+/// the other hosts of its pool (Envoy's outlier detection, without its
+/// timer). Set on a registry with
+/// [`RegistryBuilder::outliers`](crate::RegistryBuilder::outliers).
+///
+/// The defaults are Envoy's: a 10 s interval, the success-rate rule on
+/// (`request_volume` 100, `minimum_hosts` 5, `stdev_factor` 1.9, enforced
+/// 100 %), the failure-percentage rule observed only (threshold 85 %,
+/// `request_volume` 50, `minimum_hosts` 5, enforced 0 %), at most 10 % of a
+/// pool ejected (at least one host), and panic below 50 % healthy. The
+/// latency rule, which Envoy does not have, is off until
+/// [`slow_outliers`](Self::slow_outliers) turns it on.
+///
+/// ```
+/// use failfast::Outliers;
+/// use std::time::Duration;
+///
+/// let outliers = Outliers::new()
+///     .interval(Duration::from_secs(5))
+///     .stdev_factor(1.5)
+///     .enforcing_failure_percentage(100)
+///     .slow_outliers(3.0, 0.1);
+/// assert_eq!(outliers.get_interval(), Duration::from_secs(5));
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub struct Outliers {
+    pub(crate) interval: Duration,
+    pub(crate) success_rate_request_volume: u32,
+    pub(crate) success_rate_minimum_hosts: u32,
+    pub(crate) stdev_factor: f64,
+    pub(crate) enforcing_success_rate: u8,
+    pub(crate) failure_percentage_threshold: u8,
+    pub(crate) failure_percentage_request_volume: u32,
+    pub(crate) failure_percentage_minimum_hosts: u32,
+    pub(crate) enforcing_failure_percentage: u8,
+    pub(crate) slow: Option<(f64, f64)>,
+    pub(crate) enforcing_slow: u8,
+    pub(crate) max_ejection_percent: u8,
+    pub(crate) panic_threshold: u8,
+}
+
+impl Default for Outliers {
+    fn default() -> Self {
+        Outliers {
+            interval: Duration::from_secs(10),
+            success_rate_request_volume: 100,
+            success_rate_minimum_hosts: 5,
+            stdev_factor: 1.9,
+            enforcing_success_rate: 100,
+            failure_percentage_threshold: 85,
+            failure_percentage_request_volume: 50,
+            failure_percentage_minimum_hosts: 5,
+            enforcing_failure_percentage: 0,
+            slow: None,
+            enforcing_slow: 100,
+            max_ejection_percent: 10,
+            panic_threshold: 50,
+        }
+    }
+}
+
+/// The longest interval: a day.
+const MAX_INTERVAL: Duration = Duration::from_secs(86_400);
+/// The shortest: a millisecond.
+const MIN_INTERVAL: Duration = Duration::from_millis(1);
+
+impl Outliers {
+    /// Envoy's defaults (see the type's docs).
+    pub fn new() -> Outliers {
+        Outliers::default()
+    }
+
+    /// How often each host is judged against its pool (default 10 s): every
+    /// host rolls its own interval on its first call after one ends.
+    pub fn interval(mut self, interval: Duration) -> Self {
+        self.interval = interval;
+        self
+    }
+
+    /// The interval set.
+    pub fn get_interval(&self) -> Duration {
+        self.interval
+    }
+
+    /// Calls a host needs in an interval to be judged by its success rate
+    /// (default 100). Also the latency rule's volume.
+    pub fn success_rate_request_volume(mut self, calls: u32) -> Self {
+        self.success_rate_request_volume = calls;
+        self
+    }
+
+    /// Hosts of a pool that must have the volume for the success-rate rule
+    /// (and the latency rule) to judge anyone (default 5).
+    pub fn success_rate_minimum_hosts(mut self, hosts: u32) -> Self {
+        self.success_rate_minimum_hosts = hosts;
+        self
+    }
+
+    /// A host is an outlier when its success rate is below the pool's mean
+    /// minus this many standard deviations (default 1.9).
+    pub fn stdev_factor(mut self, factor: f64) -> Self {
+        self.stdev_factor = factor;
+        self
+    }
+
+    /// The share (0..=100 %) of success-rate outliers actually ejected
+    /// (default 100); the rest are only counted, for a shadow roll-out.
+    pub fn enforcing_success_rate(mut self, percent: u8) -> Self {
+        self.enforcing_success_rate = percent;
+        self
+    }
+
+    /// Turns the success-rate rule off (its enforcement to 0 %: outliers
+    /// are still counted).
+    pub fn success_rate_off(self) -> Self {
+        self.enforcing_success_rate(0)
+    }
+
+    /// A host failing at least this percentage of its calls is an outlier
+    /// (default 85).
+    pub fn failure_percentage_threshold(mut self, percent: u8) -> Self {
+        self.failure_percentage_threshold = percent;
+        self
+    }
+
+    /// Calls a host needs in an interval for the failure-percentage rule
+    /// (default 50).
+    pub fn failure_percentage_request_volume(mut self, calls: u32) -> Self {
+        self.failure_percentage_request_volume = calls;
+        self
+    }
+
+    /// Hosts of a pool that must have that volume (default 5).
+    pub fn failure_percentage_minimum_hosts(mut self, hosts: u32) -> Self {
+        self.failure_percentage_minimum_hosts = hosts;
+        self
+    }
+
+    /// The share of failure-percentage outliers ejected (default 0: observed
+    /// only, as in Envoy).
+    pub fn enforcing_failure_percentage(mut self, percent: u8) -> Self {
+        self.enforcing_failure_percentage = percent;
+        self
+    }
+
+    /// Turns the latency rule on: a host whose slow-call rate exceeds both
+    /// `factor` times its pool's mean and `floor` (a rate in `[0, 1)`) is
+    /// ejected with [`Reason::SlowOutlier`](crate::Reason::SlowOutlier). A
+    /// call is slow by the breakers' `slow_call_threshold`, which the
+    /// pool's configurations must then set.
+    pub fn slow_outliers(mut self, factor: f64, floor: f64) -> Self {
+        self.slow = Some((factor, floor));
+        self
+    }
+
+    /// The share of latency outliers ejected (default 100).
+    pub fn enforcing_slow(mut self, percent: u8) -> Self {
+        self.enforcing_slow = percent;
+        self
+    }
+
+    /// At most this percentage of a pool's hosts are ejected as outliers at
+    /// once (default 10), and always at least one (Envoy's rule).
+    pub fn max_ejection_percent(mut self, percent: u8) -> Self {
+        self.max_ejection_percent = percent;
+        self
+    }
+
+    /// When fewer than this percentage of a pool's hosts are healthy (not
+    /// open, half-open or forced open), the pool panics: its outlier
+    /// ejections are lifted, calls reach those hosts, and no host is ejected
+    /// until the share is back (default 50; 0 never panics).
+    pub fn panic_threshold(mut self, percent: u8) -> Self {
+        self.panic_threshold = percent;
+        self
+    }
+
+    /// Checks every field, naming the first out of range.
+    pub(crate) fn check(&self) -> Result<(), ConfigError> {
+        if !(MIN_INTERVAL..=MAX_INTERVAL).contains(&self.interval) {
+            return Err(ConfigError::new(
+                "outliers.interval",
+                "1 ms to 1 day",
+                self.interval,
+            ));
+        }
+        let volume = |name: &'static str, v: u32| {
+            if (1..=super::tally::CAP).contains(&v) {
+                Ok(())
+            } else {
+                Err(ConfigError::new(name, "1..=258048 calls", v))
+            }
+        };
+        volume(
+            "outliers.success_rate_request_volume",
+            self.success_rate_request_volume,
+        )?;
+        volume(
+            "outliers.failure_percentage_request_volume",
+            self.failure_percentage_request_volume,
+        )?;
+        for (name, hosts) in [
+            (
+                "outliers.success_rate_minimum_hosts",
+                self.success_rate_minimum_hosts,
+            ),
+            (
+                "outliers.failure_percentage_minimum_hosts",
+                self.failure_percentage_minimum_hosts,
+            ),
+        ] {
+            if hosts == 0 {
+                return Err(ConfigError::new(name, "≥ 1 host", hosts));
+            }
+        }
+        if !(0.0..=100.0).contains(&self.stdev_factor) {
+            return Err(ConfigError::new(
+                "outliers.stdev_factor",
+                "0.0..=100.0",
+                self.stdev_factor,
+            ));
+        }
+        for (name, p) in [
+            (
+                "outliers.enforcing_success_rate",
+                self.enforcing_success_rate,
+            ),
+            (
+                "outliers.failure_percentage_threshold",
+                self.failure_percentage_threshold,
+            ),
+            (
+                "outliers.enforcing_failure_percentage",
+                self.enforcing_failure_percentage,
+            ),
+            ("outliers.enforcing_slow", self.enforcing_slow),
+            ("outliers.max_ejection_percent", self.max_ejection_percent),
+            ("outliers.panic_threshold", self.panic_threshold),
+        ] {
+            if p > 100 {
+                return Err(ConfigError::new(name, "0..=100 %", p));
+            }
+        }
+        if let Some((factor, floor)) = self.slow {
+            if !(1.0..=1000.0).contains(&factor) {
+                return Err(ConfigError::new(
+                    "outliers.slow_outliers.factor",
+                    "1.0..=1000.0",
+                    factor,
+                ));
+            }
+            if !(0.0..1.0).contains(&floor) {
+                return Err(ConfigError::new(
+                    "outliers.slow_outliers.floor",
+                    "a rate in [0, 1)",
+                    floor,
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The fixed-point rules (after [`check`](Self::check)).
+    pub(crate) fn rules(&self) -> Rules {
+        let milli = |f: f64| (f * 1000.0).round() as u64;
+        Rules {
+            interval_nanos: u64::try_from(self.interval.as_nanos()).unwrap_or(u64::MAX),
+            sr_volume: self.success_rate_request_volume,
+            sr_min_hosts: self.success_rate_minimum_hosts.into(),
+            stdev_milli: milli(self.stdev_factor),
+            sr_enforce: self.enforcing_success_rate,
+            fp_threshold_ppm: u64::from(self.failure_percentage_threshold) * (PPM / 100),
+            fp_volume: self.failure_percentage_request_volume,
+            fp_min_hosts: self.failure_percentage_minimum_hosts.into(),
+            fp_enforce: self.enforcing_failure_percentage,
+            slow: self
+                .slow
+                .map(|(factor, floor)| (milli(factor), (floor * PPM as f64).round() as u64)),
+            slow_enforce: self.enforcing_slow,
+            max_ejection_percent: self.max_ejection_percent.into(),
+            panic_threshold: self.panic_threshold.into(),
+        }
+    }
+}
+
+/// [`Outliers`] in the units the pool computes with: nanoseconds, parts per
+/// million, thousandths.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Rules {
+    pub(crate) interval_nanos: u64,
+    pub(crate) sr_volume: u32,
+    pub(crate) sr_min_hosts: u64,
+    pub(crate) stdev_milli: u64,
+    pub(crate) sr_enforce: u8,
+    pub(crate) fp_threshold_ppm: u64,
+    pub(crate) fp_volume: u32,
+    pub(crate) fp_min_hosts: u64,
+    pub(crate) fp_enforce: u8,
+    /// The latency rule's factor (thousandths) and floor (ppm).
+    pub(crate) slow: Option<(u64, u64)>,
+    pub(crate) slow_enforce: u8,
+    pub(crate) max_ejection_percent: u64,
+    pub(crate) panic_threshold: u64,
+}
+
+#[cfg(all(test, not(failfast_loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_bad_field_is_named() {
+        let field = |o: Outliers| o.check().unwrap_err().field();
+        assert_eq!(
+            field(Outliers::new().interval(Duration::ZERO)),
+            "outliers.interval"
+        );
+        assert_eq!(
+            field(Outliers::new().success_rate_request_volume(0)),
+            "outliers.success_rate_request_volume"
+        );
+        assert_eq!(
+            field(Outliers::new().failure_percentage_minimum_hosts(0)),
+            "outliers.failure_percentage_minimum_hosts"
+        );
+        assert_eq!(
+            field(Outliers::new().stdev_factor(f64::NAN)),
+            "outliers.stdev_factor"
+        );
+        assert_eq!(
+            field(Outliers::new().enforcing_success_rate(101)),
+            "outliers.enforcing_success_rate"
+        );
+        assert_eq!(
+            field(Outliers::new().panic_threshold(200)),
+            "outliers.panic_threshold"
+        );
+        assert_eq!(
+            field(Outliers::new().slow_outliers(0.5, 0.1)),
+            "outliers.slow_outliers.factor"
+        );
+        assert_eq!(
+            field(Outliers::new().slow_outliers(2.0, 1.0)),
+            "outliers.slow_outliers.floor"
+        );
+        assert!(Outliers::new().check().is_ok());
+    }
+}

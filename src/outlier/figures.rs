@@ -1,0 +1,230 @@
+//! A sealed interval's figures, computed in integers from its sums, and how
+//! a host is judged against them.
+//!
+//! Success rate (Envoy's rule): over the `n` hosts with the volume, with
+//! `S₁ = Σr` and `S₂ = Σr²` (r in ppm), the population standard deviation is
+//! `√(n·S₂ − S₁²) / n`, so the threshold `mean − f·stdev` is
+//!
+//! ```text
+//! threshold = (1000·S₁ − f_milli · ⌊√(n·S₂ − S₁²)⌋) / (1000·n)      (floored, ≥ 0)
+//! ```
+//!
+//! all in `u128` (n·S₂ < 2⁸⁴ for 4 million hosts), with `isqrt`. A host is
+//! an outlier when its rate is below it. Every reader of one interval
+//! computes the same threshold, and a direct computation over the same hosts
+//! gives it too (the property test in `tests/outliers.rs`).
+
+use super::config::Rules;
+use super::sums::{Totals, PPM};
+use super::tally::Counts;
+
+/// What the hosts of a pool are judged against in one interval.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Figures {
+    /// The success-rate threshold (ppm), when enough hosts had the volume.
+    pub(crate) success_threshold: Option<u32>,
+    /// Whether enough hosts had the failure-percentage rule's volume.
+    pub(crate) failure_rule: bool,
+    /// The slow-rate limit (ppm), when the latency rule is on and enough
+    /// hosts had the volume.
+    pub(crate) slow_limit: Option<u32>,
+}
+
+impl Figures {
+    /// The figures of `totals` under `rules`.
+    pub(crate) fn of(totals: &Totals, rules: &Rules) -> Figures {
+        let n = totals.hosts;
+        let success_threshold = (n >= rules.sr_min_hosts).then(|| {
+            let n = u128::from(n);
+            let spread = (n * totals.success_squares).saturating_sub(totals.success_sum.pow(2));
+            let deviation = u128::from(rules.stdev_milli) * spread.isqrt();
+            let threshold = (1000 * totals.success_sum).saturating_sub(deviation) / (1000 * n);
+            threshold.min(u128::from(PPM)) as u32
+        });
+        let slow_limit = rules.slow.and_then(|(factor_milli, floor_ppm)| {
+            (totals.slow_hosts >= rules.sr_min_hosts).then(|| {
+                let mean_times = u128::from(factor_milli) * totals.slow_sum
+                    / (1000 * u128::from(totals.slow_hosts));
+                mean_times.max(u128::from(floor_ppm)).min(u128::from(PPM)) as u32
+            })
+        });
+        Figures {
+            success_threshold,
+            failure_rule: totals.failure_hosts >= rules.fp_min_hosts,
+            slow_limit,
+        }
+    }
+
+    /// Packed with interval tag `tag` (16 bits) for the pool's cache word.
+    pub(crate) fn pack(self, tag: u64) -> u64 {
+        let opt = |v: Option<u32>| v.map_or(0, |v| u64::from(v) | 1 << 20);
+        (tag & 0xffff)
+            | opt(self.success_threshold) << 16
+            | u64::from(self.failure_rule) << 37
+            | opt(self.slow_limit) << 38
+    }
+
+    /// The figures and tag of a packed word.
+    pub(crate) fn unpack(word: u64) -> (u64, Figures) {
+        let opt = |v: u64| (v & 1 << 20 != 0).then_some((v & ((1 << 20) - 1)) as u32);
+        (
+            word & 0xffff,
+            Figures {
+                success_threshold: opt(word >> 16),
+                failure_rule: word >> 37 & 1 != 0,
+                slow_limit: opt(word >> 38),
+            },
+        )
+    }
+}
+
+/// Which rule found a host an outlier.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum OutlierRule {
+    /// Its success rate was below the pool's mean minus `stdev_factor`
+    /// standard deviations.
+    SuccessRate,
+    /// It failed at least `failure_percentage_threshold` % of its calls.
+    FailurePercentage,
+    /// Its slow-call rate exceeded the pool's mean times the latency rule's
+    /// factor (and the floor).
+    Slow,
+}
+
+impl OutlierRule {
+    /// Every rule, in the order a host is judged by them.
+    pub const ALL: [OutlierRule; 3] = [
+        OutlierRule::SuccessRate,
+        OutlierRule::FailurePercentage,
+        OutlierRule::Slow,
+    ];
+
+    /// A short snake_case name for logs and metrics labels.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            OutlierRule::SuccessRate => "success_rate",
+            OutlierRule::FailurePercentage => "failure_percentage",
+            OutlierRule::Slow => "slow",
+        }
+    }
+
+    pub(crate) const fn index(self) -> usize {
+        match self {
+            OutlierRule::SuccessRate => 0,
+            OutlierRule::FailurePercentage => 1,
+            OutlierRule::Slow => 2,
+        }
+    }
+
+    /// The rule's enforcement percentage.
+    pub(crate) fn enforcing(self, rules: &Rules) -> u8 {
+        match self {
+            OutlierRule::SuccessRate => rules.sr_enforce,
+            OutlierRule::FailurePercentage => rules.fp_enforce,
+            OutlierRule::Slow => rules.slow_enforce,
+        }
+    }
+}
+
+/// `part / whole` in ppm (0 for no calls).
+pub(crate) fn ppm(part: u32, whole: u32) -> u32 {
+    if whole == 0 {
+        return 0;
+    }
+    (u64::from(part) * PPM / u64::from(whole)) as u32
+}
+
+/// The rules that find a host with `counts` an outlier against `figures`,
+/// in [`OutlierRule::ALL`]'s order, as a bit set.
+pub(crate) fn judge(counts: Counts, figures: &Figures, rules: &Rules) -> u8 {
+    let mut found = 0;
+    let success = ppm(counts.calls - counts.failures, counts.calls);
+    if let Some(t) = figures.success_threshold {
+        if counts.calls >= rules.sr_volume && success < t {
+            found |= 1 << OutlierRule::SuccessRate.index();
+        }
+    }
+    if figures.failure_rule
+        && counts.calls >= rules.fp_volume
+        && u64::from(ppm(counts.failures, counts.calls)) >= rules.fp_threshold_ppm
+    {
+        found |= 1 << OutlierRule::FailurePercentage.index();
+    }
+    if let Some(limit) = figures.slow_limit {
+        if counts.calls >= rules.sr_volume && ppm(counts.slow, counts.calls) > limit {
+            found |= 1 << OutlierRule::Slow.index();
+        }
+    }
+    found
+}
+
+#[cfg(all(test, not(failfast_loom)))]
+mod tests {
+    use super::*;
+    use crate::outlier::sums::Report;
+    use crate::Outliers;
+
+    fn totals(rates_percent: &[u32]) -> Totals {
+        let mut t = Totals::default();
+        for &r in rates_percent {
+            t.add(Report {
+                success_ppm: Some(r * 10_000),
+                failure_volume: true,
+                slow_ppm: None,
+            });
+        }
+        t
+    }
+
+    /// Envoy's `SuccessRate` case: rates 50, 100, 100, 100, 100 give a
+    /// mean of 90, a population stdev of 20, and 90 − 1.9·20 = 52.
+    #[test]
+    fn envoys_five_hosts_give_a_threshold_of_52() {
+        let rules = Outliers::new().rules();
+        let f = Figures::of(&totals(&[50, 100, 100, 100, 100]), &rules);
+        assert_eq!(f.success_threshold, Some(520_000));
+        let host = |ok: u32| Counts {
+            calls: 100,
+            failures: 100 - ok,
+            slow: 0,
+        };
+        assert_eq!(judge(host(50), &f, &rules), 1, "the host at 50 % is out");
+        assert_eq!(judge(host(52), &f, &rules), 0, "52 % is not below 52 %");
+    }
+
+    #[test]
+    fn too_few_hosts_give_no_threshold() {
+        let rules = Outliers::new().rules();
+        assert_eq!(
+            Figures::of(&totals(&[50, 100, 100, 100]), &rules).success_threshold,
+            None
+        );
+    }
+
+    #[test]
+    fn a_threshold_below_zero_is_zero() {
+        let rules = Outliers::new().stdev_factor(10.0).rules();
+        let f = Figures::of(&totals(&[0, 100, 100, 100, 100]), &rules);
+        assert_eq!(f.success_threshold, Some(0), "nobody is below 0 %");
+    }
+
+    #[test]
+    fn figures_survive_packing() {
+        for f in [
+            Figures::default(),
+            Figures {
+                success_threshold: Some(999_999),
+                failure_rule: true,
+                slow_limit: Some(0),
+            },
+            Figures {
+                success_threshold: Some(0),
+                failure_rule: false,
+                slow_limit: Some(1_000_000),
+            },
+        ] {
+            assert_eq!(Figures::unpack(f.pack(0xbeef)), (0xbeef, f));
+        }
+    }
+}
