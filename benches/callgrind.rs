@@ -21,7 +21,7 @@ use adapters::{
     ff_time_slow, trip, with_peer, work, Failfast, Guard, WithGuard, PEERS,
 };
 
-const VARIANTS: [&str; 11] = [
+const VARIANTS: [&str; 13] = [
     "ff_consecutive_at",
     "ff_count",
     "ff_count_at",
@@ -33,6 +33,8 @@ const VARIANTS: [&str; 11] = [
     "ff_std",
     "ff_failure",
     "ff_ramp",
+    "ff_pool_count",
+    "ff_pool_slow",
 ];
 /// Requests through `KeyedLayer` over a held registry (feature `tower`): a
 /// `Host` header normalised by `AuthorityKey`, looked up among 1000 tracked
@@ -124,6 +126,16 @@ fn permits(b: &Breaker, n: u64, at: bool, step: u64) -> u64 {
     })
 }
 
+/// N successes of one key's breaker in a registry pooled by `outliers`.
+fn pooled(template: failfast::Builder, outliers: failfast::Outliers, n: u64) -> u64 {
+    let registry = failfast::Registry::<u64>::builder(template)
+        .outliers(outliers)
+        .build()
+        .unwrap();
+    let handle = registry.handle(&7);
+    permits(&handle, n, false, 0)
+}
+
 fn variant(name: &str, open: bool, n: u64) -> u64 {
     if open {
         return match name {
@@ -170,6 +182,28 @@ fn variant(name: &str, open: bool, n: u64) -> u64 {
             assert_eq!(b.snapshot().ramp_fraction, Some(1.0), "ramping");
             permits(&b, n, false, 0)
         }
+        // A success of a host in an outlier pool (issue 28): a registry's
+        // breaker with `ff_count`'s configuration (count window 100) in the
+        // registry's pool: the general path, the clock read at the verdict,
+        // the tally's one `fetch_add`. Interval 10 s: the loop never rolls.
+        "ff_pool_count" => pooled(
+            Breaker::builder()
+                .failure_rate(0.5)
+                .count_window(100)
+                .open_duration(adapters::LONG),
+            failfast::Outliers::new(),
+            n,
+        ),
+        // The same with `ff_consecutive_slow`'s configuration and the
+        // latency rule on: every call timed, its slowness in the tally.
+        "ff_pool_slow" => pooled(
+            Breaker::builder()
+                .consecutive_failures(5)
+                .slow_call_threshold(std::time::Duration::from_secs(1))
+                .open_duration(adapters::LONG),
+            failfast::Outliers::new().slow_outliers(3.0, 0.1),
+            n,
+        ),
         "ff_failure" => {
             let b = Breaker::builder()
                 .consecutive_failures(2000)

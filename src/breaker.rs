@@ -63,6 +63,8 @@ pub(crate) struct Shared<C: Clock> {
     gate: Option<std::sync::Arc<dyn TripGate>>,
     /// The outlier pool of a registry's key, if it has one.
     pool: Option<Arc<Pool>>,
+    /// Where a pooled breaker's tally is in its storage (its mark is next).
+    pool_at: usize,
 }
 
 impl<C: Clock> Shared<C> {
@@ -79,6 +81,7 @@ impl<C: Clock> Shared<C> {
             hooks: std::sync::Arc::new(Hooks::new()),
             gate: None,
             pool: None,
+            pool_at: 0,
         }
     }
 
@@ -88,6 +91,7 @@ impl<C: Clock> Shared<C> {
     pub(crate) fn with_pool(mut self, pool: Arc<Pool>) -> Shared<C> {
         self.flags = self.flags.in_pool();
         self.pool = Some(pool);
+        self.pool_at = Storage::pool_at(self.config.shape, self.config.max_hint.is_some());
         self
     }
 
@@ -181,9 +185,8 @@ impl<C: Clock> Breaker<C> {
     /// The outlier pool's slots, when the breaker is in one.
     #[inline(always)]
     fn pool_slots(&self) -> Option<PoolSlots<'_>> {
-        let config = &self.shared.config;
-        self.storage
-            .pool_slots(config.shape, config.max_hint.is_some())
+        self.shared.pool.as_ref()?;
+        self.storage.pool_slots(self.shared.pool_at)
     }
 
     /// The window (empty without one).
@@ -346,10 +349,31 @@ impl<C: Clock> Breaker<C> {
 
     #[inline(always)]
     fn admitted(&self, ticket: Ticket) -> Ticket {
-        if let Some(c) = self.counters() {
-            c.admitted();
+        if self.flags.counts_or_pools() {
+            if let Some(c) = self.counters() {
+                c.admitted();
+            }
+            if self.flags.pooled() {
+                self.pooled_call(ticket.start);
+            }
         }
         ticket
+    }
+
+    /// Counts a call admitted at `now` in the outlier pool's tally (a
+    /// pooled breaker dates its admissions). The interval's first call
+    /// rolls the tally, and the pool judges the interval it left.
+    #[inline(always)]
+    fn pooled_call(&self, now: Nanos) {
+        let shared = &*self.shared;
+        let (Some(pool), Some(tally)) = (shared.pool.as_deref(), self.storage.slot(shared.pool_at))
+        else {
+            return;
+        };
+        let epoch = pool.epoch(now);
+        if let Some(counts) = Tally(tally).call(epoch) {
+            self.judged(pool, epoch, counts, now);
+        }
     }
 
     /// Admission outside CLOSED. The commonest case, a breaker OPEN by its
@@ -708,9 +732,7 @@ impl<C: Clock> Breaker<C> {
             && self.flags.times_calls()
             && self.shared.config.is_slow(ticket.start, now);
         if self.flags.counts_or_pools() {
-            if let Some(t) = self.count(outcome.into(), slow, now) {
-                return Some(t);
-            }
+            self.count(ticket, outcome.into(), slow);
         }
         let s = self.cell.load();
         if s.generation() != ticket.generation() {
@@ -728,39 +750,46 @@ impl<C: Clock> Breaker<C> {
     }
 
     /// A verdict for the call counters and the outlier pool's tally, the
-    /// breakers that keep either. Returns the ejection the tally's roll
-    /// caused, if it did (the verdict itself then changes nothing more: its
-    /// generation is over).
+    /// breakers that keep either. A fast success has nothing for the tally
+    /// (its call was counted at admission).
     #[inline(always)]
-    fn count(&self, verdict: Verdict, slow: bool, now: Nanos) -> Option<Transition> {
+    fn count(&self, ticket: Ticket, verdict: Verdict, slow: bool) {
         if let Some(c) = self.counters() {
             c.verdict(verdict, slow);
         }
-        if !self.flags.pooled() || !verdict.counts() {
-            return None;
+        if self.flags.pooled() && (slow || verdict != Verdict::Success) {
+            self.pooled_verdict(ticket.start, verdict, slow);
         }
-        let pool = self.shared.pool.as_deref()?;
-        let slots = self.pool_slots()?;
-        let epoch = pool.epoch(now);
-        let counts = Tally(slots.tally).record(epoch, verdict.is_failure(), slow)?;
-        self.judged(pool, slots, epoch, counts, now)
+    }
+
+    /// A pooled call's verdict other than a fast success: its failure and
+    /// slowness added to the interval it was admitted in, or the call taken
+    /// back when the verdict counts nothing.
+    #[cold]
+    #[inline(never)]
+    fn pooled_verdict(&self, start: Nanos, verdict: Verdict, slow: bool) {
+        let (Some(pool), Some(slots)) = (self.shared.pool.as_deref(), self.pool_slots()) else {
+            return;
+        };
+        let tally = Tally(slots.tally);
+        let epoch = pool.epoch(start);
+        if verdict.counts() {
+            tally.outcome(epoch, verdict.is_failure(), slow);
+        } else {
+            tally.uncount(epoch);
+        }
     }
 
     /// This breaker rolled its tally out of interval `epoch − 1` with
     /// `counts`: the pool adds them and judges it; an enforced outlier is
-    /// ejected.
+    /// ejected (the admission that rolled still runs: the ejection rejects
+    /// the calls after it; every hook and the observer see it).
     #[cold]
     #[inline(never)]
-    fn judged(
-        &self,
-        pool: &Pool,
-        slots: PoolSlots<'_>,
-        epoch: u64,
-        counts: Counts,
-        now: Nanos,
-    ) -> Option<Transition> {
-        let rule = pool.roll(self.id, epoch, counts)?;
-        self.eject(pool, slots, rule, now)
+    fn judged(&self, pool: &Pool, epoch: u64, counts: Counts, now: Nanos) {
+        if let (Some(rule), Some(slots)) = (pool.roll(self.id, epoch, counts), self.pool_slots()) {
+            self.eject(pool, slots, rule, now);
+        }
     }
 
     /// Ejects this breaker as an outlier by `rule`: CLOSED → OPEN, if the
@@ -882,9 +911,7 @@ impl<C: Clock> Breaker<C> {
             _ => self.shared.config.is_slow(ticket.start, now),
         };
         if self.flags.counts_or_pools() {
-            if let Some(t) = self.count(verdict, slow, now) {
-                return Some(t);
-            }
+            self.count(ticket, verdict, slow);
         }
         let s = self.cell.load();
         if s.generation() != ticket.generation() {

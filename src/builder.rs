@@ -429,13 +429,15 @@ impl Builder {
     /// ```
     /// use failfast::{Breaker, Outliers, Registry};
     ///
-    /// let registry = Registry::<str>::builder(Breaker::builder())
+    /// let breaker = || Breaker::builder().consecutive_failures(5);
+    /// let registry = Registry::<str>::builder(breaker())
     ///     .outliers(Outliers::new())
-    ///     .override_key("payments-1", Breaker::builder().outlier_pool("payments"))
+    ///     .override_key("payments-1", breaker().outlier_pool("payments"))
     ///     .build()?;
     /// let pools: Vec<_> = registry.outlier_pools().into_iter().map(|p| p.name).collect();
     /// assert_eq!(pools.len(), 2); // "default" and "payments"
-    /// assert!(Breaker::builder().outlier_pool("payments").build().is_err());
+    /// let alone = breaker().outlier_pool("payments").build().unwrap_err();
+    /// assert_eq!(alone.field(), "outlier_pool");
     /// # Ok::<(), failfast::ConfigError>(())
     /// ```
     pub fn outlier_pool(mut self, name: impl Into<std::sync::Arc<str>>) -> Self {

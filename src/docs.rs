@@ -46,12 +46,13 @@
 //! | `hooks` | the one place every transition passes: the configuration's [`Observer`](crate::Observer), then its [`OnTransition`](crate::OnTransition) hooks in order (a copy-on-write list, read on transitions only; a layer's hook lent for its lifetime), named by a registry's namer ([`SHARED_NAME`](crate::SHARED_NAME), [`REMOVED_NAME`](crate::REMOVED_NAME)); it knows breakers only as a type parameter | sync, observe |
 //! | `remote` | [`RemoteTrip`](crate::RemoteTrip): news of a trip from another replica | observe |
 //! | `counters` | the opt-in lifetime call counters over a slice of atomics | sync, observe, outcome |
+//! | `outlier` | outlier detection across a pool ([`Outliers`](crate::Outliers)): a host's interval `tally`, the pool's striped `sums` (128-bit words, tagged and sealed), the `figures` in integer fixed point, the `pool` (cap, panic, health counts) | sync, clock, state, error |
 //! | `machine` | the pure decisions: for each event, the next word | clock, error, observe, outcome, policy, state |
-//! | `storage` | a breaker's one heap allocation: the window's head word in its header, then the window's body, the remembered hint's slot and the counters | sync, window, counters |
-//! | `breaker` | [`Breaker`](crate::Breaker): admission, verdicts, manual modes, reports (each transition to its configuration's hooks); the `TripGate` a registry plugs in | everything above |
+//! | `storage` | a breaker's one heap allocation: the window's head word in its header, then the window's body, the remembered hint's slot, an outlier pool's two slots (tally, ejection mark) and the counters | sync, window, counters |
+//! | `breaker` | [`Breaker`](crate::Breaker): admission, verdicts, manual modes, reports (each transition to its configuration's hooks); the `TripGate` a registry plugs in; a pooled breaker's tally, ejection and panic admission | everything above |
 //! | `builder` | the validating [`Builder`](crate::Builder) | breaker and below |
 //! | `permit`, `call` | [`OwnedPermit`](crate::OwnedPermit) (one type over any owner of a breaker) and the admissions; `call` wrappers | breaker, ticket and below |
-//! | `registry` | [`Registry`](crate::Registry): sharded per-key breakers, [`Handle`](crate::Handle)s, sweeping, the fleet cap (its `TripGate`), remote trips | builder, permit, breaker and below |
+//! | `registry` | [`Registry`](crate::Registry): sharded per-key breakers, [`Handle`](crate::Handle)s, sweeping, the fleet cap (its `TripGate`), remote trips, the outlier pools of its keys (`pools`) | builder, permit, breaker, outlier and below |
 //! | `config` | serde configuration files | builder, registry, window, error |
 //! | `fallback` | [`Answer`](crate::Answer) and the explicit fallbacks [`Breaker::call_or_else`](crate::Breaker::call_or_else) / `call_async_or_else` | call, breaker and below |
 //! | `export` | transition observers and scrape-time exporters for `tracing` and `metrics`; per call: `Ending` (how a call ended), the span fields and the `RejectionLog` (feature `tracing`), `CallMetrics` and the handles a layer registers (`meters`, feature `metrics`) | registry, breaker, observe, state, error, clock, sync |
@@ -474,6 +475,68 @@
 //! entry with no allocation of their own. The
 //! [`registry`](crate::registry) module docs hold the full argument.
 //!
+//! # Outliers: each host against its pool
+//!
+//! [`RegistryBuilder::outliers`](crate::RegistryBuilder::outliers) makes a
+//! registry's keys a pool (or several, named by
+//! [`Builder::outlier_pool`](crate::Builder::outlier_pool)) whose hosts are
+//! compared with each other, Envoy's way, with no timer and no scan
+//! ([`outlier`](crate::outlier) holds the argument; the races are loom
+//! models in `src/outlier/loom_models.rs` and `loom-tests/tests/outliers.rs`).
+//!
+//! - **Intervals come from the clock**, not from a sweep: interval `k` is
+//!   `now / interval`. A host's [tally](crate::outlier) counts its calls,
+//!   failures and slow calls of one interval in one word of its own storage.
+//!   Its first call of a later interval rolls the tally (one CAS, one
+//!   winner), adds the host's rates to the pool's sums of the interval it
+//!   left, and judges it against the figures of the interval before that.
+//! - **The sums are exact**: integers in ppm, `(hosts, Σr, Σr²)` and
+//!   `(failure hosts, slow hosts, Σslow)`, in two 128-bit words per stripe
+//!   (16 stripes, two slots by parity), each word tagged with its interval
+//!   and changed only by CAS: an add to a word of an older interval resets
+//!   it in the same CAS, and a seal sets a bit in the same CAS that reads
+//!   the sums, so a report is in one interval's figures or refused, never
+//!   half in. The figures (Envoy's `mean − f·stdev` with `isqrt`, the
+//!   failure-percentage gate, the slow limit) are computed once per interval
+//!   and pool by whoever needs them first, and cached in one word.
+//! - **What a request pays**: a pooled host takes the general verdict path,
+//!   reads the clock at each verdict, and adds to its tally (one
+//!   `fetch_add` on its own line). Once per interval it rolls (a CAS, two
+//!   CASes into the sums); once per interval and pool one of them seals the
+//!   16 stripes (32 CASes) and takes a square root. A breaker in no pool
+//!   pays nothing: the tally's test shares the counters' test on the general
+//!   path, and the panic check is on the out-of-line rejection path, which
+//!   an outlier ejection reaches because its open period is held as the
+//!   word's span.
+//! - **Fleet safety** is the pool's: per-rule enforcement percentages (a
+//!   deterministic draw per host and interval), a cap on ejected hosts
+//!   (`max_ejection_percent`, at least one), and panic mode: below
+//!   `panic_threshold` healthy members (not open, half-open or forced open),
+//!   no host is ejected, and the hosts an outlier ejection holds open admit
+//!   calls until the share is back. Ordinary trips stay. An ejection ends
+//!   the way every trip does, through the lazy probe and backoff; the
+//!   ejection mark (the OPEN word's generation) is written before the
+//!   trip's CAS, so whichever transition leaves that generation finds it
+//!   and gives the pool's place back.
+//!
+//! **The latency statistic.** The issue allows a slow-call rate or a median
+//! from a small sketch; failfast keeps the **slow-call rate**, in 18 bits of
+//! the tally word the host already writes: a slow call is the breaker's own
+//! `slow_call_threshold` crossed, so the latency rule costs no byte and no
+//! write beyond the success-rate rule's. A host is a latency outlier when
+//! its slow rate exceeds `factor ×` the pool's mean slow rate and a floor
+//! (the floor keeps a pool whose mean is near zero from ejecting a host for
+//! one slow call). A median sketch (a log-bucketed histogram of 8–16
+//! buckets) would need no threshold, but costs a second word per host and
+//! a second read-modify-write per call; its stripe sums would need one
+//! count per bucket. The threshold makes "twice as slow" visible when it is
+//! set near the pool's usual tail: a host whose calls all take twice as
+//! long crosses it several times as often (the demo's scene shows one).
+//!
+//! Pools apply to a registry's keys. A balancer's endpoints behind
+//! `EjectLayer` are standalone breakers and in no pool; a balancer that
+//! wants outliers keys its endpoints in a registry.
+//!
 //! # What each request path costs
 //!
 //! What a request pays on each path, today. "Shared write" is a
@@ -492,6 +555,8 @@
 //! | registry: first request to a new key | the shard's mutex | the entry and the map's node for it | the shard's books | `tests/registry_model.rs` |
 //! | registry: a lookup's epoch guard ends | none | none, but it may *free* a batch of entries evicted earlier (`seize` reclaims retired entries as guards leave) | its thread's own reservation only | — |
 //! | tower layers: rejection | none | the `BoxError` (and with `name_rejections`, the name's `Arc`) | none | — |
+//! | pooled host (outliers): a verdict | none | none | none: the tally is the host's own line (one `fetch_add`) | callgrind `ff_pool_count`, `ff_pool_slow` |
+//! | pooled host: its first verdict of an interval | none | none | the pool's stripe words (two CASes); once per interval and pool, 32 CASes to seal | `src/outlier` loom models; bench `outliers` |
 //!
 //! Two costs are left to remove. The reference count is the one shared
 //! write on a keyed success: it keeps the breaker alive while the call

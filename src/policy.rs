@@ -69,8 +69,9 @@ impl Flags {
     /// (`abandoned_after` set, or the unanswered rule): CLOSED admission
     /// reads the clock.
     const DATES_DROPS: u16 = 1 << 8;
-    /// The breaker is in an outlier pool: every verdict goes to its tally
-    /// (the general path, with the time read).
+    /// The breaker is in an outlier pool: CLOSED admission reads the clock
+    /// and counts the call in the pool's tally; a failure, a slow call and
+    /// a call that does not count go to the tally at the verdict.
     const POOLED: u16 = 1 << 9;
 
     /// Where a success goes.
@@ -95,14 +96,14 @@ impl Flags {
     /// timed call or a dated drop, no counter to bump.
     #[inline(always)]
     pub(crate) const fn admits_bare(self) -> bool {
-        self.bits & (Self::TIMES_CALLS | Self::DATES_DROPS | Self::COUNTS_CALLS) == 0
+        self.bits & (Self::TIMES_CALLS | Self::DATES_DROPS | Self::COUNTS_CALLS | Self::POOLED) == 0
     }
 
     /// CLOSED admission reads the clock: the call is timed, or its drop
     /// is judged by its age.
     #[inline(always)]
     pub(crate) const fn dates_admission(self) -> bool {
-        self.bits & (Self::TIMES_CALLS | Self::DATES_DROPS) != 0
+        self.bits & (Self::TIMES_CALLS | Self::DATES_DROPS | Self::POOLED) != 0
     }
 
     #[inline(always)]
@@ -130,8 +131,9 @@ impl Flags {
         self.bits & Self::COUNTS_RUNS != 0
     }
 
-    /// Call counters or an outlier pool: one test on the general verdict
-    /// path, where a breaker with neither had the counters' test before.
+    /// Call counters or an outlier pool: one test on the admission and the
+    /// general verdict path, where a breaker with neither had the counters'
+    /// test before.
     #[inline(always)]
     pub(crate) const fn counts_or_pools(self) -> bool {
         self.bits & (Self::COUNTS_CALLS | Self::POOLED) != 0
@@ -142,14 +144,13 @@ impl Flags {
         self.bits & Self::POOLED != 0
     }
 
-    /// These flags for a breaker in an outlier pool: the general success
-    /// path (every verdict reaches the tally) and the time read at each
-    /// verdict (the tally's interval).
+    /// These flags for a breaker in an outlier pool: its success path is
+    /// its configuration's (a fast success writes nothing to the tally: the
+    /// call was counted at admission).
     pub(crate) const fn in_pool(self) -> Flags {
-        let paths = Self::PATH_PLAIN | Self::PATH_COUNT | Self::PATH_TIME;
         Flags {
-            bits: (self.bits & !paths) | Self::POOLED | Self::RECORDS_NEED_TIME,
-            size: NonZeroU16::MIN,
+            bits: self.bits | Self::POOLED,
+            size: self.size,
         }
     }
 }

@@ -65,16 +65,27 @@ impl Storage {
         self.slots()?.body().get(shape.slots())
     }
 
-    /// An outlier pool's slots: the host's tally and its ejection mark (see
-    /// `outlier`), after the window's and the hint's.
+    /// Where an outlier pool's slots begin: after the window's and the
+    /// hint's.
+    pub(crate) fn pool_at(shape: Shape, hints: bool) -> usize {
+        shape.slots() + usize::from(hints)
+    }
+
+    /// An outlier pool's slots from `at` ([`pool_at`](Self::pool_at)): the
+    /// host's tally and its ejection mark (see `outlier`).
     #[inline(always)]
-    pub(crate) fn pool_slots(&self, shape: Shape, hints: bool) -> Option<PoolSlots<'_>> {
-        let at = shape.slots() + usize::from(hints);
+    pub(crate) fn pool_slots(&self, at: usize) -> Option<PoolSlots<'_>> {
         let body = self.slots()?.body();
         Some(PoolSlots {
             tally: body.get(at)?,
             mark: body.get(at + 1)?,
         })
+    }
+
+    /// Slot `at` of the body, if there is one.
+    #[inline(always)]
+    pub(crate) fn slot(&self, at: usize) -> Option<&AtomicU64> {
+        self.slots()?.body().get(at)
     }
 
     #[inline(always)]

@@ -14,6 +14,7 @@
 //! against the figures of `k − 1`. So a pool needs two intervals of traffic
 //! before anyone is judged, and a change is judged one interval later.
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use failfast::{
@@ -44,6 +45,26 @@ fn registry_with(template: Builder, outliers: Outliers) -> (Reg, ManualClock) {
     (r, clock)
 }
 
+type Seen = Arc<Mutex<Vec<(u64, Transition)>>>;
+
+/// The ejections a registry's hook hears (an ejection happens at the
+/// admission that rolls a host's interval, so no verdict returns it).
+fn ejections(r: &Reg) -> Seen {
+    let seen = Seen::default();
+    let log = seen.clone();
+    r.on_transition(move |host: &str, t: &Transition| {
+        if matches!(t.reason, Reason::Outlier | Reason::SlowOutlier) {
+            log.lock().unwrap().push((host.parse().unwrap(), *t));
+        }
+    });
+    seen
+}
+
+/// What `seen` heard since the last call.
+fn take(seen: &Seen) -> Vec<(u64, Transition)> {
+    std::mem::take(&mut *seen.lock().unwrap())
+}
+
 /// One host's traffic in an interval: `calls` calls, the first `failures`
 /// of them failed.
 #[derive(Copy, Clone)]
@@ -60,42 +81,31 @@ fn host(calls: u32, success_percent: u32) -> Host {
 }
 
 /// Runs one interval of `hosts`' traffic (keys 0..), then moves the clock to
-/// the next interval's start. Returns the ejections the calls caused.
-fn interval(r: &Reg, clock: &ManualClock, hosts: &[Host]) -> Vec<(u64, Transition)> {
-    let mut ejections = Vec::new();
+/// the next interval's start.
+fn interval(r: &Reg, clock: &ManualClock, hosts: &[Host]) {
     for (key, h) in hosts.iter().enumerate() {
         let handle = r.handle(&(key as u64));
         for i in 0..h.calls {
             let Ok(permit) = handle.try_acquire() else {
                 continue;
             };
-            let t = if i < h.failures {
-                permit.failure()
+            if i < h.failures {
+                permit.failure();
             } else {
-                permit.success()
-            };
-            if let Some(t) = t.filter(|t| matches!(t.reason, Reason::Outlier | Reason::SlowOutlier))
-            {
-                ejections.push((key as u64, t));
+                permit.success();
             }
         }
     }
     clock.advance(INTERVAL);
-    ejections
 }
 
 /// One successful call per host: each rolls its interval and is judged.
-fn roll(r: &Reg, keys: usize) -> Vec<(u64, Transition)> {
-    interval_calls(r, keys)
-}
-
-fn interval_calls(r: &Reg, keys: usize) -> Vec<(u64, Transition)> {
-    (0..keys as u64)
-        .filter_map(|key| {
-            let t = r.handle(&key).try_acquire().ok()?.success()?;
-            Some((key, t))
-        })
-        .collect()
+fn roll(r: &Reg, keys: usize) {
+    for key in 0..keys as u64 {
+        if let Ok(p) = r.handle(&key).try_acquire() {
+            p.success();
+        }
+    }
 }
 
 fn state(r: &Reg, key: u64) -> State {
@@ -103,12 +113,13 @@ fn state(r: &Reg, key: u64) -> State {
 }
 
 /// Two intervals of the same traffic, then a roll: the judgement of the
-/// second interval against the first's figures.
+/// second interval against the first's figures. Returns the ejections.
 fn judge(r: &Reg, clock: &ManualClock, hosts: &[Host]) -> Vec<(u64, Transition)> {
-    let mut out = interval(r, clock, hosts);
-    out.extend(interval(r, clock, hosts));
-    out.extend(roll(r, hosts.len()));
-    out
+    let seen = ejections(r);
+    interval(r, clock, hosts);
+    interval(r, clock, hosts);
+    roll(r, hosts.len());
+    take(&seen)
 }
 
 #[test]
@@ -268,6 +279,7 @@ fn panic_mode_lifts_the_ejections_and_restores_them() {
 #[test]
 fn no_host_is_ejected_while_the_pool_panics() {
     let (r, clock) = registry(Outliers::new().max_ejection_percent(100));
+    let seen = ejections(&r);
     let mut hosts = vec![host(100, 100); 6];
     hosts[0] = host(100, 50);
     interval(&r, &clock, &hosts);
@@ -277,13 +289,15 @@ fn no_host_is_ejected_while_the_pool_panics() {
     }
     r.handle(&5).force_open(); // 2 of 6: panic
     assert!(r.outlier_pools()[0].panicking);
-    assert!(roll(&r, 2).is_empty(), "found, not ejected in panic");
+    roll(&r, 2);
+    assert!(take(&seen).is_empty(), "found, not ejected in panic");
     assert_eq!(r.outlier_pools()[0].detected(OutlierRule::SuccessRate), 1);
 }
 
 #[test]
 fn a_silent_host_is_never_ejected_for_its_silence() {
     let (r, clock) = registry(Outliers::new());
+    let seen = ejections(&r);
     let hosts = [
         host(100, 50),
         host(100, 100),
@@ -299,9 +313,10 @@ fn a_silent_host_is_never_ejected_for_its_silence() {
         calls: 0,
         failures: 0,
     };
-    assert!(interval(&r, &clock, &quiet).is_empty());
+    interval(&r, &clock, &quiet);
     // Its next call finds a tally two intervals old: nothing to judge.
-    assert!(roll(&r, 1).is_empty());
+    roll(&r, 1);
+    assert!(take(&seen).is_empty());
     assert_eq!(state(&r, 0), State::Closed);
 }
 
@@ -348,7 +363,7 @@ fn the_slow_rule_ejects_a_host_twice_as_slow() {
     );
     // Every host answers in 60 ms but one in ten in 120 ms; host 0 is twice
     // as slow: 120 ms, and one in ten 240 ms. Slow rates 10 % against 100 %.
-    let mut ejections = Vec::new();
+    let seen = ejections(&r);
     for round in 0..3 {
         for key in 0..6u64 {
             let h = r.handle(&key);
@@ -362,14 +377,12 @@ fn the_slow_rule_ejects_a_host_twice_as_slow() {
                 let Ok(p) = h.try_acquire_at(start) else {
                     continue;
                 };
-                let end = start + Duration::from_millis(took);
-                if let Some(t) = p.success_at(end) {
-                    ejections.push((key, t));
-                }
+                p.success_at(start + Duration::from_millis(took));
             }
         }
         clock.advance(INTERVAL);
     }
+    let ejections = take(&seen);
     assert_eq!(ejections.len(), 1, "{ejections:?}");
     assert_eq!(ejections[0].0, 0);
     assert_eq!(ejections[0].1.reason, Reason::SlowOutlier);

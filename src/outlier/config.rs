@@ -271,8 +271,10 @@ impl Outliers {
     /// The fixed-point rules (after [`check`](Self::check)).
     pub(crate) fn rules(&self) -> Rules {
         let milli = |f: f64| (f * 1000.0).round() as u64;
+        let interval_nanos = u64::try_from(self.interval.as_nanos()).unwrap_or(u64::MAX);
         Rules {
-            interval_nanos: u64::try_from(self.interval.as_nanos()).unwrap_or(u64::MAX),
+            interval_nanos,
+            per_nanos: u64::MAX / interval_nanos + 1,
             sr_volume: self.success_rate_request_volume,
             sr_min_hosts: self.success_rate_minimum_hosts.into(),
             stdev_milli: milli(self.stdev_factor),
@@ -296,6 +298,9 @@ impl Outliers {
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Rules {
     pub(crate) interval_nanos: u64,
+    /// ⌈2⁶⁴ / interval⌉: an interval number is a multiply, not a division
+    /// (see `Pool::epoch`).
+    pub(crate) per_nanos: u64,
     pub(crate) sr_volume: u32,
     pub(crate) sr_min_hosts: u64,
     pub(crate) stdev_milli: u64,

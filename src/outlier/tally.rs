@@ -8,15 +8,20 @@
 //! +------------+------------+------------+-------+
 //! ```
 //!
-//! The tag is the interval number modulo 1024. A verdict in the tally's own
-//! interval is one `fetch_add` of a packed delta (the one read-modify-write
-//! a pooled host pays per call, on its own cache line). The first verdict of
-//! a later interval rolls the tally: one CAS from the word it read to a fresh
-//! tally holding only its own call. The CAS's winner alone gets the old
-//! counts, so each interval of a host is judged once; a loser re-reads and
-//! adds to the fresh tally. A `fetch_add` that read the old tag but lands
-//! after the roll counts in the new interval: every call is counted exactly
-//! once, in the interval current at its write.
+//! The tag is the interval number modulo 1024. A call is counted at its
+//! admission: one `fetch_add` (the one read-modify-write a pooled host pays
+//! per call, on its own cache line). Its verdict adds a failure or a slow
+//! call to the same interval, or takes the call back if it does not count
+//! (neutral, ignored, dropped early); a fast success adds nothing. The first
+//! admission of a later interval rolls the tally: one CAS from the word it
+//! read to a fresh tally holding only its own call. The CAS's winner alone
+//! gets the old counts, so each interval of a host is judged once; a loser
+//! re-reads and adds to the fresh tally. A `fetch_add` that read the old tag
+//! but lands after the roll counts in the new interval: every call is
+//! counted exactly once, in the interval current at its write. A verdict
+//! whose call's interval was rolled meanwhile adds nothing (the old counts
+//! are gone to the pool): a failure at an interval's edge may be missed,
+//! never counted twice.
 //!
 //! Calls stop being counted at [`CAP`] in an interval (262,144 minus a margin
 //! for racing writers, so a field never carries into the next): the rates of
@@ -50,12 +55,16 @@ pub(crate) struct Counts {
 }
 
 impl Counts {
+    /// A word's counts. Failures and slow calls are clamped to the calls:
+    /// each is added at a verdict, after its call, and a call taken back
+    /// or capped may leave them one ahead for a moment.
     fn of(word: u64) -> Counts {
         let field = |shift: u32| ((word >> shift) & FIELD_MASK) as u32;
+        let calls = field(CALLS_SHIFT);
         Counts {
-            calls: field(CALLS_SHIFT),
-            failures: field(FAILS_SHIFT),
-            slow: field(SLOW_SHIFT),
+            calls,
+            failures: field(FAILS_SHIFT).min(calls),
+            slow: field(SLOW_SHIFT).min(calls),
         }
     }
 }
@@ -66,10 +75,19 @@ fn tag_of(epoch: u64) -> u64 {
     epoch & TAG_MASK
 }
 
-/// One call's delta: a call, and a failure and a slow call if it was.
+/// One call.
+const CALL: u64 = 1 << CALLS_SHIFT;
+
+/// A verdict's delta: a failure and a slow call if it was.
 #[inline(always)]
-fn delta(failure: bool, slow: bool) -> u64 {
-    (1 << CALLS_SHIFT) | (u64::from(failure) << FAILS_SHIFT) | (u64::from(slow) << SLOW_SHIFT)
+fn outcome(failure: bool, slow: bool) -> u64 {
+    (u64::from(failure) << FAILS_SHIFT) | (u64::from(slow) << SLOW_SHIFT)
+}
+
+/// Whether `word`'s field at `shift` has room for one more.
+#[inline(always)]
+fn has_room(word: u64, shift: u32) -> bool {
+    ((word >> shift) & FIELD_MASK) < u64::from(CAP)
 }
 
 /// A host's tally word (see the module's docs).
@@ -77,23 +95,54 @@ fn delta(failure: bool, slow: bool) -> u64 {
 pub(crate) struct Tally<'a>(pub(crate) &'a AtomicU64);
 
 impl Tally<'_> {
-    /// Counts one call of interval `epoch`. When it rolls the tally out of
-    /// the interval just before (`epoch - 1`), returns that interval's
-    /// counts; a tally older than that (the host was silent for a whole
-    /// interval) is dropped and returns nothing, as does every other call.
+    /// Counts one call admitted in interval `epoch`. When it rolls the
+    /// tally out of the interval just before (`epoch - 1`), returns that
+    /// interval's counts; a tally older than that (the host was silent for a
+    /// whole interval) is dropped and returns nothing, as does every other
+    /// call.
     #[inline(always)]
-    pub(crate) fn record(self, epoch: u64, failure: bool, slow: bool) -> Option<Counts> {
+    pub(crate) fn call(self, epoch: u64) -> Option<Counts> {
         // Relaxed throughout: the word is only counts, read back whole by the
         // rolling CAS, whose atomicity alone orders it after every earlier
         // add (one modification order); nothing else is published through it.
         let word = self.0.load(Ordering::Relaxed);
         if word & TAG_MASK == tag_of(epoch) {
-            if ((word >> CALLS_SHIFT) & FIELD_MASK) < u64::from(CAP) {
-                self.0.fetch_add(delta(failure, slow), Ordering::Relaxed);
+            if has_room(word, CALLS_SHIFT) {
+                self.0.fetch_add(CALL, Ordering::Relaxed);
             }
             return None;
         }
-        self.roll(word, epoch, failure, slow)
+        self.roll(word, epoch)
+    }
+
+    /// The verdict of a call admitted in interval `epoch`: a failure and a
+    /// slow call are added to it, if the tally still holds it.
+    pub(crate) fn outcome(self, epoch: u64, failure: bool, slow: bool) {
+        let word = self.0.load(Ordering::Relaxed);
+        if word & TAG_MASK == tag_of(epoch)
+            && has_room(word, FAILS_SHIFT)
+            && has_room(word, SLOW_SHIFT)
+        {
+            self.0.fetch_add(outcome(failure, slow), Ordering::Relaxed);
+        }
+    }
+
+    /// Takes back a call of interval `epoch` that ended counting nothing
+    /// (neutral, ignored, dropped early), if the tally still holds it. A CAS,
+    /// so that the count never goes below zero into the tag.
+    pub(crate) fn uncount(self, epoch: u64) {
+        let mut word = self.0.load(Ordering::Relaxed);
+        while word & TAG_MASK == tag_of(epoch) && (word >> CALLS_SHIFT) & FIELD_MASK != 0 {
+            match self.0.compare_exchange_weak(
+                word,
+                word - CALL,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return,
+                Err(current) => word = current,
+            }
+        }
     }
 
     /// The first call of interval `epoch` seen on a tally of another: one
@@ -102,8 +151,8 @@ impl Tally<'_> {
     /// added): it never retries a roll that someone else made.
     #[cold]
     #[inline(never)]
-    fn roll(self, mut word: u64, epoch: u64, failure: bool, slow: bool) -> Option<Counts> {
-        let fresh = tag_of(epoch) | delta(failure, slow);
+    fn roll(self, mut word: u64, epoch: u64) -> Option<Counts> {
+        let fresh = tag_of(epoch) | CALL;
         loop {
             if (1..=8).contains(&(word.wrapping_sub(epoch) & TAG_MASK)) {
                 // The tally is a later interval's: this call's time was read
@@ -113,8 +162,8 @@ impl Tally<'_> {
             }
             if word & TAG_MASK == tag_of(epoch) {
                 // Rolled by another call meanwhile: count in it.
-                if ((word >> CALLS_SHIFT) & FIELD_MASK) < u64::from(CAP) {
-                    self.0.fetch_add(delta(failure, slow), Ordering::Relaxed);
+                if has_room(word, CALLS_SHIFT) {
+                    self.0.fetch_add(CALL, Ordering::Relaxed);
                 }
                 return None;
             }
@@ -163,8 +212,11 @@ mod tests {
         let word = AtomicU64::new(EMPTY);
         let tally = Tally(&word);
         for i in 0..10 {
-            assert_eq!(tally.record(5, i % 5 == 0, i % 2 == 0), None);
+            assert_eq!(tally.call(5), None);
+            tally.outcome(5, i % 5 == 0, i % 2 == 0);
         }
+        tally.call(5);
+        tally.uncount(5);
         assert_eq!(
             tally.peek(5),
             Some(Counts {
@@ -173,7 +225,7 @@ mod tests {
                 slow: 5
             })
         );
-        let rolled = tally.record(6, false, false);
+        let rolled = tally.call(6);
         assert_eq!(
             rolled,
             Some(Counts {
@@ -183,7 +235,13 @@ mod tests {
             }),
             "the first call of the next interval gets the old counts"
         );
-        assert_eq!(tally.record(6, false, false), None, "and only that one");
+        assert_eq!(tally.call(6), None, "and only that one");
+        tally.outcome(5, true, true);
+        assert_eq!(
+            tally.peek(6).map(|c| c.failures),
+            Some(0),
+            "5's verdict is late"
+        );
         assert_eq!(tally.peek(6).map(|c| c.calls), Some(2));
     }
 
@@ -191,8 +249,8 @@ mod tests {
     fn a_tally_older_than_the_previous_interval_is_dropped() {
         let word = AtomicU64::new(EMPTY);
         let tally = Tally(&word);
-        tally.record(5, true, false);
-        assert_eq!(tally.record(7, false, false), None, "interval 6 was silent");
+        tally.call(5);
+        assert_eq!(tally.call(7), None, "interval 6 was silent");
         assert_eq!(tally.peek(7).map(|c| c.calls), Some(1));
     }
 
@@ -201,7 +259,8 @@ mod tests {
         let word = AtomicU64::new(EMPTY);
         let tally = Tally(&word);
         for _ in 0..CAP + 10 {
-            tally.record(1, true, true);
+            tally.call(1);
+            tally.outcome(1, true, true);
         }
         let c = tally.peek(1).unwrap();
         assert_eq!((c.calls, c.failures, c.slow), (CAP, CAP, CAP));
@@ -216,9 +275,21 @@ mod tests {
     fn a_call_from_an_earlier_interval_never_rolls_the_tally_back() {
         let word = AtomicU64::new(EMPTY);
         let tally = Tally(&word);
-        tally.record(5, false, false);
-        assert_eq!(tally.record(4, true, true), None);
+        tally.call(5);
+        assert_eq!(tally.call(4), None);
         assert_eq!(tally.peek(5).map(|c| (c.calls, c.failures)), Some((1, 0)));
+    }
+
+    #[test]
+    fn a_call_taken_back_never_goes_below_zero() {
+        let word = AtomicU64::new(EMPTY);
+        let tally = Tally(&word);
+        tally.start(3);
+        tally.uncount(3);
+        assert_eq!(word.load(Ordering::Relaxed), 3, "nothing to take back");
+        tally.call(3);
+        tally.uncount(3);
+        assert_eq!(tally.peek(3).map(|c| c.calls), Some(0));
     }
 
     #[test]
@@ -226,7 +297,7 @@ mod tests {
         let word = AtomicU64::new(EMPTY);
         let tally = Tally(&word);
         tally.start(1023);
-        tally.record(1023, false, false);
-        assert_eq!(tally.record(1024, false, false).map(|c| c.calls), Some(1));
+        tally.call(1023);
+        assert_eq!(tally.call(1024).map(|c| c.calls), Some(1));
     }
 }

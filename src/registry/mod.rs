@@ -845,7 +845,7 @@ impl<K: Key + ?Sized, S, C: Clock> Registry<K, S, C> {
     ///
     /// ```
     /// # use failfast::{Breaker, Registry};
-    /// let registry = Registry::<u64>::builder(Breaker::builder()).build()?;
+    /// let registry = Registry::<u64>::builder(Breaker::builder().consecutive_failures(5)).build()?;
     /// assert!(registry.outlier_pools().is_empty());
     /// # Ok::<(), failfast::ConfigError>(())
     /// ```
