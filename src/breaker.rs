@@ -1355,7 +1355,20 @@ impl<C: Clock> Breaker<C> {
             backoff_step: self.backoff_step(s, since, now),
             ramp_fraction: self.ramp_fraction(s, since, now),
             calls: self.counters().map(|c| c.read()),
+            outlier_ejection: self.outlier_ejection(s),
         }
+    }
+
+    /// The rule of the outlier ejection that put the breaker in the word
+    /// `s`'s generation, if one did (its mark names that generation).
+    fn outlier_ejection(&self, s: Snapshot) -> Option<OutlierRule> {
+        if !self.flags.pooled() {
+            return None;
+        }
+        // Acquire: pairs with the mark's Release store in `eject`, as the
+        // admission's read in `lifted` does.
+        let (generation, rule) = ejection_of(self.pool_slots()?.mark.load(Ordering::Acquire));
+        rule.filter(|_| generation == Some(s.generation()))
     }
 
     /// The backoff step of the word `s` (stamped `since`) at `now`: while

@@ -899,7 +899,7 @@ fn distinct_id() -> u32 {
 /// A builder's knobs as they were set (`None`: left to the default), read by
 /// the config files to write a builder out.
 #[cfg(feature = "serde")]
-#[derive(Copy, Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Knobs {
     pub(crate) consecutive_failures: Option<u32>,
     pub(crate) failure_rate: Option<f64>,
@@ -924,6 +924,7 @@ pub(crate) struct Knobs {
     /// The half-open rate rule: `None` off; else its two rates as set.
     pub(crate) half_open_rates: Option<(Option<f64>, Option<f64>)>,
     pub(crate) max_hint: Option<Duration>,
+    pub(crate) outlier_pool: Option<std::sync::Arc<str>>,
 }
 
 #[cfg(feature = "serde")]
@@ -954,6 +955,7 @@ impl Builder {
             ramp: self.ramp,
             half_open_rates: self.half_open_rates,
             max_hint: self.max_hint,
+            outlier_pool: self.outlier_pool.clone(),
         }
     }
 }

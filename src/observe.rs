@@ -10,6 +10,7 @@ use core::fmt;
 use core::time::Duration;
 
 use crate::clock::Nanos;
+use crate::outlier::OutlierRule;
 use crate::state::State;
 use crate::window::WindowCounts;
 
@@ -226,6 +227,47 @@ pub struct BreakerSnapshot {
     /// Lifetime call counters, if the breaker keeps them
     /// ([`Builder::count_calls`](crate::Builder::count_calls)).
     pub calls: Option<CallCounts>,
+    /// While the breaker is Open by its pool's outlier ejection
+    /// ([`Outliers`](crate::Outliers)): the rule that ejected it. `None`
+    /// otherwise — outside a pool, in any other state, and once the
+    /// ejection's open period ends: the probe round that follows is an
+    /// ordinary one ([`Reason::OpenElapsed`]), and a probe that fails
+    /// reopens the breaker by its own reason.
+    ///
+    /// Exactly: the breaker's ejection mark names its current generation
+    /// (the mark is written just before the ejecting CAS and cleared by
+    /// the transition that leaves that generation), so an observer or hook
+    /// that takes a snapshot while it hears the ejection already reads the
+    /// rule here.
+    ///
+    /// ```
+    /// use failfast::{Breaker, ManualClock, OutlierRule, Outliers, Reason, Registry, State};
+    /// use std::time::Duration;
+    ///
+    /// let clock = ManualClock::new();
+    /// let registry = Registry::<u64>::builder(Breaker::builder().consecutive_failures(1000))
+    ///     .outliers(Outliers::new().interval(Duration::from_secs(10)))
+    ///     .build_with_clock(clock.clone())?;
+    /// // Two intervals of traffic: host 0 succeeds half the time, 1..5 always.
+    /// for _ in 0..2 {
+    ///     for key in 0..5u64 {
+    ///         let host = registry.handle(&key);
+    ///         for i in 0..100 {
+    ///             let permit = host.try_acquire().unwrap();
+    ///             let _ = if key == 0 && i % 2 == 0 { permit.failure() } else { permit.success() };
+    ///         }
+    ///     }
+    ///     clock.advance(Duration::from_secs(10));
+    /// }
+    /// // Its next call rolls its interval: judged against its pool, ejected.
+    /// let host = registry.handle(&0);
+    /// let ejection = host.try_acquire().unwrap().success().unwrap();
+    /// assert_eq!((ejection.reason, ejection.to), (Reason::Outlier, State::Open));
+    /// assert_eq!(host.snapshot().outlier_ejection, Some(OutlierRule::SuccessRate));
+    /// assert_eq!(registry.handle(&1).snapshot().outlier_ejection, None);
+    /// # Ok::<(), failfast::ConfigError>(())
+    /// ```
+    pub outlier_ejection: Option<OutlierRule>,
 }
 
 /// Lifetime call counters of one breaker.

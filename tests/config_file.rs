@@ -5,18 +5,21 @@
 //! `[hosts."…"]` keys of a `HostKey` registry are normalised as the keyed
 //! layer normalises requests, and refused when they cannot name one host;
 //! the recovery settings (ramp, half-open rate rule, hints) reach the built
-//! `Config`, for one host when a host sets them.
+//! `Config`, for one host when a host sets them; the `[outliers]` table and
+//! a breaker's `outlier_pool` (issue 28) survive a round trip, reach the
+//! registry's pools, and a bad value is the registry builder's error.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use failfast::config::{
-    BackoffConfig, BreakerConfig, Preset, RampConfig, RegistryConfig, TimeWindowConfig,
+    BackoffConfig, BreakerConfig, OutliersConfig, Preset, RampConfig, RegistryConfig,
+    SlowOutliersConfig, TimeWindowConfig,
 };
 use failfast::registry::{HostKey, KeyBytes};
 use failfast::{
-    Breaker, Builder, Config, ConfigError, ManualClock, MaxOpen, Nanos, Registry, WindowKind,
-    MAX_DURATION,
+    Breaker, Builder, Config, ConfigError, ManualClock, MaxOpen, Nanos, Outliers, Registry,
+    WindowKind, MAX_DURATION,
 };
 
 /// Every getter of a validated config, to compare two of them whole.
@@ -1426,4 +1429,363 @@ fn a_ramp_off_and_a_ramp_table_write_back_as_read() {
         })
     );
     assert_eq!(config.hosts["a:443"].ramp, Some(RampConfig::Off));
+}
+
+// ===== Outlier detection (issue 28): `[outliers]` and `outlier_pool` =====
+
+/// Every field of `Outliers` moved off its default, at the edges of its range.
+fn every_outliers_field() -> Outliers {
+    Outliers::new()
+        .interval(Duration::from_millis(1500))
+        .success_rate_request_volume(258_048)
+        .success_rate_minimum_hosts(1)
+        .stdev_factor(0.1 + 0.2)
+        .enforcing_success_rate(0)
+        .failure_percentage_threshold(100)
+        .failure_percentage_request_volume(1)
+        .failure_percentage_minimum_hosts(u32::MAX)
+        .enforcing_failure_percentage(100)
+        .slow_outliers(1000.0, 0.999)
+        .enforcing_slow(0)
+        .max_ejection_percent(100)
+        .panic_threshold(0)
+}
+
+#[test]
+fn outliers_survive_a_round_trip_through_toml() {
+    for outliers in [
+        every_outliers_field(),
+        Outliers::new(),
+        Outliers::new().slow_outliers(1.0, 0.0),
+        Outliers::new().interval(Duration::from_secs(86_400)),
+    ] {
+        let config = OutliersConfig::from(&outliers);
+        let text = toml::to_string(&config).unwrap();
+        let read: OutliersConfig = toml::from_str(&text).unwrap_or_else(|e| panic!("{text}\n{e}"));
+        assert_eq!(read, config, "{text}");
+        assert_eq!(read.to_outliers().unwrap(), outliers, "{text}");
+    }
+    // Defaults stay unset; the rest is written as set.
+    assert_eq!(
+        OutliersConfig::from(&Outliers::new()),
+        OutliersConfig::default()
+    );
+    let config = OutliersConfig::from(&every_outliers_field());
+    assert_eq!(config.interval.as_deref(), Some("1500ms"));
+    assert_eq!(
+        config.slow_outliers,
+        Some(SlowOutliersConfig::On {
+            factor: 1000.0,
+            floor: 0.999
+        })
+    );
+    let text = toml::to_string(&OutliersConfig::from(
+        &Outliers::new().stdev_factor(1.5).slow_outliers(3.0, 0.1),
+    ))
+    .unwrap();
+    let table: toml::Table = toml::from_str(&text).unwrap();
+    assert_eq!(
+        table.keys().collect::<Vec<_>>(),
+        ["slow_outliers", "stdev_factor"],
+        "{text}"
+    );
+    // "off" reads as written, and is the default rule.
+    let off: OutliersConfig = toml::from_str("slow_outliers = \"off\"").unwrap();
+    assert_eq!(off.slow_outliers, Some(SlowOutliersConfig::Off));
+    assert_eq!(toml::to_string(&off).unwrap(), "slow_outliers = \"off\"\n");
+    assert_eq!(off.to_outliers().unwrap(), Outliers::new());
+}
+
+#[test]
+fn an_outlier_pool_survives_a_round_trip_through_toml() {
+    let (config, text) = round_trip(
+        &Breaker::builder()
+            .consecutive_failures(5)
+            .outlier_pool("payments"),
+    );
+    assert_eq!(config.outlier_pool.as_deref(), Some("payments"));
+    assert_eq!(
+        text,
+        "consecutive_failures = 5\noutlier_pool = \"payments\"\n"
+    );
+    let (config, _) = round_trip(&Breaker::builder().consecutive_failures(5));
+    assert_eq!(config.outlier_pool, None);
+}
+
+#[test]
+fn a_registry_with_outliers_and_pools_survives_a_round_trip_through_toml() {
+    let mut config = RegistryConfig::default();
+    config.outliers = Some(OutliersConfig::from(&every_outliers_field()));
+    config.breaker = BreakerConfig::from(
+        Breaker::builder()
+            .consecutive_failures(5)
+            .slow_call_threshold(Duration::from_millis(200)),
+    );
+    let mut pay = BreakerConfig::from(Breaker::builder().consecutive_failures(2));
+    pay.outlier_pool = Some("payments".into());
+    config.hosts = BTreeMap::from([
+        ("pay-1:443".to_string(), pay.clone()),
+        ("pay-2:443".to_string(), pay),
+        ("search:80".to_string(), BreakerConfig::default()),
+    ]);
+    let text = toml::to_string(&config).unwrap();
+    assert!(text.contains("[outliers]\n"), "{text}");
+    let read = registry_config(&text);
+    assert_eq!(read, config, "{text}");
+
+    let registry = read
+        .to_builder::<String>()
+        .unwrap()
+        .build_with_clock(ManualClock::new())
+        .unwrap();
+    for host in ["pay-1:443", "pay-2:443", "search:80", "other:80"] {
+        registry.handle(host);
+    }
+    let pools = registry.outlier_pools();
+    let members: Vec<(String, u64)> = pools
+        .iter()
+        .map(|p| (p.name.to_string(), p.members))
+        .collect();
+    // search:80 (its own empty table) and other:80 in the default pool,
+    // the two payments hosts in theirs.
+    assert_eq!(
+        members,
+        [("default".to_owned(), 2), ("payments".to_owned(), 2)]
+    );
+    let pay = registry.handle("pay-1:443");
+    assert_eq!(pay.config().outlier_pool(), Some("payments"));
+    assert_eq!(pay.config().consecutive_failures(), Some(2));
+    assert_eq!(registry.handle("search:80").config().outlier_pool(), None);
+
+    // An empty `[outliers]` is Envoy's defaults, on.
+    let on = registry_config("[outliers]\n[breaker]\nconsecutive_failures = 5");
+    assert_eq!(on.outliers, Some(OutliersConfig::default()));
+    let registry = on.to_builder::<String>().unwrap().build().unwrap();
+    registry.handle("a:80");
+    assert_eq!(registry.outlier_pools()[0].members, 1);
+    // No table: off.
+    let off = registry_config("[breaker]\nconsecutive_failures = 5");
+    assert!(off
+        .to_builder::<String>()
+        .unwrap()
+        .build()
+        .unwrap()
+        .outlier_pools()
+        .is_empty());
+}
+
+#[test]
+fn a_hosts_outlier_pool_is_laid_over_the_templates() {
+    let registry = registry_config(
+        r#"
+        [outliers]
+        [breaker]
+        consecutive_failures = 5
+        outlier_pool = "web"
+        [hosts."db-1:5432"]
+        outlier_pool = "db"
+        [hosts."web-9:80"]
+        consecutive_failures = 3
+        "#,
+    )
+    .to_builder::<String>()
+    .unwrap()
+    .build()
+    .unwrap();
+    let pool = |key: &str| {
+        registry
+            .handle(key)
+            .config()
+            .outlier_pool()
+            .map(str::to_owned)
+    };
+    assert_eq!(pool("db-1:5432").as_deref(), Some("db"));
+    assert_eq!(pool("web-9:80").as_deref(), Some("web"), "the template's");
+    assert_eq!(pool("web-1:80").as_deref(), Some("web"));
+    let names: Vec<String> = registry
+        .outlier_pools()
+        .iter()
+        .map(|p| p.name.to_string())
+        .collect();
+    assert_eq!(names, ["web", "db"]);
+}
+
+/// A bad `[outliers]` value, and the same value given to the builder.
+fn bad_outliers_values() -> Vec<(&'static str, Outliers)> {
+    let o = Outliers::new;
+    vec![
+        ("interval = \"0s\"", o().interval(Duration::ZERO)),
+        (
+            "interval = \"2d\"",
+            o().interval(Duration::from_secs(2 * 86_400)),
+        ),
+        (
+            "success_rate_request_volume = 0",
+            o().success_rate_request_volume(0),
+        ),
+        (
+            "success_rate_request_volume = 258049",
+            o().success_rate_request_volume(258_049),
+        ),
+        (
+            "success_rate_minimum_hosts = 0",
+            o().success_rate_minimum_hosts(0),
+        ),
+        ("stdev_factor = -1.0", o().stdev_factor(-1.0)),
+        ("stdev_factor = nan", o().stdev_factor(f64::NAN)),
+        (
+            "enforcing_success_rate = 101",
+            o().enforcing_success_rate(101),
+        ),
+        (
+            "failure_percentage_threshold = 200",
+            o().failure_percentage_threshold(200),
+        ),
+        (
+            "failure_percentage_request_volume = 0",
+            o().failure_percentage_request_volume(0),
+        ),
+        (
+            "failure_percentage_minimum_hosts = 0",
+            o().failure_percentage_minimum_hosts(0),
+        ),
+        (
+            "enforcing_failure_percentage = 255",
+            o().enforcing_failure_percentage(255),
+        ),
+        (
+            "slow_outliers = { factor = 0.5, floor = 0.1 }",
+            o().slow_outliers(0.5, 0.1),
+        ),
+        (
+            "slow_outliers = { factor = 2.0, floor = 1.0 }",
+            o().slow_outliers(2.0, 1.0),
+        ),
+        ("enforcing_slow = 101", o().enforcing_slow(101)),
+        ("max_ejection_percent = 101", o().max_ejection_percent(101)),
+        ("panic_threshold = 101", o().panic_threshold(101)),
+    ]
+}
+
+#[test]
+fn a_bad_outliers_value_is_the_registry_builders_error() {
+    // Timed calls, so the latency rule's own check passes.
+    let template = || {
+        Breaker::builder()
+            .consecutive_failures(3)
+            .slow_call_threshold(Duration::from_secs(1))
+    };
+    for (line, outliers) in bad_outliers_values() {
+        let want = Registry::<String>::builder(template())
+            .outliers(outliers)
+            .build()
+            .expect_err(line);
+        assert!(want.field().starts_with("outliers."), "{line}: {want}");
+        let text = format!(
+            "[outliers]\n{line}\n[breaker]\nconsecutive_failures = 3\nslow_call_threshold = \"1s\""
+        );
+        let got = registry_config(&text)
+            .to_builder::<String>()
+            .expect_err(line);
+        assert_eq!(got, want, "{line}");
+        assert_eq!(got.to_string(), want.to_string());
+    }
+    // Text that is no duration names the field.
+    let err = registry_config("[outliers]\ninterval = \"10\"\n[breaker]\nconsecutive_failures = 3")
+        .to_builder::<String>()
+        .unwrap_err();
+    assert_eq!(err.field(), "outliers.interval");
+    // The registry's limits come first, then the outliers, then the
+    // template, as `build` checks them.
+    let text = "shards = 3\n[outliers]\nstdev_factor = -1.0\n[breaker]\nfailure_rate = 7";
+    assert_eq!(
+        registry_config(text)
+            .to_builder::<String>()
+            .unwrap_err()
+            .field(),
+        "shards"
+    );
+    let text = "[outliers]\nstdev_factor = -1.0\n[breaker]\nfailure_rate = 7";
+    let want = Registry::<String>::builder(Breaker::builder().failure_rate(7.0))
+        .outliers(Outliers::new().stdev_factor(-1.0))
+        .build()
+        .unwrap_err();
+    assert_eq!(
+        registry_config(text).to_builder::<String>().unwrap_err(),
+        want
+    );
+}
+
+#[test]
+fn a_pool_without_outliers_and_a_latency_rule_without_timing_are_builds_errors() {
+    // A host naming a pool in a registry without `[outliers]`: the file
+    // reads, `build` refuses it as it refuses the same builder, naming the host.
+    let config = registry_config(
+        "[breaker]\nconsecutive_failures = 3\n[hosts.\"pay:443\"]\noutlier_pool = \"payments\"",
+    );
+    let got = config.to_builder::<String>().unwrap().build().unwrap_err();
+    let want = Registry::<String>::builder(Breaker::builder().consecutive_failures(3))
+        .override_key(
+            "pay:443".to_string(),
+            Breaker::builder()
+                .consecutive_failures(3)
+                .outlier_pool("payments"),
+        )
+        .build()
+        .unwrap_err();
+    assert_eq!(got, want);
+    assert_eq!(got.field(), "outlier_pool");
+    assert!(got.key().is_some_and(|k| k.contains("pay:443")), "{got}");
+    // The latency rule over breakers that time no call.
+    let config = registry_config(
+        "[outliers]\nslow_outliers = { factor = 2.0, floor = 0.1 }\n[breaker]\nconsecutive_failures = 3",
+    );
+    let got = config.to_builder::<String>().unwrap().build().unwrap_err();
+    let want = Registry::<String>::builder(Breaker::builder().consecutive_failures(3))
+        .outliers(Outliers::new().slow_outliers(2.0, 0.1))
+        .build()
+        .unwrap_err();
+    assert_eq!(got, want);
+    assert_eq!(got.field(), "outliers.slow_outliers");
+    // A breaker alone refuses a pool, from a file as from its builder.
+    let alone =
+        toml::from_str::<BreakerConfig>("consecutive_failures = 3\noutlier_pool = \"p\"").unwrap();
+    let err = alone.to_builder().unwrap().build().unwrap_err();
+    assert_eq!(err.field(), "outlier_pool");
+}
+
+#[test]
+fn unknown_outliers_fields_are_refused() {
+    for (text, unknown) in [
+        ("[outliers]\nstdev = 1.0", "stdev"),
+        ("[outliers]\nenforcing = 100", "enforcing"),
+        (
+            "[outliers]\nslow_outliers = { factor = 2.0, floor = 0.1, median = true }",
+            "median",
+        ),
+        ("[breaker]\noutlier_pools = \"a\"", "outlier_pools"),
+        ("[hosts.\"a:80\"]\npool = \"a\"", "pool"),
+    ] {
+        let err = toml::from_str::<RegistryConfig>(text)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(&format!("unknown field `{unknown}`")), "{err}");
+    }
+    // Values of the wrong shape or type say what was expected.
+    let err = toml::from_str::<OutliersConfig>("slow_outliers = \"on\"")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains(r#""off" or a table { factor"#), "{err}");
+    let err = toml::from_str::<OutliersConfig>("slow_outliers = { factor = 2.0 }")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("missing field `floor`"), "{err}");
+    let err = toml::from_str::<OutliersConfig>("enforcing_success_rate = 300")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("enforcing_success_rate"), "{err}");
+    let err = toml::from_str::<OutliersConfig>("interval = 10")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("interval"), "{err}");
 }

@@ -1,7 +1,8 @@
 //! Every transition reaches every hook exactly once, whatever caused it
 //! (issues 29 and 30): a verdict, a dropped call, a panic, a timeout, an
 //! admission that starts a probe round, news from another replica,
-//! `force_open` and `reset`. The hooks are a registry's own
+//! `force_open` and `reset`, and an outlier ejection by the host's pool
+//! (issue 28). The hooks are a registry's own
 //! (`Registry::on_transition`: a recording hook, the tracing event, the
 //! per-host metrics counter) and a keyed layer's (`KeyedLayer::on_transition`),
 //! which since the single hook point hears the same transitions, not only
@@ -17,7 +18,9 @@ use std::time::Duration;
 use failfast::export::metrics::{record_transition_per_host, TRANSITIONS_TOTAL};
 use failfast::registry::HostKey;
 use failfast::tower::{KeyedLayer, TokioClock};
-use failfast::{Breaker, Reason, Registry, RemoteTrip, Transition};
+use failfast::{
+    Breaker, ManualClock, OutlierRule, Outliers, Reason, Registry, RemoteTrip, Transition,
+};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use tower::{BoxError, Layer, Service, ServiceExt};
 use tracing::field::{Field, Visit};
@@ -209,4 +212,147 @@ async fn every_cause_reaches_every_hook_once() {
         *want.entry((up, r)).or_default() += 1;
     }
     assert_eq!(counted, want, "the metrics counter");
+}
+
+/// An outlier ejection (issue 28), by the success-rate rule and by the
+/// latency rule, reaches every hook once like any other trip: the
+/// configuration's observer, the registry's hooks, a keyed layer's hook, the
+/// tracing event and the per-host metrics counter, with its own reason
+/// (`outlier`, `slow_outlier`). A hook that takes the breaker's snapshot as
+/// it hears the ejection reads the rule there.
+#[test]
+fn outlier_ejections_reach_every_hook_once() {
+    const INTERVAL: Duration = Duration::from_secs(10);
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let _metrics = metrics::set_default_local_recorder(&recorder);
+    let events = Events::default();
+    let _tracing =
+        tracing::subscriber::set_default(tracing_subscriber::registry().with(events.clone()));
+
+    let observed: Arc<Mutex<Vec<Reason>>> = Arc::default();
+    let log = observed.clone();
+    let clock = ManualClock::new();
+    let registry = Arc::new(
+        Registry::<HostKey>::builder(
+            Breaker::builder()
+                .consecutive_failures(1000) // only the pool ejects here
+                .slow_call_threshold(Duration::from_millis(100))
+                .open_duration(Duration::from_secs(30))
+                .observer(move |t: &Transition| log.lock().unwrap().push(t.reason)),
+        )
+        .outliers(
+            Outliers::new()
+                .interval(INTERVAL)
+                .slow_outliers(3.0, 0.1)
+                .max_ejection_percent(50),
+        )
+        .build_with_clock(clock.clone())
+        .unwrap(),
+    );
+    let by_registry: Heard = Arc::default();
+    registry.on_transition(recording(&by_registry));
+    registry.on_transition(failfast::export::tracing::emit);
+    registry.on_transition(record_transition_per_host);
+    // What a hook reads from the breaker's snapshot as it hears a transition.
+    type Rules = Arc<Mutex<Vec<(String, Option<OutlierRule>)>>>;
+    let rules: Rules = Arc::default();
+    let seen = rules.clone();
+    let weak = Arc::downgrade(&registry);
+    registry.on_transition(move |up: &str, _: &Transition| {
+        if let Some(registry) = weak.upgrade() {
+            let rule = registry.handle_from(up).snapshot().outlier_ejection;
+            seen.lock().unwrap().push((up.to_owned(), rule));
+        }
+    });
+    let by_layer: Heard = Arc::default();
+    let _layer = KeyedLayer::new(registry.clone()).on_transition(recording(&by_layer));
+
+    // Seven hosts. h0 fails every other call; h1 answers in 120 ms (slow,
+    // over 100 ms), the others in 60 ms but one call in ten in 120 ms. Two
+    // intervals of 100 calls each, then one fast success per host: each
+    // rolls its interval and is judged against the pool.
+    let hosts: Vec<String> = (0..7).map(|i| format!("h{i}:80")).collect();
+    for round in 0..3 {
+        for (n, host) in hosts.iter().enumerate() {
+            let handle = registry.handle_from(host);
+            let calls = if round == 2 { 1 } else { 100 };
+            for i in 0..calls {
+                let start = failfast::Clock::now(&clock);
+                let took = match (n, round) {
+                    (_, 2) => 60,
+                    (1, _) => 120,
+                    _ if i % 10 == 0 => 120,
+                    _ => 60,
+                };
+                let end = start + Duration::from_millis(took);
+                let permit = handle.try_acquire_at(start).unwrap();
+                let _ = if n == 0 && i % 2 == 0 && round < 2 {
+                    permit.failure_at(end)
+                } else {
+                    permit.success_at(end)
+                };
+            }
+        }
+        if round < 2 {
+            clock.advance(INTERVAL);
+        }
+    }
+
+    let expected: Vec<(String, Reason)> = vec![
+        ("h0:80".to_owned(), Reason::Outlier),
+        ("h1:80".to_owned(), Reason::SlowOutlier),
+    ];
+    assert_eq!(
+        *by_registry.lock().unwrap(),
+        expected,
+        "the registry's hook"
+    );
+    assert_eq!(*by_layer.lock().unwrap(), expected, "the layer's hook");
+    assert_eq!(
+        *observed.lock().unwrap(),
+        [Reason::Outlier, Reason::SlowOutlier],
+        "the observer"
+    );
+    assert_eq!(
+        *rules.lock().unwrap(),
+        [
+            ("h0:80".to_owned(), Some(OutlierRule::SuccessRate)),
+            ("h1:80".to_owned(), Some(OutlierRule::Slow)),
+        ],
+        "the snapshot a hook takes names the rule"
+    );
+    let traced: Vec<(String, String)> = vec![
+        ("h0:80".to_owned(), "outlier".to_owned()),
+        ("h1:80".to_owned(), "slow_outlier".to_owned()),
+    ];
+    assert_eq!(*events.0.lock().unwrap(), traced, "the tracing events");
+    let mut counted: BTreeMap<(String, String), u64> = BTreeMap::new();
+    for (key, _, _, value) in snapshotter.snapshot().into_vec() {
+        let key = key.key();
+        if key.name() != TRANSITIONS_TOTAL {
+            continue;
+        }
+        let label = |n: &str| {
+            key.labels()
+                .find(|l| l.key() == n)
+                .unwrap()
+                .value()
+                .to_owned()
+        };
+        let DebugValue::Counter(n) = value else {
+            panic!("a counter")
+        };
+        counted.insert((label("upstream"), label("reason")), n);
+    }
+    let want: BTreeMap<(String, String), u64> = traced.into_iter().map(|k| (k, 1)).collect();
+    assert_eq!(counted, want, "the metrics counter");
+    let pool = &registry.outlier_pools()[0];
+    assert_eq!(
+        (
+            pool.enforced(OutlierRule::SuccessRate),
+            pool.enforced(OutlierRule::Slow)
+        ),
+        (1, 1)
+    );
 }

@@ -2,7 +2,8 @@
 //! removals: published with `Counter::absolute` (which keeps the largest value
 //! ever set), they must be lifetime totals — departed breakers folded in —
 //! or they stall and undercount. Per-host and aggregate series have distinct
-//! names, so a `sum()` over the per-host ones never double-counts.
+//! names, so a `sum()` over the per-host ones never double-counts. A
+//! registry's outlier pools are exported by pool and rule.
 
 use std::time::Duration;
 
@@ -272,4 +273,124 @@ fn sync_counters_are_exported_under_their_names() {
     for (name, n) in expected {
         assert_eq!(value(&all, name, &[]), n, "{name}");
     }
+}
+
+/// A counter or a gauge: name, labels, value.
+type Series = (String, Vec<(String, String)>, f64);
+
+/// Every series of a snapshot, counters and gauges.
+fn series(snapshotter: &Snapshotter) -> Vec<Series> {
+    snapshotter
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .filter_map(|(key, _, _, value)| {
+            let v = match value {
+                DebugValue::Counter(n) => n as f64,
+                DebugValue::Gauge(g) => g.0,
+                DebugValue::Histogram(_) => return None,
+            };
+            let (_, key) = key.into_parts();
+            let labels = key
+                .labels()
+                .map(|l| (l.key().to_owned(), l.value().to_owned()))
+                .collect();
+            Some((key.name().to_owned(), labels, v))
+        })
+        .collect()
+}
+
+/// A registry's outlier pools (issue 28), exported at scrape time: the
+/// ejections and the outliers found by rule (`reason`), per pool, and the
+/// pool's gauges. Host 0 of five fails 90 % of its calls: the success-rate
+/// rule finds and ejects it; the failure-percentage rule finds it too, but
+/// observes only (Envoy's default enforcement of 0 %).
+#[test]
+fn outlier_pools_are_exported_with_their_ejections_by_rule() {
+    use failfast::export::metrics::{
+        OUTLIER_DETECTED_TOTAL, OUTLIER_EJECTIONS_TOTAL, OUTLIER_LATE_REPORTS_TOTAL,
+        OUTLIER_POOL_EJECTED, OUTLIER_POOL_HOSTS, OUTLIER_POOL_PANICKING, OUTLIER_POOL_UNHEALTHY,
+        OUTLIER_SLOW_CALL_LIMIT_RATIO, OUTLIER_SUCCESS_RATE_THRESHOLD_RATIO,
+    };
+    use failfast::{Outliers, Reason};
+
+    let interval = Duration::from_secs(10);
+    let clock = ManualClock::new();
+    let registry = Registry::<u64>::builder(Breaker::builder().consecutive_failures(1000))
+        .outliers(Outliers::new().interval(interval))
+        .build_with_clock(clock.clone())
+        .unwrap();
+    for _ in 0..2 {
+        for key in 0..5u64 {
+            let h = registry.handle(&key);
+            for i in 0..100 {
+                let p = h.try_acquire().unwrap();
+                let _ = if key == 0 && i < 90 {
+                    p.failure()
+                } else {
+                    p.success()
+                };
+            }
+        }
+        clock.advance(interval);
+    }
+    let ejections: Vec<Reason> = (0..5u64)
+        .filter_map(|key| registry.handle(&key).try_acquire().unwrap().success())
+        .map(|t| t.reason)
+        .collect();
+    assert_eq!(ejections, [Reason::Outlier]);
+
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    metrics::with_local_recorder(&recorder, || {
+        MetricsExporter::new().export_registry(&registry)
+    });
+    let all = series(&snapshotter);
+    let get = |name: &str, labels: &[(&str, &str)]| {
+        all.iter()
+            .find(|(n, l, _)| {
+                n == name
+                    && l.len() == labels.len()
+                    && labels
+                        .iter()
+                        .all(|(k, v)| l.iter().any(|(lk, lv)| lk == k && lv == v))
+            })
+            .map(|(_, _, v)| *v)
+            .unwrap_or_else(|| panic!("no {name} {labels:?} in {all:?}"))
+    };
+    let by = |reason| [("pool", "default"), ("reason", reason)];
+    assert_eq!(get(OUTLIER_EJECTIONS_TOTAL, &by("success_rate")), 1.0);
+    assert_eq!(get(OUTLIER_EJECTIONS_TOTAL, &by("failure_percentage")), 0.0);
+    assert_eq!(get(OUTLIER_EJECTIONS_TOTAL, &by("slow")), 0.0);
+    assert_eq!(get(OUTLIER_DETECTED_TOTAL, &by("success_rate")), 1.0);
+    assert_eq!(get(OUTLIER_DETECTED_TOTAL, &by("failure_percentage")), 1.0);
+    assert_eq!(get(OUTLIER_DETECTED_TOTAL, &by("slow")), 0.0);
+    let pool = [("pool", "default")];
+    assert_eq!(get(OUTLIER_LATE_REPORTS_TOTAL, &pool), 0.0);
+    assert_eq!(get(OUTLIER_POOL_HOSTS, &pool), 5.0);
+    assert_eq!(get(OUTLIER_POOL_UNHEALTHY, &pool), 1.0);
+    assert_eq!(get(OUTLIER_POOL_EJECTED, &pool), 1.0);
+    assert_eq!(get(OUTLIER_POOL_PANICKING, &pool), 0.0);
+    // Mean 0.82, population stdev 0.36: 0.82 − 1.9 × 0.36.
+    let threshold = get(OUTLIER_SUCCESS_RATE_THRESHOLD_RATIO, &pool);
+    assert!((threshold - 0.136).abs() < 1e-6, "{threshold}");
+    assert_eq!(
+        get(OUTLIER_SLOW_CALL_LIMIT_RATIO, &pool),
+        -1.0,
+        "no latency rule"
+    );
+
+    // Without pools, no outlier series at all.
+    let plain = Registry::<u64>::builder(Breaker::builder().consecutive_failures(3))
+        .build()
+        .unwrap();
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    metrics::with_local_recorder(&recorder, || MetricsExporter::new().export_registry(&plain));
+    let all = series(&snapshotter);
+    assert!(!all.is_empty());
+    assert!(
+        all.iter().all(|(n, _, _)| !n.contains("outlier")),
+        "{all:?}"
+    );
 }

@@ -234,3 +234,95 @@ fn calls_of(calls: Option<CallCounts>) -> [u64; 6] {
         c.slow,
     ]
 }
+
+/// Issue 28: a snapshot names the outlier rule that ejected the breaker
+/// while the ejection holds it open (through its pool's panic too), and no
+/// longer once its open period ends; an ordinary trip, a breaker outside any
+/// pool and a closed host never name one.
+#[test]
+fn the_snapshot_names_the_outlier_rule_while_the_ejection_holds() {
+    use failfast::{OutlierRule, Outliers, Registry};
+
+    let interval = Duration::from_secs(10);
+    let clock = ManualClock::new();
+    // The failure-percentage rule enforced, the success-rate rule off.
+    let registry = Registry::<u64>::builder(
+        Breaker::builder()
+            .consecutive_failures(1000)
+            .open_duration(OPEN),
+    )
+    .outliers(
+        Outliers::new()
+            .interval(interval)
+            .success_rate_off()
+            .enforcing_failure_percentage(100),
+    )
+    .build_with_clock(clock.clone())
+    .unwrap();
+    for _ in 0..2 {
+        for key in 0..5u64 {
+            let h = registry.handle(&key);
+            for i in 0..50 {
+                let p = h.try_acquire().unwrap();
+                let _ = if key == 0 && i % 10 != 0 {
+                    p.failure() // 90 % failures
+                } else {
+                    p.success()
+                };
+            }
+        }
+        clock.advance(interval);
+    }
+    let snapshot = |key: u64| registry.handle(&key).snapshot();
+    assert_eq!(snapshot(0).outlier_ejection, None, "not judged yet");
+    let ejection = registry
+        .handle(&0)
+        .try_acquire()
+        .unwrap()
+        .success()
+        .unwrap();
+    assert_eq!(ejection.reason, Reason::Outlier);
+    let ejected = snapshot(0);
+    assert_eq!(ejected.state, State::Open);
+    assert_eq!(
+        ejected.outlier_ejection,
+        Some(OutlierRule::FailurePercentage)
+    );
+    assert_eq!(snapshot(1).outlier_ejection, None);
+    // Three more hosts down by their own trips: the pool panics and lifts
+    // the ejection. Still ejected (Open, calls let through), and so named;
+    // the ordinary trips name no rule.
+    for key in 2..5 {
+        registry.handle(&key).force_open();
+    }
+    assert!(registry.outlier_pools()[0].panicking);
+    assert!(registry.handle(&0).try_acquire().is_ok(), "lifted");
+    assert_eq!(
+        snapshot(0).outlier_ejection,
+        Some(OutlierRule::FailurePercentage)
+    );
+    assert_eq!(snapshot(2).state, State::ForcedOpen);
+    assert_eq!(snapshot(2).outlier_ejection, None);
+    for key in 2..5 {
+        registry.handle(&key).reset();
+    }
+    // The open period over: the probe round is an ordinary one.
+    clock.advance(OPEN + Duration::from_secs(1));
+    let h0 = registry.handle(&0);
+    let probe = h0.try_acquire().unwrap();
+    assert!(probe.is_probe());
+    assert_eq!(snapshot(0).state, State::HalfOpen);
+    assert_eq!(snapshot(0).outlier_ejection, None);
+    let _ = probe.success();
+    assert_eq!(snapshot(0).state, State::Closed);
+    assert_eq!(snapshot(0).outlier_ejection, None);
+
+    // A breaker outside any pool, tripped: no rule.
+    let plain = Breaker::builder()
+        .consecutive_failures(1)
+        .build_with_clock(ManualClock::new())
+        .unwrap();
+    let _ = plain.try_acquire().unwrap().failure();
+    assert_eq!(plain.snapshot().state, State::Open);
+    assert_eq!(plain.snapshot().outlier_ejection, None);
+}

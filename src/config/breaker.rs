@@ -117,6 +117,11 @@ pub struct BreakerConfig {
     /// off the template's hints with it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_hint: Option<String>,
+    /// [`Builder::outlier_pool`]: the outlier pool the key's breaker is
+    /// judged in, by name, instead of the registry's `"default"` pool. Needs
+    /// the registry's `[outliers]` table; a breaker built alone refuses it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outlier_pool: Option<String>,
     /// [`Builder::id`]: a fixed jitter seed, for reproducible schedules in
     /// tests and simulations. Leave it out in production (each breaker then
     /// draws its own; a registry's breakers always take their key's hash).
@@ -220,6 +225,9 @@ impl BreakerConfig {
             b = b.count_calls(on);
         }
         b = self.apply_recovery(b)?;
+        if let Some(pool) = &self.outlier_pool {
+            b = b.outlier_pool(pool.as_str());
+        }
         if let Some(id) = self.id {
             b = b.id(id);
         }
@@ -345,6 +353,10 @@ impl BreakerConfig {
             half_open_failure_rate,
             half_open_slow_call_rate,
             max_hint: over.max_hint.clone().or_else(|| self.max_hint.clone()),
+            outlier_pool: over
+                .outlier_pool
+                .clone()
+                .or_else(|| self.outlier_pool.clone()),
             id: over.id.or(self.id),
         }
     }
@@ -423,6 +435,7 @@ impl From<&Builder> for BreakerConfig {
             half_open_failure_rate: recovery.failure_rate,
             half_open_slow_call_rate: recovery.slow_call_rate,
             max_hint: recovery.max_hint,
+            outlier_pool: k.outlier_pool.as_deref().map(str::to_owned),
             id: k.id,
         }
     }

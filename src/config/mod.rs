@@ -1,6 +1,7 @@
 //! Configuration from files (feature `serde`): [`BreakerConfig`] for a
-//! breaker, [`RegistryConfig`] for a registry with per-host overrides, in
-//! any serde format (TOML, YAML, JSON…).
+//! breaker, [`RegistryConfig`] for a registry with per-host overrides and
+//! its outlier detection ([`OutliersConfig`]), in any serde format (TOML,
+//! YAML, JSON…).
 //!
 //! They are plain data, one field per builder method, every field optional.
 //! `to_builder()` turns one into the [`Builder`](crate::Builder) or
@@ -26,6 +27,23 @@
 //! max_key_bytes = 6400000         # .max_key_bytes(…)
 //! max_open = { fraction = 0.2 }   # .max_open(MaxOpen::Fraction(0.2)); or { count = 10 }, or "unlimited"
 //! shards = 256                    # .shards(256)
+//!
+//! ## Outlier detection: each host judged against its pool
+//! ## (RegistryBuilder::outliers(Outliers)); an empty table is Envoy's defaults.
+//! [outliers]
+//! interval = "10s"                        # .interval(10 s)
+//! success_rate_request_volume = 100       # .success_rate_request_volume(100)
+//! success_rate_minimum_hosts = 5          # .success_rate_minimum_hosts(5)
+//! stdev_factor = 1.9                      # .stdev_factor(1.9)
+//! enforcing_success_rate = 100            # .enforcing_success_rate(100)
+//! failure_percentage_threshold = 85       # .failure_percentage_threshold(85)
+//! failure_percentage_request_volume = 50  # .failure_percentage_request_volume(50)
+//! failure_percentage_minimum_hosts = 5    # .failure_percentage_minimum_hosts(5)
+//! enforcing_failure_percentage = 0        # .enforcing_failure_percentage(0)
+//! slow_outliers = { factor = 3.0, floor = 0.1 }  # .slow_outliers(3.0, 0.1); or "off" (the default)
+//! enforcing_slow = 100                    # .enforcing_slow(100)
+//! max_ejection_percent = 10               # .max_ejection_percent(10)
+//! panic_threshold = 50                    # .panic_threshold(50)
 //!
 //! ## The template of every host's breaker (Builder).
 //! [breaker]
@@ -57,6 +75,7 @@
 //! consecutive_failures = 2
 //! backoff = "off"
 //! ramp = "off"
+//! outlier_pool = "payments"       # .outlier_pool("payments"): judged among that pool's hosts
 //! "#;
 //! let config: RegistryConfig = toml::from_str(toml).unwrap();
 //! let registry = config.to_builder::<HostKey>()?.build()?;
@@ -68,6 +87,9 @@
 //! let other = registry.handle_from("other.internal:443");
 //! assert_eq!(other.config().ramp().map(|(window, ..)| window.as_secs()), Some(30));
 //! assert_eq!(other.config().max_hint().map(|d| d.as_secs()), Some(300));
+//! assert_eq!(pay.config().outlier_pool(), Some("payments"));
+//! let pools: Vec<String> = registry.outlier_pools().iter().map(|p| p.name.to_string()).collect();
+//! assert_eq!(pools, ["default", "payments"]);
 //! # Ok::<(), failfast::ConfigError>(())
 //! ```
 //!
@@ -126,22 +148,34 @@
 //!   those errors are the format's (for TOML, with the line and the key).
 //!   Values of the right type that the builder refuses are the builder's
 //!   `ConfigError`, word for word.
+//! - **Outliers**: the registry's `[outliers]` table ([`OutliersConfig`])
+//!   turns outlier detection on, each field as its [`Outliers`](crate::Outliers)
+//!   method; `slow_outliers` is `{ factor, floor }` (both required) or
+//!   `"off"`. A bad value is the registry builder's error, naming
+//!   `outliers.interval`, `outliers.stdev_factor`,
+//!   `outliers.slow_outliers.floor` and so on. A breaker's `outlier_pool`
+//!   (in `[breaker]` or a host's table, laid over like any field) names the
+//!   pool its host is judged in; without an `[outliers]` table the
+//!   registry's `build` refuses it.
 //! - **An observer, a clock or a hasher is code**: add it to the builder
 //!   that `to_builder` returns.
 //! - **Writing a builder out**: `BreakerConfig::from(&builder)` sets each
 //!   field the builder moved off its default; `to_builder` on the result
 //!   gives a builder with the same knobs. The recovery settings are read off
 //!   the configuration the builder builds (see [`BreakerConfig`]'s `From`).
+//!   Likewise `OutliersConfig::from(&outliers)`, and `to_outliers`.
 
 mod breaker;
 mod duration;
 mod hosts;
+mod outliers;
 mod parts;
 mod registry;
 
 use core::fmt;
 
 pub use breaker::BreakerConfig;
+pub use outliers::{OutliersConfig, SlowOutliersConfig};
 pub use parts::{BackoffConfig, Preset, RampConfig, TimeWindowConfig, UnansweredConfig};
 pub use registry::RegistryConfig;
 

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::breaker::BreakerConfig;
+use super::outliers::OutliersConfig;
 use super::{duration, hosts, Text};
 use crate::authority::KeyBuf;
 use crate::error::ConfigError;
@@ -73,6 +74,12 @@ pub struct RegistryConfig {
     /// [`RegistryBuilder::shards`].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shards: Option<usize>,
+    /// [`RegistryBuilder::outliers`]: the `[outliers]` table turns outlier
+    /// detection on (an empty one: Envoy's defaults); left out, it is off.
+    /// A key's breaker joins the pool its `outlier_pool` names, or the
+    /// registry's `"default"` one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outliers: Option<OutliersConfig>,
     /// The template every key's breaker is built from
     /// ([`Registry::builder`]'s argument).
     pub breaker: BreakerConfig,
@@ -88,8 +95,12 @@ impl RegistryConfig {
     /// tower layer and the README use), or `String`, `u64`, `Box<str>`,
     /// `http::uri::Authority`, a type of your own. Checked as
     /// [`RegistryBuilder::build`] checks it: the registry's limits, then the
-    /// template, then each override in the keys' order. Add a hasher or an
-    /// observer to the builder it returns.
+    /// `[outliers]` table, then the template, then each override in the
+    /// keys' order. Two checks that need the built breakers are left to
+    /// `build`, which makes them with the same errors: an `outlier_pool`
+    /// without an `[outliers]` table, and a latency rule
+    /// (`slow_outliers`) over breakers without a `slow_call_threshold`.
+    /// Add a hasher or an observer to the builder it returns.
     ///
     /// # Host keys are normalised
     ///
@@ -186,6 +197,9 @@ impl RegistryConfig {
             registry = registry.shards(n);
         }
         registry.check_limits()?;
+        if let Some(outliers) = &self.outliers {
+            registry = registry.outliers(outliers.to_outliers()?);
+        }
         template.build_config()?;
         let host_keys = hosts::is_host_key::<K>();
         let mut keys = Vec::with_capacity(self.hosts.len());

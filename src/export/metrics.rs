@@ -30,6 +30,15 @@
 //! | `circuit_breaker_open` | gauge | — | registry counters |
 //! | `circuit_breaker_half_open` | gauge | — | registry counters |
 //! | `circuit_breaker_tracked` | gauge | — | registry counters |
+//! | `circuit_breaker_outlier_ejections_total` | counter (absolute): outliers ejected (each won ejection: the breaker opened by it) | `pool`, `reason` = `success_rate`, `failure_percentage`, `slow` | [`Registry::outlier_pools`] (`enforced`) |
+//! | `circuit_breaker_outlier_detected_total` | counter (absolute): outliers found, ejected or not (a rule's enforcement below 100 %, the pool's cap, panic mode) | `pool`, `reason` | [`Registry::outlier_pools`] (`detected`) |
+//! | `circuit_breaker_outlier_late_reports_total` | counter (absolute): hosts' reports that missed their interval's sums | `pool` | [`Registry::outlier_pools`] |
+//! | `circuit_breaker_outlier_pool_hosts` | gauge: the pool's breakers now | `pool` | [`Registry::outlier_pools`] (`members`) |
+//! | `circuit_breaker_outlier_pool_unhealthy` | gauge: of them, open, half-open or forced open | `pool` | [`Registry::outlier_pools`] |
+//! | `circuit_breaker_outlier_pool_ejected` | gauge: of them, ejected as outliers now | `pool` | [`Registry::outlier_pools`] |
+//! | `circuit_breaker_outlier_pool_panicking` | gauge, 1 while the pool panics (its outlier ejections lifted), else 0 | `pool` | [`Registry::outlier_pools`] |
+//! | `circuit_breaker_outlier_success_rate_threshold_ratio` | gauge, 0..1: the last computed interval's success-rate threshold, or -1 without one | `pool` | [`Registry::outlier_pools`] |
+//! | `circuit_breaker_outlier_slow_call_limit_ratio` | gauge, 0..1: the latency rule's slow-call rate limit of the last computed interval, or -1 without one | `pool` | [`Registry::outlier_pools`] |
 //! | `circuit_breaker_hints_ignored_total` | counter (absolute) | — | [`hints_ignored_total`]: upstream hints (`Retry-After`, gRPC pushback) ignored as bad, process-wide; published by both `export_breaker` and `export_registry` |
 //! | `circuit_breaker_sync_published_total`, `…_sync_errors_total`, `…_sync_dropped_total`, `…_sync_received_total`, `…_sync_applied_total`, `…_sync_stale_total`, `…_sync_below_min_reporters_total`, `…_sync_ignored_total`, `…_sync_reconciled_total`, `…_sync_bad_records_total` | counter (absolute) | — | a replica's [`SyncStats`](crate::share::SyncStats) (trips shared across replicas): [`SyncStats::export_metrics`](crate::share::SyncStats::export_metrics) |
 //!
@@ -39,6 +48,26 @@
 //! so a `sum()` over the per-host series never double-counts them. A single
 //! breaker exported with [`export_breaker`](MetricsExporter::export_breaker)
 //! always gets its per-host series.
+//!
+//! # Outlier pools
+//!
+//! A registry with outlier detection ([`RegistryBuilder::outliers`]) exports
+//! one set of `circuit_breaker_outlier_*` series per pool, labelled `pool`
+//! (`"default"`, or the name a key's configuration gives), with
+//! [`export_registry`](MetricsExporter::export_registry): read from the
+//! pools' own counters at scrape time, a handful of series per pool
+//! whatever the number of hosts, none without pools. The ejections are
+//! counted by the rule that found the host (`reason`), which a transition
+//! does not carry: a transition says only [`Reason::Outlier`] (success rate
+//! or failure percentage) or [`Reason::SlowOutlier`], and is counted under
+//! that `reason` in `circuit_breaker_transitions_total` like any other.
+//! Which rule holds a host open now is its snapshot's
+//! [`outlier_ejection`](BreakerSnapshot::outlier_ejection) (and the status
+//! page's `outlier_ejection`).
+//!
+//! [`RegistryBuilder::outliers`]: crate::RegistryBuilder::outliers
+//! [`Reason::Outlier`]: crate::Reason::Outlier
+//! [`Reason::SlowOutlier`]: crate::Reason::SlowOutlier
 //!
 //! # Per call (tower layers)
 //!
@@ -86,6 +115,7 @@ use crate::clock::Clock;
 use crate::error::Rejected;
 use crate::hint::hints_ignored_total;
 use crate::observe::{BreakerSnapshot, CallCounts, Observer, Transition};
+use crate::outlier::{OutlierPoolSnapshot, OutlierRule};
 use crate::registry::{Key, Registry};
 use crate::state::State;
 
@@ -132,6 +162,32 @@ pub const REGISTRY_UNTRACKED_TOTAL: &str = "circuit_breaker_registry_untracked_t
 pub const REGISTRY_KEYLESS_TOTAL: &str = "circuit_breaker_registry_keyless_total";
 /// `circuit_breaker_registry_refused_trips_total`
 pub const REGISTRY_REFUSED_TRIPS_TOTAL: &str = "circuit_breaker_registry_refused_trips_total";
+/// `circuit_breaker_outlier_ejections_total{pool,reason}`: outliers ejected,
+/// by the rule that found them.
+pub const OUTLIER_EJECTIONS_TOTAL: &str = "circuit_breaker_outlier_ejections_total";
+/// `circuit_breaker_outlier_detected_total{pool,reason}`: outliers found,
+/// ejected or not.
+pub const OUTLIER_DETECTED_TOTAL: &str = "circuit_breaker_outlier_detected_total";
+/// `circuit_breaker_outlier_late_reports_total{pool}`: reports that missed
+/// their interval's sums.
+pub const OUTLIER_LATE_REPORTS_TOTAL: &str = "circuit_breaker_outlier_late_reports_total";
+/// `circuit_breaker_outlier_pool_hosts{pool}`: the pool's breakers.
+pub const OUTLIER_POOL_HOSTS: &str = "circuit_breaker_outlier_pool_hosts";
+/// `circuit_breaker_outlier_pool_unhealthy{pool}`: of them, open, half-open
+/// or forced open.
+pub const OUTLIER_POOL_UNHEALTHY: &str = "circuit_breaker_outlier_pool_unhealthy";
+/// `circuit_breaker_outlier_pool_ejected{pool}`: of them, ejected as
+/// outliers now.
+pub const OUTLIER_POOL_EJECTED: &str = "circuit_breaker_outlier_pool_ejected";
+/// `circuit_breaker_outlier_pool_panicking{pool}`: 1 while the pool panics.
+pub const OUTLIER_POOL_PANICKING: &str = "circuit_breaker_outlier_pool_panicking";
+/// `circuit_breaker_outlier_success_rate_threshold_ratio{pool}`: the
+/// success-rate threshold (-1 without one).
+pub const OUTLIER_SUCCESS_RATE_THRESHOLD_RATIO: &str =
+    "circuit_breaker_outlier_success_rate_threshold_ratio";
+/// `circuit_breaker_outlier_slow_call_limit_ratio{pool}`: the latency rule's
+/// slow-call rate limit (-1 without one).
+pub const OUTLIER_SLOW_CALL_LIMIT_RATIO: &str = "circuit_breaker_outlier_slow_call_limit_ratio";
 /// `circuit_breaker_hints_ignored_total`: upstream hints ignored as bad,
 /// process-wide ([`hints_ignored_total`]).
 pub const HINTS_IGNORED_TOTAL: &str = "circuit_breaker_hints_ignored_total";
@@ -233,6 +289,7 @@ pub fn describe() {
         "Slow calls / calls in the window (0..1)"
     );
     describe_recovery();
+    describe_outliers();
     describe_counter!(
         REGISTRY_CALLS_TOTAL,
         Unit::Count,
@@ -314,6 +371,77 @@ fn describe_recovery() {
         Unit::Count,
         "Exponent of the next open period (decays with healthy time)"
     );
+}
+
+/// Describes the outlier pools' series (a part of [`describe`]).
+fn describe_outliers() {
+    use metrics::{describe_counter, describe_gauge, Unit};
+    describe_counter!(
+        OUTLIER_EJECTIONS_TOTAL,
+        Unit::Count,
+        "Hosts ejected as outliers of their pool, by the rule that found them"
+    );
+    describe_counter!(
+        OUTLIER_DETECTED_TOTAL,
+        Unit::Count,
+        "Hosts found outliers of their pool, ejected or not, by rule"
+    );
+    describe_counter!(
+        OUTLIER_LATE_REPORTS_TOTAL,
+        Unit::Count,
+        "Hosts' interval reports that missed their pool's sums"
+    );
+    describe_gauge!(OUTLIER_POOL_HOSTS, Unit::Count, "Breakers in the pool");
+    describe_gauge!(
+        OUTLIER_POOL_UNHEALTHY,
+        Unit::Count,
+        "Breakers of the pool open, half-open or forced open"
+    );
+    describe_gauge!(
+        OUTLIER_POOL_EJECTED,
+        Unit::Count,
+        "Breakers of the pool ejected as outliers now"
+    );
+    describe_gauge!(
+        OUTLIER_POOL_PANICKING,
+        "1 while too few of the pool's hosts are healthy (outlier ejections lifted)"
+    );
+    describe_gauge!(
+        OUTLIER_SUCCESS_RATE_THRESHOLD_RATIO,
+        Unit::Count,
+        "Success rate under which a host is an outlier (0..1; -1 without one)"
+    );
+    describe_gauge!(
+        OUTLIER_SLOW_CALL_LIMIT_RATIO,
+        Unit::Count,
+        "Slow-call rate over which a host is a latency outlier (0..1; -1 without one)"
+    );
+}
+
+/// Publishes the series of a registry's outlier pools (see the module's
+/// "Outlier pools"): each pool's counters as absolute counters (a pool's
+/// counts only grow, and a pool lives as long as its registry) and its
+/// gauges.
+pub fn export_outlier_pools(pools: &[OutlierPoolSnapshot]) {
+    for p in pools {
+        let pool = || String::from(&*p.name);
+        for rule in OutlierRule::ALL {
+            metrics::counter!(OUTLIER_EJECTIONS_TOTAL, "pool" => pool(), "reason" => rule.as_str())
+                .absolute(p.enforced(rule));
+            metrics::counter!(OUTLIER_DETECTED_TOTAL, "pool" => pool(), "reason" => rule.as_str())
+                .absolute(p.detected(rule));
+        }
+        metrics::counter!(OUTLIER_LATE_REPORTS_TOTAL, "pool" => pool()).absolute(p.late_reports);
+        metrics::gauge!(OUTLIER_POOL_HOSTS, "pool" => pool()).set(p.members as f64);
+        metrics::gauge!(OUTLIER_POOL_UNHEALTHY, "pool" => pool()).set(p.unhealthy as f64);
+        metrics::gauge!(OUTLIER_POOL_EJECTED, "pool" => pool()).set(p.ejected as f64);
+        metrics::gauge!(OUTLIER_POOL_PANICKING, "pool" => pool())
+            .set(f64::from(u8::from(p.panicking)));
+        metrics::gauge!(OUTLIER_SUCCESS_RATE_THRESHOLD_RATIO, "pool" => pool())
+            .set(ratio_or_unknown(p.success_rate_threshold));
+        metrics::gauge!(OUTLIER_SLOW_CALL_LIMIT_RATIO, "pool" => pool())
+            .set(ratio_or_unknown(p.slow_rate_limit));
+    }
 }
 
 /// Counts one transition in `circuit_breaker_transitions_total{from,to,reason}`,
@@ -430,7 +558,9 @@ impl MetricsExporter {
     /// counters), its departure and refusal counters, and
     /// `circuit_breaker_registry_calls_total{outcome}`, its lifetime totals
     /// (one pass over the entries, only when its breakers count calls) — and
-    /// the process-wide `circuit_breaker_hints_ignored_total`; with
+    /// the process-wide `circuit_breaker_hints_ignored_total`, and the
+    /// series of its outlier pools, if it has any (see the module's
+    /// "Outlier pools"; [`export_outlier_pools`]); with
     /// [`per_host`](Self::per_host) also every key's per-host series, the
     /// key formatted by `Display` as `upstream`.
     ///
@@ -462,6 +592,7 @@ impl MetricsExporter {
                 metrics::counter!(REGISTRY_CALLS_TOTAL, "outcome" => outcome).absolute(n);
             }
         }
+        export_outlier_pools(&registry.outlier_pools());
         if self.per_host {
             registry.for_each_snapshot(|key, snapshot| export_snapshot(&key.to_string(), snapshot));
         }

@@ -10,10 +10,20 @@
 //!
 //! | transition | level |
 //! |---|---|
-//! | a trip (Closed → Open, HalfOpen → Open, a MetricsOnly shadow trip) | INFO |
+//! | a trip (Closed → Open, HalfOpen → Open, a MetricsOnly shadow trip), an outlier ejection among them | INFO |
 //! | a recovery (HalfOpen → Closed) | INFO |
 //! | an operator's action (force open, disable, metrics only, reset) | INFO |
 //! | Open → HalfOpen, a superseded probe round | DEBUG |
+//!
+//! An outlier ejection by the breaker's pool ([`Outliers`](crate::Outliers))
+//! is a trip like the others: Closed → Open with `reason` `outlier` (the
+//! success-rate or the failure-percentage rule) or `slow_outlier` (the
+//! latency rule), and the window's counts at the time. The rule itself is
+//! not a field of the event, since a [`Transition`] does not carry it: a
+//! snapshot taken while the breaker is open by the ejection has it
+//! ([`BreakerSnapshot::outlier_ejection`](crate::BreakerSnapshot::outlier_ejection)),
+//! and the pool counts ejections by rule
+//! ([`Registry::outlier_pools`](crate::Registry::outlier_pools)).
 //!
 //! # Calls
 //!

@@ -7,6 +7,7 @@ use std::collections::BinaryHeap;
 
 use crate::clock::Clock;
 use crate::observe::BreakerSnapshot;
+use crate::outlier::OutlierRule;
 use crate::registry::Registry;
 use crate::state::State;
 
@@ -16,9 +17,9 @@ use crate::state::State;
 ///
 /// ```json
 /// {"tracked":2,"open":1,"half_open":0,"shown":1,"omitted":1,"upstreams":[
-///   {"upstream":"127.0.0.1:9002","state":"open","retry_after_ms":812,"enough_calls":true,
-///    "failure_rate":0,"slow_call_rate":0.8,"calls":10,"failures":0,"slow":8,"trips_in_a_row":1,
-///    "backoff_step":1,"ramp_fraction":null}]}
+///   {"upstream":"127.0.0.1:9002","state":"open","retry_after_ms":812,"outlier_ejection":null,
+///    "enough_calls":true,"failure_rate":0,"slow_call_rate":0.8,"calls":10,"failures":0,"slow":8,
+///    "trips_in_a_row":1,"backoff_step":1,"ramp_fraction":null}]}
 /// ```
 ///
 /// The upstreams that need attention come first: open (and forced open),
@@ -30,7 +31,10 @@ use crate::state::State;
 /// `false` and both rates are `null`: not enough calls yet to judge.
 /// `backoff_step` and `ramp_fraction` are the snapshot's (the decaying
 /// backoff step; the share admitted while ramping up after a recovery, else
-/// `null`).
+/// `null`), and so is `outlier_ejection`: while the breaker is open because
+/// its pool ejected it as an outlier ([`Outliers`](crate::Outliers)), the
+/// rule that did — `"success_rate"`, `"failure_percentage"` or `"slow"`
+/// ([`OutlierRule::as_str`](crate::OutlierRule::as_str)) — else `null`.
 ///
 /// ```
 /// use failfast::http::status_json;
@@ -103,6 +107,18 @@ impl fmt::Display for JsonRate {
     }
 }
 
+/// A name in JSON (text that needs no escaping), or `null`.
+struct JsonName(Option<&'static str>);
+
+impl fmt::Display for JsonName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(name) => write!(f, "\"{name}\""),
+            None => f.write_str("null"),
+        }
+    }
+}
+
 /// One upstream on the status page, ordered by (rank, name).
 struct Row {
     rank: u8,
@@ -144,11 +160,12 @@ fn write_row(out: &mut String, name: &str, s: &BreakerSnapshot) {
     json_string(out, name);
     let _ = write!(
         out,
-        ",\"state\":\"{}\",\"retry_after_ms\":{},\"enough_calls\":{},\"failure_rate\":{},\
-         \"slow_call_rate\":{},\"calls\":{},\"failures\":{},\"slow\":{},\"trips_in_a_row\":{},\
-         \"backoff_step\":{},\"ramp_fraction\":{}}}",
+        ",\"state\":\"{}\",\"retry_after_ms\":{},\"outlier_ejection\":{},\"enough_calls\":{},\
+         \"failure_rate\":{},\"slow_call_rate\":{},\"calls\":{},\"failures\":{},\"slow\":{},\
+         \"trips_in_a_row\":{},\"backoff_step\":{},\"ramp_fraction\":{}}}",
         s.state.as_str(),
         s.retry_after.map_or(0, millis),
+        JsonName(s.outlier_ejection.map(OutlierRule::as_str)),
         s.failure_rate.is_some(),
         JsonRate(s.failure_rate),
         JsonRate(s.slow_call_rate),
@@ -269,6 +286,69 @@ mod tests {
         assert!(
             at("b") < at("c") && at("c") < at("a"),
             "open, half-open, closed: {json}"
+        );
+    }
+
+    #[test]
+    fn an_outlier_ejection_shows_its_rule() {
+        use crate::{ManualClock, Outliers};
+        use core::time::Duration;
+
+        let clock = ManualClock::new();
+        let template = Breaker::builder()
+            .consecutive_failures(1000)
+            .open_duration(Duration::from_secs(30))
+            .jitter(0.0);
+        let registry = Registry::<u64>::builder(template)
+            .outliers(Outliers::new().interval(Duration::from_secs(10)))
+            .build_with_clock(clock.clone())
+            .unwrap();
+        // Two intervals of traffic (host 0 succeeds half the time, the
+        // other four always), then one call each: host 0 is ejected.
+        for _ in 0..2 {
+            for key in 0..5u64 {
+                let host = registry.handle(&key);
+                for i in 0..100 {
+                    let permit = host.try_acquire().unwrap();
+                    let _ = if key == 0 && i % 2 == 0 {
+                        permit.failure()
+                    } else {
+                        permit.success()
+                    };
+                }
+            }
+            clock.advance(Duration::from_secs(10));
+        }
+        for key in 0..5u64 {
+            let _ = registry.handle(&key).try_acquire().unwrap().success();
+        }
+        let json = status_json(&registry, 10);
+        let row = |key: &str| {
+            let start = json.find(&format!(r#"{{"upstream":"{key}","#)).unwrap();
+            json[start..].split('}').next().unwrap().to_owned()
+        };
+        assert!(row("0").contains(r#""state":"open","#), "{json}");
+        assert!(
+            row("0").contains(r#""outlier_ejection":"success_rate","enough_calls""#),
+            "{json}"
+        );
+        assert_eq!(json.matches(r#""outlier_ejection":null"#).count(), 4);
+        assert!(
+            json.contains(
+                r#"{"upstream":"1","state":"closed","retry_after_ms":0,"outlier_ejection":null,"#
+            ),
+            "{json}"
+        );
+        // Its open period over, the probe round is no ejection.
+        clock.advance(Duration::from_secs(31));
+        let h0 = registry.handle(&0);
+        let _probe = h0.try_acquire().unwrap();
+        let json = status_json(&registry, 10);
+        assert!(
+            json.contains(
+                r#"{"upstream":"0","state":"half_open","retry_after_ms":0,"outlier_ejection":null,"#
+            ),
+            "{json}"
         );
     }
 
