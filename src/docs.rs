@@ -485,7 +485,7 @@
 //! models in `src/outlier/loom_models.rs` and `loom-tests/tests/outliers.rs`).
 //!
 //! - **Intervals come from the clock**, not from a sweep: interval `k` is
-//!   `now / interval`. A host's [tally](crate::outlier) counts its calls,
+//!   `now / interval`. A host's tally ([`outlier`](crate::outlier)) counts its calls,
 //!   failures and slow calls of one interval in one word of its own storage.
 //!   Its first call of a later interval rolls the tally (one CAS, one
 //!   winner), adds the host's rates to the pool's sums of the interval it

@@ -4,10 +4,10 @@
 //! A registry built with [`RegistryBuilder::outliers`] is a pool, and a key
 //! whose configuration names one ([`Builder::outlier_pool`]) belongs to that
 //! named pool instead (the endpoints of one service, say). Every pooled
-//! breaker keeps a [tally] of the current interval in its own storage. The
+//! breaker keeps a tally (`tally`) of the current interval in its own storage. The
 //! first call of a host after an interval ends rolls the tally, adds the
-//! host's rates to the pool's [sums] of the interval it leaves, and judges
-//! the host against the [figures] of the interval before, sealed and
+//! host's rates to the pool's sums (`sums`) of the interval it leaves, and
+//! judges the host against the figures (`figures`) of the interval before, sealed and
 //! computed once by whichever host needed them first. An outlier trips its
 //! own breaker ([`Reason::Outlier`], [`Reason::SlowOutlier`]) and recovers
 //! through the normal lazy probe and backoff.
@@ -19,7 +19,7 @@
 //! tally, add one report (two CASes), and, once per interval and pool,
 //! seal 16 stripes (32 CASes) and take one integer square root.
 //!
-//! Fleet safety is in the [pool]: enforcement percentages per rule, a cap
+//! Fleet safety is in the pool (`pool`): enforcement percentages per rule, a cap
 //! on the pool's ejected hosts, and panic mode, which lifts outlier
 //! ejections while too few hosts are healthy.
 //!
