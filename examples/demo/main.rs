@@ -2,7 +2,7 @@
 //! in simulated time.
 //!
 //! ```sh
-//! cargo run --release --example demo                 # S1, S3, S6, S13, recovery (simulated, a second or two)
+//! cargo run --release --example demo                 # S1, S3, S6, S13, recovery, outliers (simulated, a second or two)
 //! cargo run --release --example demo -- --load 600   # S1 at another offered load (calls/s)
 //! cargo run --release --example demo -- --real       # real HTTP through examples/proxy.rs
 //! ```
@@ -12,6 +12,7 @@
 //! scenario lives in its own module with its model described at the top.
 
 mod lock_around_call;
+mod outliers;
 mod real;
 mod recovery;
 mod s1;
@@ -86,12 +87,17 @@ fn main() -> ExitCode {
     if args.real {
         return real::run(args.seconds);
     }
-    println!("failfast demo: five incidents in simulated time (a ManualClock; nothing sleeps).");
+    println!("failfast demo: six incidents in simulated time (a ManualClock; nothing sleeps).");
     s1::show(&s1::Params::new(args.load, args.bulkhead));
     s3::show();
     s6::show(args.hosts);
     s13::show();
     recovery::show();
+    let held = outliers::show();
     println!();
-    ExitCode::SUCCESS
+    if held {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
 }
