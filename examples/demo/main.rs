@@ -2,8 +2,9 @@
 //! in simulated time.
 //!
 //! ```sh
-//! cargo run --release --example demo                 # S1, S3, S6, S13, recovery (simulated, a second or two)
+//! cargo run --release --example demo                 # S1, S3, S6, S13, recovery, outliers (simulated, a second or two)
 //! cargo run --release --example demo -- --load 600   # S1 at another offered load (calls/s)
+//! cargo run --release --example demo -- --scene outliers   # one scene (s1, s3, s6, s13, recovery, outliers)
 //! cargo run --release --example demo -- --real       # real HTTP through examples/proxy.rs
 //! ```
 //!
@@ -12,6 +13,7 @@
 //! scenario lives in its own module with its model described at the top.
 
 mod lock_around_call;
+mod outliers;
 mod real;
 mod recovery;
 mod s1;
@@ -24,17 +26,24 @@ mod table;
 use std::process::ExitCode;
 
 const USAGE: &str = "\
-usage: demo [--real [--seconds N]] [--load CALLS_PER_S] [--bulkhead N] [--hosts N]
+usage: demo [--real [--seconds N]] [--scene NAME[,NAME…]] [--load CALLS_PER_S] [--bulkhead N] [--hosts N]
 
   --real          real HTTP through the per-host proxy (examples/proxy.rs, built with
                   --features tower) and real upstreams on loopback, in real time
   --seconds N     --real: how long to drive traffic (default 15)
+  --scene NAMES   only these scenes, comma-separated: s1, s3, s6, s13, recovery, outliers
+                  (default all). The outliers scene checks its claims: the demo exits 1 if
+                  one fails
   --load N        S1: calls per second offered to the price catalog (default 200)
   --bulkhead N    S1: in-flight cap of the bulkhead in front of failfast (default 20)
   --hosts N       S6: also create N breakers (default 1000000; 0 to skip)";
 
+/// The simulated scenes, in the order they run.
+const SCENES: [&str; 6] = ["s1", "s3", "s6", "s13", "recovery", "outliers"];
+
 struct Args {
     real: bool,
+    scenes: Vec<String>,
     seconds: u64,
     load: u64,
     bulkhead: usize,
@@ -44,6 +53,7 @@ struct Args {
 fn parse_args() -> Result<Args, String> {
     let mut args = Args {
         real: false,
+        scenes: SCENES.iter().map(ToString::to_string).collect(),
         seconds: 15,
         load: 200,
         bulkhead: 20,
@@ -57,6 +67,13 @@ fn parse_args() -> Result<Args, String> {
         };
         match arg.as_str() {
             "--real" => args.real = true,
+            "--scene" => {
+                let v = it.next().ok_or("--scene needs a value")?;
+                args.scenes = v.split(',').map(str::to_string).collect();
+                if let Some(bad) = args.scenes.iter().find(|s| !SCENES.contains(&s.as_str())) {
+                    return Err(format!("--scene: no scene {bad}"));
+                }
+            }
             "--seconds" => args.seconds = value("--seconds")?.max(1),
             "--load" => args.load = value("--load")?.max(1),
             "--bulkhead" => args.bulkhead = value("--bulkhead")? as usize,
@@ -86,12 +103,34 @@ fn main() -> ExitCode {
     if args.real {
         return real::run(args.seconds);
     }
-    println!("failfast demo: five incidents in simulated time (a ManualClock; nothing sleeps).");
-    s1::show(&s1::Params::new(args.load, args.bulkhead));
-    s3::show();
-    s6::show(args.hosts);
-    s13::show();
-    recovery::show();
+    println!(
+        "failfast demo: {} in simulated time (a ManualClock; nothing sleeps).",
+        match args.scenes.len() {
+            1 => "one incident".to_string(),
+            n => format!("{n} incidents"),
+        }
+    );
+    let on = |name: &str| args.scenes.iter().any(|s| s == name);
+    if on("s1") {
+        s1::show(&s1::Params::new(args.load, args.bulkhead));
+    }
+    if on("s3") {
+        s3::show();
+    }
+    if on("s6") {
+        s6::show(args.hosts);
+    }
+    if on("s13") {
+        s13::show();
+    }
+    if on("recovery") {
+        recovery::show();
+    }
+    let held = !on("outliers") || outliers::show();
     println!();
-    ExitCode::SUCCESS
+    if held {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
 }
