@@ -35,6 +35,7 @@
 //! success_rate_request_volume = 100       # .success_rate_request_volume(100)
 //! success_rate_minimum_hosts = 5          # .success_rate_minimum_hosts(5)
 //! stdev_factor = 1.9                      # .stdev_factor(1.9)
+//! success_rate_minimum_gap = 0.02        # .success_rate_minimum_gap(0.02); 0 by default
 //! enforcing_success_rate = 100            # .enforcing_success_rate(100)
 //! failure_percentage_threshold = 85       # .failure_percentage_threshold(85)
 //! failure_percentage_request_volume = 50  # .failure_percentage_request_volume(50)

@@ -65,6 +65,9 @@ pub struct OutliersConfig {
     /// [`Outliers::stdev_factor`].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stdev_factor: Option<f64>,
+    /// [`Outliers::success_rate_minimum_gap`], a rate.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub success_rate_minimum_gap: Option<f64>,
     /// [`Outliers::enforcing_success_rate`], a percentage.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub enforcing_success_rate: Option<u8>,
@@ -131,6 +134,9 @@ impl OutliersConfig {
         if let Some(factor) = self.stdev_factor {
             o = o.stdev_factor(factor);
         }
+        if let Some(gap) = self.success_rate_minimum_gap {
+            o = o.success_rate_minimum_gap(gap);
+        }
         if let Some(p) = self.enforcing_success_rate {
             o = o.enforcing_success_rate(p);
         }
@@ -184,6 +190,10 @@ impl From<&Outliers> for OutliersConfig {
                 d.success_rate_minimum_hosts,
             ),
             stdev_factor: changed(o.stdev_factor, d.stdev_factor),
+            success_rate_minimum_gap: changed(
+                o.success_rate_minimum_gap,
+                d.success_rate_minimum_gap,
+            ),
             enforcing_success_rate: changed(o.enforcing_success_rate, d.enforcing_success_rate),
             failure_percentage_threshold: changed(
                 o.failure_percentage_threshold,

@@ -36,6 +36,7 @@ pub struct Outliers {
     pub(crate) success_rate_request_volume: u32,
     pub(crate) success_rate_minimum_hosts: u32,
     pub(crate) stdev_factor: f64,
+    pub(crate) success_rate_minimum_gap: f64,
     pub(crate) enforcing_success_rate: u8,
     pub(crate) failure_percentage_threshold: u8,
     pub(crate) failure_percentage_request_volume: u32,
@@ -54,6 +55,7 @@ impl Default for Outliers {
             success_rate_request_volume: 100,
             success_rate_minimum_hosts: 5,
             stdev_factor: 1.9,
+            success_rate_minimum_gap: 0.0,
             enforcing_success_rate: 100,
             failure_percentage_threshold: 85,
             failure_percentage_request_volume: 50,
@@ -108,6 +110,28 @@ impl Outliers {
     /// minus this many standard deviations (default 1.9).
     pub fn stdev_factor(mut self, factor: f64) -> Self {
         self.stdev_factor = factor;
+        self
+    }
+
+    /// A host is a success-rate outlier only if it is also at least `gap`
+    /// (a rate in `[0, 1)`) below the pool's mean (default 0, Envoy's rule).
+    ///
+    /// Envoy's rule alone ejects healthy hosts of a pool that is healthy
+    /// and alike: when every host fails about 0.1 % of 200 calls, the
+    /// standard deviation is about 0.2 points, and a host with two failures
+    /// instead of none falls 1.9 deviations below the mean (envoyproxy/envoy
+    /// issues 37723 and 18752). A gap of a point or two keeps the rule for
+    /// hosts that are really apart; the demo's `outliers` scene runs with
+    /// 0.02 and shows both.
+    ///
+    /// ```
+    /// use failfast::Outliers;
+    ///
+    /// let outliers = Outliers::new().success_rate_minimum_gap(0.02);
+    /// # let _ = outliers;
+    /// ```
+    pub fn success_rate_minimum_gap(mut self, gap: f64) -> Self {
+        self.success_rate_minimum_gap = gap;
         self
     }
 
@@ -228,6 +252,13 @@ impl Outliers {
                 self.stdev_factor,
             ));
         }
+        if !(0.0..1.0).contains(&self.success_rate_minimum_gap) {
+            return Err(ConfigError::new(
+                "outliers.success_rate_minimum_gap",
+                "a rate in [0, 1)",
+                self.success_rate_minimum_gap,
+            ));
+        }
         for (name, p) in [
             (
                 "outliers.enforcing_success_rate",
@@ -278,6 +309,7 @@ impl Outliers {
             sr_volume: self.success_rate_request_volume,
             sr_min_hosts: self.success_rate_minimum_hosts.into(),
             stdev_milli: milli(self.stdev_factor),
+            sr_gap_ppm: (self.success_rate_minimum_gap * PPM as f64).round() as u64,
             sr_enforce: self.enforcing_success_rate,
             fp_threshold_ppm: u64::from(self.failure_percentage_threshold) * (PPM / 100),
             fp_volume: self.failure_percentage_request_volume,
@@ -304,6 +336,8 @@ pub(crate) struct Rules {
     pub(crate) sr_volume: u32,
     pub(crate) sr_min_hosts: u64,
     pub(crate) stdev_milli: u64,
+    /// The minimum gap below the mean, in ppm.
+    pub(crate) sr_gap_ppm: u64,
     pub(crate) sr_enforce: u8,
     pub(crate) fp_threshold_ppm: u64,
     pub(crate) fp_volume: u32,
@@ -338,6 +372,10 @@ mod tests {
         assert_eq!(
             field(Outliers::new().stdev_factor(f64::NAN)),
             "outliers.stdev_factor"
+        );
+        assert_eq!(
+            field(Outliers::new().success_rate_minimum_gap(1.0)),
+            "outliers.success_rate_minimum_gap"
         );
         assert_eq!(
             field(Outliers::new().enforcing_success_rate(101)),

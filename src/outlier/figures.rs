@@ -9,8 +9,9 @@
 //! threshold = (1000·S₁ − f_milli · ⌊√(n·S₂ − S₁²)⌋) / (1000·n)      (floored, ≥ 0)
 //! ```
 //!
-//! all in `u128` (n·S₂ < 2⁸⁴ for 4 million hosts), with `isqrt`. A host is
-//! an outlier when its rate is below it. Every reader of one interval
+//! all in `u128` (n·S₂ < 2⁸⁴ for 4 million hosts), with `isqrt`, and no
+//! higher than `⌊S₁ / n⌋ − gap` (`success_rate_minimum_gap`, 0 by default).
+//! A host is an outlier when its rate is below it. Every reader of one interval
 //! computes the same threshold, and a direct computation over the same hosts
 //! gives it too (the property test in `tests/outliers.rs`).
 
@@ -39,7 +40,9 @@ impl Figures {
             let spread = (n * totals.success_squares).saturating_sub(totals.success_sum.pow(2));
             let deviation = u128::from(rules.stdev_milli) * spread.isqrt();
             let threshold = (1000 * totals.success_sum).saturating_sub(deviation) / (1000 * n);
-            threshold.min(u128::from(PPM)) as u32
+            // The minimum gap below the mean (0 by default: Envoy's rule).
+            let gapped = (totals.success_sum / n).saturating_sub(u128::from(rules.sr_gap_ppm));
+            threshold.min(gapped).min(u128::from(PPM)) as u32
         });
         let slow_limit = rules.slow.and_then(|(factor_milli, floor_ppm)| {
             (totals.slow_hosts >= rules.sr_min_hosts).then(|| {
@@ -191,6 +194,25 @@ mod tests {
         };
         assert_eq!(judge(host(50), &f, &rules), 1, "the host at 50 % is out");
         assert_eq!(judge(host(52), &f, &rules), 0, "52 % is not below 52 %");
+    }
+
+    #[test]
+    fn the_minimum_gap_keeps_a_tight_pool_from_ejecting_noise() {
+        // Four hosts at 100 %, one at 99 %: Envoy's threshold is 99.04 %.
+        let mut t = totals(&[100, 100, 100, 100]);
+        t.add(Report {
+            success_ppm: Some(990_000),
+            failure_volume: true,
+            slow_ppm: None,
+        });
+        let envoy = Figures::of(&t, &Outliers::new().rules());
+        assert_eq!(envoy.success_threshold, Some(990_400));
+        let gapped = Figures::of(&t, &Outliers::new().success_rate_minimum_gap(0.02).rules());
+        assert_eq!(
+            gapped.success_threshold,
+            Some(978_000),
+            "mean 99.8 % − 2 points"
+        );
     }
 
     #[test]
