@@ -223,16 +223,17 @@ fn a_seal_takes_each_report_whole_or_refuses_it() {
 }
 
 /// One report of `K` (stripe 5) races two seals of `K` (the main thread
-/// and another), after one report on stripe 0: both seals read the same
-/// totals, with the first report whole, and the racing report whole
-/// (`Yes`) or refused (`Late`).
+/// and another), after an earlier report on the same stripe (so its words
+/// are `K`'s already, and only the sealed bit keeps the racing report out
+/// of a word read): both seals read the same totals, with the earlier
+/// report whole, and the racing report whole (`Yes`) or refused (`Late`).
 ///
 /// Bugs: `seal-without-bit`.
 #[test]
 fn two_seals_read_the_same_totals() {
     loom::model(|| {
         let sums = Arc::new(Sums::new(K));
-        assert_eq!(sums.add(K, 0, report(0)), Added::Yes);
+        assert_eq!(sums.add(K, 5, report(0)), Added::Yes);
         let reporter = {
             let sums = sums.clone();
             loom::thread::spawn(move || sums.add(K, 5, report(1)))
