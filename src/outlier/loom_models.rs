@@ -12,8 +12,9 @@
 //! (`sync::AtomicU128`): linearizable, as the real compare-exchange is, so
 //! the sums models explore every order of the words' operations.
 //!
-//! A model that claims a case is reachable (the late call of the tally
-//! model counted in either interval, or neither) records which case each
+//! A model that claims a case is reachable (the tally model's late call
+//! counted in either interval or dropped; a report in the sealed sums and
+//! one refused) records which case each
 //! execution took in a `std` mutex outside the model, and checks after the
 //! exploration that every case was seen: a model that explores nothing
 //! fails.
