@@ -30,6 +30,8 @@
 
 mod config;
 pub(crate) mod figures;
+#[cfg(all(test, failfast_loom))]
+mod loom_models;
 pub(crate) mod pool;
 pub(crate) mod sums;
 pub(crate) mod tally;

@@ -1,0 +1,235 @@
+//! An outlier ejection's bookkeeping (issue 28): a pooled breaker that its
+//! pool finds an outlier reserves a place under the pool's ejection cap
+//! (`ejected`, one read-modify-write), writes its ejection mark (the OPEN
+//! generation it is about to enter) and then trips. Whatever moves the
+//! breaker out of that generation (a reset, a probe, a forced open) finds
+//! the mark, clears it with one compare-exchange and gives the place back;
+//! an ejection whose trip loses takes its own mark back the same way. So
+//! the place is given back exactly once, whoever gets there first.
+//!
+//! The set-up, sequential: a registry whose pool ejects on the failure
+//! percentage (threshold 50 %, one call and one host enough, enforced
+//! 100 %), intervals of 1 ms. Host 1 fails its one call of interval 0 and
+//! of interval 1; host 2 succeeds in interval 1, and its first call of
+//! interval 2 seals interval 0 and caches its figures (one host with the
+//! volume: the rule is on). Host 1's first verdict of interval 2 then rolls
+//! its tally and ejects it (its interval 1: 100 % failures), without
+//! sealing anything in the race. The breakers never trip by themselves.
+//!
+//! After each race, the pool's counts must match the breaker: `ejected`
+//! and `unhealthy` are 1 exactly when host 1 is Open, and once host 1 is
+//! removed and dropped (its `Drop` gives back the place of an ejection it
+//! still holds) both are 0: a place leaked or given back twice (an
+//! underflow) fails the model.
+#![cfg(failfast_loom)]
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use failfast::{
+    Breaker, Handle, ManualClock, Nanos, OutlierPoolSnapshot, OutlierRule, Outliers, Reason,
+    Registry, State, Transition,
+};
+use failfast_loom_tests::{both_orders, go_second};
+use loom::sync::Arc;
+use loom::thread;
+
+type Reg = Registry<u64, std::collections::hash_map::RandomState, ManualClock>;
+type H = Handle<u64, ManualClock>;
+
+/// Interval `k`'s start (intervals of 1 ms).
+const fn interval(k: u64) -> Nanos {
+    Nanos::from_millis(k)
+}
+
+/// A registry of one pool ejecting by the failure percentage alone.
+fn registry() -> Arc<Reg> {
+    let template = Breaker::builder()
+        .consecutive_failures(30_000)
+        .open_duration(Duration::from_secs(10));
+    let outliers = Outliers::new()
+        .interval(Duration::from_millis(1))
+        .failure_percentage_threshold(50)
+        .failure_percentage_request_volume(1)
+        .failure_percentage_minimum_hosts(1)
+        .enforcing_failure_percentage(100)
+        .panic_threshold(0);
+    let r = Registry::<u64>::builder(template)
+        .shards(1)
+        .outliers(outliers)
+        .build_with_clock(ManualClock::new())
+        .expect("valid registry");
+    Arc::new(r)
+}
+
+/// One call of `h` at `at`, failed or not; the transition it caused.
+fn call(h: &H, at: Nanos, failure: bool) -> Option<Transition> {
+    let permit = h.try_acquire_at(at).expect("closed: admitted");
+    if failure {
+        permit.failure_at(at)
+    } else {
+        permit.success_at(at)
+    }
+}
+
+/// The set-up (see the module's docs): the registry and host 1, whose next
+/// verdict in interval 2 ejects it.
+fn set_up() -> (Arc<Reg>, H) {
+    let r = registry();
+    let (one, two) = (r.handle_at(&1, interval(0)), r.handle_at(&2, interval(0)));
+    assert_eq!(call(&one, interval(0), true), None);
+    assert_eq!(call(&one, interval(1), true), None, "nothing to judge by");
+    assert_eq!(call(&two, interval(1), false), None);
+    assert_eq!(call(&two, interval(2), false), None, "host 2 is no outlier");
+    (r, one)
+}
+
+/// How a race ended, over every execution of a model: host 1 Open (the
+/// ejection came last), Closed after its ejection (the other side came
+/// after the trip), Closed with no ejection (the trip lost). A std `Mutex`
+/// outside the model: each case must be seen, or the model explored too
+/// little to prove anything.
+type Cases = Mutex<[bool; 3]>;
+
+/// Records the case of one execution.
+fn saw(cases: &Cases, one: &H, ejection: &Option<Transition>) {
+    let case = match (one.state(), ejection) {
+        (State::Open, _) => 0,
+        (_, Some(_)) => 1,
+        (_, None) => 2,
+    };
+    cases.lock().unwrap_or_else(|e| e.into_inner())[case] = true;
+}
+
+/// Every case was seen.
+fn all_seen(cases: &Cases) {
+    let seen = *cases.lock().unwrap_or_else(|e| e.into_inner());
+    assert_eq!(
+        seen, [true; 3],
+        "Open; Closed after an ejection; Closed, none"
+    );
+}
+
+/// The pool's numbers.
+fn pool(r: &Reg) -> OutlierPoolSnapshot {
+    let pools = r.outlier_pools();
+    assert_eq!(pools.len(), 1);
+    pools[0].clone()
+}
+
+/// The ejecting verdict's result, when it ejected: Closed → Open, by the
+/// outlier rule.
+fn check_ejection(t: &Transition) {
+    assert_eq!(
+        (t.from, t.to, t.reason),
+        (State::Closed, State::Open, Reason::Outlier),
+        "{t:?}"
+    );
+}
+
+/// After a race: the pool's counts match host 1's state, and its ejection
+/// count matches the ejections that tripped. Then host 1 leaves the
+/// registry and is dropped: every count is back to host 2's alone.
+fn check_books(r: Arc<Reg>, one: H, ejections: u64) {
+    let open = one.state() == State::Open;
+    let p = pool(&r);
+    assert_eq!(
+        (p.members, p.ejected, p.unhealthy),
+        (2, u64::from(open), u64::from(open)),
+        "host 1 {:?}: {p:?}",
+        one.state()
+    );
+    assert_eq!(p.enforced(OutlierRule::FailurePercentage), ejections);
+    assert!(r.remove_at(&1, interval(2)));
+    drop(one);
+    let p = pool(&r);
+    assert_eq!(
+        (p.members, p.ejected, p.unhealthy),
+        (1, 0, 0),
+        "host 1 gone: {p:?}"
+    );
+}
+
+/// Host 1's ejecting verdict (a success at interval 2, on another thread)
+/// races a reset of host 1 (× 2 orders). The reset came after the trip (it
+/// gives the place back: Closed), before the ejection read the word (the
+/// ejection trips the reset breaker: Open, ejected), or in between (the
+/// ejection's trip loses and it takes its place back: Closed, no
+/// ejection). In each, `ejected` is 1 exactly while host 1 is Open.
+///
+/// Bug: `mark-after-trip` (the mark written after the trip: a reset in
+/// between finds no mark, and the mark written after it holds the place
+/// for a generation already over).
+fn ejection_races_a_reset(spawned_first: bool) {
+    let (r, one) = set_up();
+    let verdict = one.try_acquire_owned_at(interval(2)).expect("closed");
+    let ejector = thread::spawn(move || {
+        go_second(spawned_first);
+        verdict.success_at(interval(2))
+    });
+    let reset = one.reset_at(interval(2)).expect("a reset is a transition");
+    let ejection = ejector.join().unwrap();
+
+    assert_eq!(reset.to, State::Closed);
+    if let Some(t) = &ejection {
+        check_ejection(t);
+    }
+    if one.state() == State::Open {
+        assert!(ejection.is_some(), "only the ejection opens host 1");
+        assert_eq!(reset.from, State::Closed, "the reset came first");
+    }
+    saw(&RESET, &one, &ejection);
+    check_books(r, one, u64::from(ejection.is_some()));
+}
+
+#[test]
+fn an_ejection_racing_a_reset_gives_its_place_back_once() {
+    both_orders(ejection_races_a_reset);
+    all_seen(&RESET);
+}
+
+static RESET: Cases = Mutex::new([false; 3]);
+
+/// Host 1's ejecting verdict (on another thread) races a forced open and
+/// then a reset of host 1 (× 2 orders). A forced open that lands between
+/// the ejection's mark and its trip takes the generation the mark names,
+/// so the ejection's own take-back and the reset's look for the same mark:
+/// exactly one of the two compare-exchanges clears it and gives the place
+/// back. Host 1 ends Closed (the reset was last) or Open (the ejection
+/// tripped after the reset), and `ejected` is 1 exactly while it is Open.
+///
+/// Bugs: `release-without-cas` (the take-back a load and a store: both give
+/// the place back, and `ejected` wraps below 0), `mark-after-trip`.
+fn ejection_races_a_forced_open_and_a_reset(spawned_first: bool) {
+    let (r, one) = set_up();
+    let verdict = one.try_acquire_owned_at(interval(2)).expect("closed");
+    let ejector = thread::spawn(move || {
+        go_second(spawned_first);
+        verdict.success_at(interval(2))
+    });
+    let forced = one.force_open_at(interval(2)).expect("a transition");
+    let reset = one.reset_at(interval(2)).expect("a transition");
+    let ejection = ejector.join().unwrap();
+
+    assert_eq!(
+        (forced.to, reset.from, reset.to),
+        (State::ForcedOpen, State::ForcedOpen, State::Closed)
+    );
+    if let Some(t) = &ejection {
+        check_ejection(t);
+    }
+    if one.state() == State::Open {
+        assert!(ejection.is_some(), "only the ejection opens host 1");
+        assert_eq!(forced.from, State::Closed, "the ejection came last");
+    }
+    saw(&FORCED, &one, &ejection);
+    check_books(r, one, u64::from(ejection.is_some()));
+}
+
+#[test]
+fn an_ejection_racing_a_forced_open_gives_its_place_back_once() {
+    both_orders(ejection_races_a_forced_open_and_a_reset);
+    all_seen(&FORCED);
+}
+
+static FORCED: Cases = Mutex::new([false; 3]);
