@@ -802,6 +802,12 @@ impl<C: Clock> Breaker<C> {
     /// the trip's CAS, so that whatever moves the breaker out of that
     /// generation finds it and gives the pool's place back; a trip that
     /// does not happen takes its own mark back.
+    ///
+    /// If another trip (a failure's, a forced open) wins that generation
+    /// instead, the mark names an ordinary OPEN until this call takes it
+    /// back a moment later: in that moment a panicking pool would let a
+    /// call through it. The place is given back once either way (the mark
+    /// is cleared by CAS).
     fn eject(
         &self,
         pool: &Pool,

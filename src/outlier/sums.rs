@@ -25,11 +25,17 @@
 //!   over: a reader sets each word's sealed bit by CAS and reads the sums in
 //!   the same step. A contribution arriving after that (a caller who read
 //!   the clock in `k + 1` and lost the race to the seal) finds the bit and
-//!   is refused ([`Added::Late`]): it is counted in neither, not half in.
-//!   Every reader of a sealed interval reads the same numbers.
-//!
-//! Word B is written after A and sealed after A: a host in A's sums is in
-//! B's too.
+//!   is refused ([`Added::Late`]). Every reader of a sealed interval reads
+//!   the same numbers, and no report is counted twice.
+//! - **Two words, each whole.** A report writes word A, then word B; a seal
+//!   seals A, then B. A seal that falls between a report's two CASes takes
+//!   the report in A's sums and refuses it in B's (the report says `Late`,
+//!   and the pool counts it among the late reports). Each rule reads one
+//!   word (the success rate A; the failure percentage and the latency rule
+//!   B), so each rule's figures are exact over the hosts its word took; the
+//!   two host counts may differ by the reports caught between two CASes.
+//!   (The loom models in `loom_models.rs` find that split and allow only
+//!   it; a host in B's sums is always in A's.)
 
 use crate::sync::{AtomicU128, Ordering};
 
@@ -151,7 +157,8 @@ fn is_after(tag: u64, k: u64) -> bool {
 pub(crate) enum Added {
     /// In the sums.
     Yes,
-    /// Refused: the interval was sealed, or its slot already moved on.
+    /// Refused: the interval was sealed, or its slot already moved on (in
+    /// both words, or in word B only: see the module's docs).
     Late,
     /// Every stripe was full (more than 4 million hosts in one interval),
     /// or a stripe's word B was while its word A was not.
@@ -218,9 +225,9 @@ impl Sums {
                 Added::Late => return Added::Late,
                 Added::Yes => {}
             }
-            // B after A, so that a host in A's sums is in B's. B refusing
-            // now (sealed since, or full with A not) leaves the host in A
-            // alone: reported as such, never retried elsewhere.
+            // B after A (a host in B's sums is in A's). B refusing now
+            // (sealed since, or full with A not) leaves the host in A
+            // alone: reported as `Late`/`Full`, never retried elsewhere.
             return add_word(&s.b, k, b, &B_COUNTS);
         }
         Added::Full

@@ -17,8 +17,10 @@
 //! read to a fresh tally holding only its own call. The CAS's winner alone
 //! gets the old counts, so each interval of a host is judged once; a loser
 //! re-reads and adds to the fresh tally. A `fetch_add` that read the old tag
-//! but lands after the roll counts in the new interval: every call is
-//! counted exactly once, in the interval current at its write. A verdict
+//! but lands after the roll counts in the new interval, and a call whose
+//! time was read before a racing call rolled into the next interval is
+//! dropped (never rolling the tally back): every call is counted at most
+//! once, and in the interval current at its write. A verdict
 //! whose call's interval was rolled meanwhile adds nothing (the old counts
 //! are gone to the pool): a failure at an interval's edge may be missed,
 //! never counted twice.
