@@ -350,31 +350,59 @@ impl<C: Clock> Breaker<C> {
     #[inline(always)]
     fn admitted(&self, ticket: Ticket) -> Ticket {
         if self.flags.counts_or_pools() {
-            if let Some(c) = self.counters() {
-                c.admitted();
-            }
-            if self.flags.pooled() {
-                self.pooled_call(ticket.start);
-            }
+            self.count_admission(ticket.start);
         }
         ticket
     }
 
+    /// [`admitted`](Self::admitted) out of line, as the admission's result.
+    #[inline(never)]
+    fn counted(&self, ticket: Ticket) -> Result<Ticket, Rejected> {
+        Ok(self.admitted(ticket))
+    }
+
+    /// An admission's counts: the call counters', the outlier pool's tally.
+    /// Out of line, so that the admission paths of breakers with neither
+    /// keep their one test (callgrind `ff_ramp`).
+    #[inline(always)]
+    fn count_admission(&self, start: Nanos) {
+        if let Some(c) = self.counters() {
+            c.admitted();
+        }
+        if self.flags.pooled() {
+            self.pooled_call(start);
+        }
+    }
+
     /// Counts a call admitted at `now` in the outlier pool's tally (a
     /// pooled breaker dates its admissions). The interval's first call
-    /// rolls the tally, and the pool judges the interval it left. Out of
-    /// line: inlined, it made every admission path that inlines
-    /// `admitted` (the ramp's, of a breaker in no pool) longer (callgrind
-    /// `ff_ramp` 117 -> 130).
-    #[inline(never)]
+    /// rolls the tally, and the pool judges the interval it left.
+    #[inline(always)]
     fn pooled_call(&self, now: Nanos) {
         let shared = &*self.shared;
         let (Some(pool), Some(tally)) = (shared.pool.as_deref(), self.storage.slot(shared.pool_at))
         else {
             return;
         };
+        if !Tally(tally).count(pool.epoch(now)) {
+            // A tail call: the common case above saves no register for it.
+            self.pooled_roll(now);
+        }
+    }
+
+    /// The first call of an interval ([`pooled_call`](Self::pooled_call)'s
+    /// rare case): rolls the tally, and the pool judges the interval it
+    /// left.
+    #[cold]
+    #[inline(never)]
+    fn pooled_roll(&self, now: Nanos) {
+        let shared = &*self.shared;
+        let (Some(pool), Some(tally)) = (shared.pool.as_deref(), self.storage.slot(shared.pool_at))
+        else {
+            return;
+        };
         let epoch = pool.epoch(now);
-        if let Some(counts) = Tally(tally).call(epoch) {
+        if let Some(counts) = Tally(tally).roll(epoch) {
             self.judged(pool, epoch, counts, now);
         }
     }
@@ -497,7 +525,13 @@ impl<C: Clock> Breaker<C> {
         now: Nanos,
     ) -> Result<Ticket, Rejected> {
         if ramp::admits(ramp::next_turn(), self.id, fraction) {
-            Ok(self.admitted(Ticket::new(s.generation(), false, now)))
+            let ticket = Ticket::new(s.generation(), false, now);
+            if self.flags.counts_or_pools() {
+                // A tail call: the ramp's admission of a breaker with no
+                // counts saves no register for it (callgrind `ff_ramp`).
+                return self.counted(ticket);
+            }
+            Ok(ticket)
         } else {
             Err(self.reject(RejectReason::Ramp, until, now))
         }

@@ -102,19 +102,32 @@ impl Tally<'_> {
     /// interval's counts; a tally older than that (the host was silent for a
     /// whole interval) is dropped and returns nothing, as does every other
     /// call.
-    #[inline(always)]
+    /// (The breaker calls [`count`](Self::count) and [`roll`](Self::roll)
+    /// apart, so that its common case saves no register for the rare one.)
+    #[cfg(test)]
     pub(crate) fn call(self, epoch: u64) -> Option<Counts> {
+        if self.count(epoch) {
+            return None;
+        }
+        self.roll(epoch)
+    }
+
+    /// [`call`](Self::call)'s common case: the tally is `epoch`'s, and the
+    /// call is counted in it (below the cap). `false` when the tally is
+    /// another interval's: the caller then [rolls](Self::roll) it.
+    #[inline(always)]
+    pub(crate) fn count(self, epoch: u64) -> bool {
         // Relaxed throughout: the word is only counts, read back whole by the
         // rolling CAS, whose atomicity alone orders it after every earlier
         // add (one modification order); nothing else is published through it.
         let word = self.0.load(Ordering::Relaxed);
-        if word & TAG_MASK == tag_of(epoch) {
-            if has_room(word, CALLS_SHIFT) {
-                self.0.fetch_add(CALL, Ordering::Relaxed);
-            }
-            return None;
+        if word & TAG_MASK != tag_of(epoch) {
+            return false;
         }
-        self.roll(word, epoch)
+        if has_room(word, CALLS_SHIFT) {
+            self.0.fetch_add(CALL, Ordering::Relaxed);
+        }
+        true
     }
 
     /// The verdict of a call admitted in interval `epoch`: a failure and a
@@ -153,8 +166,9 @@ impl Tally<'_> {
     /// added): it never retries a roll that someone else made.
     #[cold]
     #[inline(never)]
-    fn roll(self, mut word: u64, epoch: u64) -> Option<Counts> {
+    pub(crate) fn roll(self, epoch: u64) -> Option<Counts> {
         let fresh = tag_of(epoch) | CALL;
+        let mut word = self.0.load(Ordering::Relaxed);
         loop {
             if (1..=8).contains(&(word.wrapping_sub(epoch) & TAG_MASK)) {
                 // The tally is a later interval's: this call's time was read
