@@ -39,7 +39,7 @@
 //! | `ticket` | what an admission hands its permit: two words | clock |
 //! | `window` | count- and time-based windows over a slice of atomics; [`WindowKind`](crate::WindowKind), [`WindowCounts`](crate::WindowCounts), their limits ([`MAX_COUNT_WINDOW`](crate::MAX_COUNT_WINDOW), [`MAX_TIME_BUCKETS`](crate::MAX_TIME_BUCKETS)) | sync, clock |
 //! | `error` | [`Rejected`](crate::Rejected), [`ConfigError`](crate::ConfigError) | clock |
-//! | `observe` | [`Transition`](crate::Transition), [`Reason`](crate::Reason), [`Observer`](crate::Observer), snapshots, call counts | clock, state, window |
+//! | `observe` | [`Transition`](crate::Transition), [`Reason`](crate::Reason), [`Observer`](crate::Observer), snapshots (an outlier ejection's rule included), call counts | clock, state, window, outlier |
 //! | `bulkhead` | calls in flight, one counter | sync, error |
 //! | `ramp` | slow start: the curve precomputed as a table, and the per-thread turn that decides which calls a ramp admits | sync |
 //! | `policy` | [`Config`](crate::Config), the hot-path `Flags`, the backoff table; pure judgements (slow? what a drop means? does the window trip? how does a probe round end under the rate rule? how long does a hinted trip open? what is left of the backoff step?) | clock, observe, outcome, ramp, window |
