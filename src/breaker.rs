@@ -1265,6 +1265,10 @@ impl<C: Clock> Breaker<C> {
                 to.trips()
             },
             open_for: to.is_open().then(|| self.open_duration(to)),
+            // The ejection's mark, written before its trip, names the rule.
+            outlier_rule: matches!(reason, Reason::Outlier | Reason::SlowOutlier)
+                .then(|| self.outlier_ejection(to))
+                .flatten(),
         }
     }
 

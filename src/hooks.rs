@@ -363,6 +363,7 @@ mod hook_tests {
             probe_successes: 0,
             trips_in_a_row: 0,
             open_for: None,
+            outlier_rule: None,
         }
     }
 

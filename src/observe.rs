@@ -148,6 +148,9 @@ pub struct Transition {
     pub trips_in_a_row: u32,
     /// When `to` is Open: how long it stays open (jitter included).
     pub open_for: Option<Duration>,
+    /// An outlier ejection's rule ([`Reason::Outlier`] and
+    /// [`Reason::SlowOutlier`]): which rule of the pool found the host out.
+    pub outlier_rule: Option<crate::OutlierRule>,
 }
 
 /// Notified exactly once per transition. Must not block: it runs on the

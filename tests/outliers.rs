@@ -137,6 +137,7 @@ fn envoys_success_rate_case_ejects_the_host_at_50() {
     assert_eq!(ejected[0].0, 0);
     assert_eq!(ejected[0].1.reason, Reason::Outlier);
     assert_eq!(ejected[0].1.to, State::Open);
+    assert_eq!(ejected[0].1.outlier_rule, Some(OutlierRule::SuccessRate));
     assert_eq!(state(&r, 0), State::Open);
     let pool = &r.outlier_pools()[0];
     assert_eq!(
@@ -231,6 +232,10 @@ fn failure_percentage_ejects_at_85_and_only_observes_at_0_percent() {
     );
     let ejected = judge(&r, &clock, &hosts);
     assert_eq!(ejected.iter().map(|e| e.0).collect::<Vec<_>>(), [0]);
+    assert_eq!(
+        ejected[0].1.outlier_rule,
+        Some(OutlierRule::FailurePercentage)
+    );
     // 84 % failures is under the threshold.
     let (r, clock) = registry(
         Outliers::new()
@@ -386,6 +391,7 @@ fn the_slow_rule_ejects_a_host_twice_as_slow() {
     assert_eq!(ejections.len(), 1, "{ejections:?}");
     assert_eq!(ejections[0].0, 0);
     assert_eq!(ejections[0].1.reason, Reason::SlowOutlier);
+    assert_eq!(ejections[0].1.outlier_rule, Some(OutlierRule::Slow));
     let pool = &r.outlier_pools()[0];
     assert_eq!(pool.enforced(OutlierRule::Slow), 1);
     assert_eq!(

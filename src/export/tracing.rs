@@ -18,11 +18,10 @@
 //! An outlier ejection by the breaker's pool ([`Outliers`](crate::Outliers))
 //! is a trip like the others: Closed → Open with `reason` `outlier` (the
 //! success-rate or the failure-percentage rule) or `slow_outlier` (the
-//! latency rule), and the window's counts at the time. The rule itself is
-//! not a field of the event, since a [`Transition`] does not carry it: a
-//! snapshot taken while the breaker is open by the ejection has it
-//! ([`BreakerSnapshot::outlier_ejection`](crate::BreakerSnapshot::outlier_ejection)),
-//! and the pool counts ejections by rule
+//! latency rule), the window's counts at the time, and the rule in the
+//! field `outlier_rule` (`success_rate`, `failure_percentage`, `slow`; from
+//! [`Transition::outlier_rule`](crate::Transition::outlier_rule)). The pool
+//! counts ejections by rule too
 //! ([`Registry::outlier_pools`](crate::Registry::outlier_pools)).
 //!
 //! # Calls
@@ -90,6 +89,7 @@ pub fn emit(upstream: &str, transition: &Transition) {
     let open_for_ms = t
         .open_for
         .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    let outlier_rule = t.outlier_rule.map(crate::OutlierRule::as_str);
     macro_rules! event_at {
         ($level:expr) => {
             tracing::event!(
@@ -106,6 +106,7 @@ pub fn emit(upstream: &str, transition: &Transition) {
                 slow = t.window.slow,
                 consecutive_failures = t.consecutive_failures,
                 trips_in_a_row = t.trips_in_a_row,
+                outlier_rule,
                 "circuit.transition"
             )
         };

@@ -180,6 +180,7 @@ mod tests {
             probe_successes: 0,
             trips_in_a_row: 1,
             open_for,
+            outlier_rule: None,
         }
     }
 
