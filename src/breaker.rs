@@ -303,7 +303,38 @@ impl<C: Clock> Breaker<C> {
     /// gives that back), or `None` if it had already left.
     pub(crate) fn leave_gate(&self) -> Option<(State, bool)> {
         let u = self.cell.update(Nanos::ZERO, machine::leave_gate);
-        u.value.map(|s| (s.state(), s.is_counted()))
+        let was = u.value?;
+        if self.flags.pooled() {
+            self.leave_pool(was);
+        }
+        Some((was.state(), was.is_counted()))
+    }
+
+    /// Takes the breaker out of its outlier pool with the gate (the word
+    /// `was` before it left): the pool counts it no more, gets back the
+    /// place of an ejection it held, and hears none of its later
+    /// transitions; it is judged no more. Then its drop changes nothing.
+    fn leave_pool(&self, was: Snapshot) {
+        let (Some(pool), Some(slots)) = (self.shared.pool.as_deref(), self.pool_slots()) else {
+            return;
+        };
+        self.end_ejection(pool, slots, was.generation());
+        pool.left(was.state());
+    }
+
+    /// Gives back the pool's place of the ejection that held generation
+    /// `generation`, if the mark still names it: one CAS, so whoever ends
+    /// the ejection first gives the place back, once.
+    fn end_ejection(&self, pool: &Pool, slots: PoolSlots<'_>, generation: u32) {
+        let mark = slots.mark.load(Ordering::Acquire);
+        if ejection_of(mark).0 == Some(generation)
+            && slots
+                .mark
+                .compare_exchange(mark, 0, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+        {
+            pool.release_ejection();
+        }
     }
 
     /// Bytes this breaker occupies: the struct plus its window and counters on
@@ -396,6 +427,9 @@ impl<C: Clock> Breaker<C> {
     #[cold]
     #[inline(never)]
     fn pooled_roll(&self, now: Nanos) {
+        if self.cell.load().is_detached() {
+            return; // removed from its registry: out of its pool, judged no more
+        }
         let shared = &*self.shared;
         let (Some(pool), Some(tally)) = (shared.pool.as_deref(), self.storage.slot(shared.pool_at))
         else {
@@ -850,7 +884,8 @@ impl<C: Clock> Breaker<C> {
         now: Nanos,
     ) -> Option<Transition> {
         let s = self.cell.load();
-        if s.state() != State::Closed || !pool.reserve_ejection() {
+        // A breaker its registry removed is in no pool any more.
+        if s.state() != State::Closed || s.is_detached() || !pool.reserve_ejection() {
             return None;
         }
         let mark = mark_of(s.enter(State::Open).generation(), rule);
@@ -899,15 +934,7 @@ impl<C: Clock> Breaker<C> {
             return;
         };
         pool.on_transition(from.state(), to.state());
-        let mark = slots.mark.load(Ordering::Acquire);
-        if ejection_of(mark).0 == Some(from.generation())
-            && slots
-                .mark
-                .compare_exchange(mark, 0, Ordering::AcqRel, Ordering::Relaxed)
-                .is_ok()
-        {
-            pool.release_ejection();
-        }
+        self.end_ejection(pool, slots, from.generation());
     }
 
     /// A success on the plainest breaker (no window, no timing, no
@@ -1224,7 +1251,7 @@ impl<C: Clock> Breaker<C> {
                 from.is_counted() && !to.is_counted(),
             );
         }
-        if self.flags.pooled() {
+        if self.flags.pooled() && !from.is_detached() {
             self.left_generation(from, to);
         }
         let transition = self.describe(from, to, reason, now, window);
@@ -1489,6 +1516,9 @@ impl<C: Clock> Drop for Breaker<C> {
             return;
         };
         let s = self.cell.load();
+        if s.is_detached() {
+            return; // it left the pool when its registry removed it
+        }
         if let Some(slots) = self.pool_slots() {
             if ejection_of(slots.mark.load(Ordering::Acquire)).0 == Some(s.generation()) {
                 pool.release_ejection();

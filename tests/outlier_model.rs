@@ -70,31 +70,16 @@
 //!
 //! `remove` takes a key's entry out of the map, and the next lookup makes a
 //! fresh breaker; a permit still out keeps the old one working (its
-//! verdict, its transitions, its pool counts). The pool counts a breaker
-//! until it is *dropped*, and a registry entry is dropped when the map's
-//! epoch-based reclamation (`seize`, in batches) frees its retired slot,
-//! at some later map operation, not at `remove`. So a departed breaker no
-//! permit holds is a *ghost*: still counted in `members`, `unhealthy` and
-//! `ejected` until it is dropped, at a moment the model cannot know. A
-//! ghost never changes state again (nobody can reach it), so ghosts in the
-//! same class — healthy, unhealthy, holding an ejection place — are
-//! interchangeable, and the pool's counts say how many of each class went:
-//! after every map operation and every admission (a hook's naming lookup is
-//! a map operation too), the model reads the pool's counts and drops that
-//! many ghosts of each class, and fails if no choice of ghosts explains
-//! them. Everything else is compared exactly. (This tolerance would hide a
-//! count going *down* early only while there are ghosts to take the blame,
-//! never one going up.) `Churn` looks up and removes fresh keys, so that
-//! the reclamation runs within a case.
-//!
-//! This follows the code, not a settled design: the fleet's counts
-//! (`max_open`) let a breaker go at `remove`, the pool's only at its drop,
-//! so a removed host nobody holds keeps its pool's `members`, `unhealthy`
-//! and ejection place until the thread that removed it has retired a
-//! whole batch of entries (`seize`'s default: 32, or the CPU count if
-//! larger) and reclaimed them (raised with issue 28). If the pool comes to let a breaker go at its
-//! departure, `Model::remove` takes it out of the pool there and `settle`
-//! has no ghosts left to learn about.
+//! verdict, its transitions). The old breaker leaves its pool at `remove`,
+//! as it leaves the fleet's counts (`max_open`): the pool counts it no
+//! more, gets back the place of an ejection it held (its snapshot names no
+//! rule any more), hears none of its later transitions, and never judges
+//! it again (its tally counts calls of its interval and never rolls). Its
+//! drop, whenever the map's reclamation frees it, changes nothing. (The
+//! model first found that a removed breaker stayed in its pool until that
+//! drop; `settle` still checks that no departed breaker is counted.)
+//! `Churn` looks up and removes fresh keys, so that the reclamation runs
+//! within a case.
 //!
 //! # What is not
 //!
@@ -680,7 +665,12 @@ impl Model {
     fn remove(&mut self, key: u64) -> bool {
         match self.map.remove(&key) {
             Some(b) => {
-                self.books[b].departed = true;
+                // It leaves its pool with the map: counted no more, its
+                // ejection's place given back, judged no more.
+                let book = &mut self.books[b];
+                book.departed = true;
+                book.in_pool = false;
+                book.ejection = None;
                 true
             }
             None => false,
@@ -745,10 +735,14 @@ impl Model {
     /// another interval's.
     fn count(&mut self, b: usize) {
         let k = self.interval(self.now);
+        let departed = self.books[b].departed;
         let tally = &mut self.books[b].tally;
         if tally.interval == k {
             tally.counts.calls += 1;
             return;
+        }
+        if departed {
+            return; // out of its pool: its tally never rolls again
         }
         let old = *tally;
         *tally = Tally {

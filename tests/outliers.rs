@@ -451,3 +451,52 @@ fn bad_pool_configurations_are_refused() {
         .unwrap_err();
     assert_eq!(e.field(), "outliers.stdev_factor");
 }
+
+#[test]
+fn a_removed_host_leaves_its_pool_at_once() {
+    // The failure percentage alone, enforced, one call and one host enough:
+    // five hosts, so the cap is one.
+    let (r, clock) = registry(
+        Outliers::new()
+            .success_rate_off()
+            .enforcing_failure_percentage(100)
+            .failure_percentage_threshold(50)
+            .failure_percentage_request_volume(1)
+            .failure_percentage_minimum_hosts(1),
+    );
+    let seen = ejections(&r);
+    // Hosts 0 and 1 fail every call.
+    let traffic = |keys: std::ops::Range<u64>| {
+        for key in keys {
+            if let Ok(p) = r.handle(&key).try_acquire() {
+                if key < 2 {
+                    p.failure();
+                } else {
+                    p.success();
+                }
+            }
+        }
+    };
+    traffic(0..5);
+    clock.advance(INTERVAL);
+    traffic(0..5);
+    clock.advance(INTERVAL);
+    traffic(0..5);
+    assert_eq!(
+        take(&seen).iter().map(|e| e.0).collect::<Vec<_>>(),
+        [0],
+        "the cap: one"
+    );
+    // Host 0 leaves the registry, with nothing holding it: its place goes
+    // with it, not when the map's reclamation drops it later.
+    assert!(r.remove(&0));
+    let pool = &r.outlier_pools()[0];
+    assert_eq!((pool.members, pool.unhealthy, pool.ejected), (4, 0, 0));
+    clock.advance(INTERVAL);
+    traffic(1..5);
+    assert_eq!(
+        take(&seen).iter().map(|e| e.0).collect::<Vec<_>>(),
+        [1],
+        "host 1 takes the place"
+    );
+}
