@@ -20,7 +20,7 @@ use crate::machine::{self, Admission, Decided, TripAt};
 use crate::observe::{BreakerSnapshot, Observer, Reason, Transition};
 use crate::outcome::{Outcome, Verdict};
 use crate::outlier::tally::{Counts, Tally};
-use crate::outlier::{OutlierRule, Pool};
+use crate::outlier::{self, OutlierRule, Pool};
 use crate::policy::{Config, Flags, SuccessPath};
 use crate::ramp;
 use crate::remote::RemoteTrip;
@@ -65,6 +65,9 @@ pub(crate) struct Shared<C: Clock> {
     pool: Option<Arc<Pool>>,
     /// Where a pooled breaker's tally is in its storage (its mark is next).
     pool_at: usize,
+    /// The pool's `⌈2⁶⁴ / interval⌉`, here so that a pooled call finds its
+    /// interval without reading the pool.
+    pool_per_nanos: u64,
 }
 
 impl<C: Clock> Shared<C> {
@@ -82,6 +85,7 @@ impl<C: Clock> Shared<C> {
             gate: None,
             pool: None,
             pool_at: 0,
+            pool_per_nanos: 0,
         }
     }
 
@@ -90,6 +94,7 @@ impl<C: Clock> Shared<C> {
     /// general path, timed, to the pool's tally.
     pub(crate) fn with_pool(mut self, pool: Arc<Pool>) -> Shared<C> {
         self.flags = self.flags.in_pool();
+        self.pool_per_nanos = pool.per_nanos();
         self.pool = Some(pool);
         self.pool_at = Storage::pool_at(self.config.shape, self.config.max_hint.is_some());
         self
@@ -411,11 +416,10 @@ impl<C: Clock> Breaker<C> {
     #[inline(always)]
     fn pooled_call(&self, now: Nanos) {
         let shared = &*self.shared;
-        let (Some(pool), Some(tally)) = (shared.pool.as_deref(), self.storage.slot(shared.pool_at))
-        else {
+        let Some(tally) = self.storage.slot(shared.pool_at) else {
             return;
         };
-        if !Tally(tally).count(pool.epoch(now)) {
+        if !Tally(tally).count(outlier::pool::epoch(now, shared.pool_per_nanos)) {
             // A tail call: the common case above saves no register for it.
             self.pooled_roll(now);
         }

@@ -43,7 +43,7 @@ pub(crate) struct Pool {
 impl Pool {
     /// A pool made at `now` (its sums start empty, before that interval).
     pub(crate) fn new(name: std::sync::Arc<str>, rules: Rules, now: Nanos) -> Pool {
-        let epoch = ((u128::from(now.as_nanos()) * u128::from(rules.per_nanos)) >> 64) as u64;
+        let epoch = epoch(now, rules.per_nanos);
         let zeros = || [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
         Pool {
             name,
@@ -72,7 +72,12 @@ impl Pool {
     /// caller, so intervals stay one sequence.
     #[inline(always)]
     pub(crate) fn epoch(&self, now: Nanos) -> u64 {
-        ((u128::from(now.as_nanos()) * u128::from(self.rules.per_nanos)) >> 64) as u64
+        epoch(now, self.rules.per_nanos)
+    }
+
+    /// `⌈2⁶⁴ / interval⌉`, for [`epoch`] without the pool at hand.
+    pub(crate) fn per_nanos(&self) -> u64 {
+        self.rules.per_nanos
     }
 
     /// A host (`id`) rolled out of interval `epoch − 1` with `counts`: adds
@@ -270,6 +275,13 @@ impl Pool {
         let (tag, f) = Figures::unpack(word & !FIGURES_VALID);
         (word & FIGURES_VALID != 0 && tag == epoch & 0xffff).then_some(f)
     }
+}
+
+/// The interval `now` falls in, for an interval whose `⌈2⁶⁴ / interval⌉`
+/// is `per_nanos` (see [`Pool::epoch`]).
+#[inline(always)]
+pub(crate) fn epoch(now: Nanos, per_nanos: u64) -> u64 {
+    ((u128::from(now.as_nanos()) * u128::from(per_nanos)) >> 64) as u64
 }
 
 /// Open, half-open, forced open: a state that keeps calls from the host.
