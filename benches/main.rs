@@ -15,6 +15,7 @@ mod closed;
 mod contended;
 mod floors;
 mod open;
+mod outliers;
 mod peers;
 mod registry;
 mod shared_trips;
@@ -31,6 +32,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = benches;
     config = config();
-    targets = floors::bench, closed::bench, open::bench, peers::bench, contended::bench, registry::bench, registry::bench_str_keys, shared_trips::bench
+    targets = floors::bench, closed::bench, open::bench, peers::bench, contended::bench, registry::bench, registry::bench_str_keys, shared_trips::bench, outliers::bench
 }
 criterion_main!(benches);
