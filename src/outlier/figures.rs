@@ -216,6 +216,30 @@ mod tests {
     }
 
     #[test]
+    fn the_slow_limit_is_the_factor_times_the_mean_or_the_floor() {
+        let rules = Outliers::new().slow_outliers(3.0, 0.05).rules();
+        let slow = |rates: &[u32]| {
+            let mut t = Totals::default();
+            for &r in rates {
+                t.add(Report {
+                    success_ppm: Some(1_000_000),
+                    failure_volume: true,
+                    slow_ppm: Some(r),
+                });
+            }
+            Figures::of(&t, &rules).slow_limit
+        };
+        // Mean 20 %: three times it.
+        assert_eq!(
+            slow(&[100_000, 100_000, 100_000, 100_000, 600_000]),
+            Some(600_000)
+        );
+        // Mean 1 %: the floor.
+        assert_eq!(slow(&[10_000; 5]), Some(50_000));
+        assert_eq!(slow(&[10_000; 4]), None, "too few hosts");
+    }
+
+    #[test]
     fn too_few_hosts_give_no_threshold() {
         let rules = Outliers::new().rules();
         assert_eq!(
