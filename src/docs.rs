@@ -198,6 +198,20 @@
 //!
 //! # Departures from the design document
 //!
+//! * **Outliers (issue 28), where they depart from the issue's text:** a
+//!   pooled call is counted at its *admission* (the verdict adds only a
+//!   failure or a slow call), so a pooled breaker keeps its configuration's
+//!   success path, and an ejection happens at the admission that rolls the
+//!   host's interval (it is heard by every hook and observer, and is on
+//!   [`Transition::outlier_rule`](crate::Transition::outlier_rule); no
+//!   verdict returns it). The latency statistic is the slow-call rate, not a
+//!   median sketch ([Outliers](#outliers-each-host-against-its-pool)). The
+//!   stripe sums are 128-bit words (`portable-atomic`), two per stripe, and
+//!   a seal between a report's two CASes takes it in one word only (each
+//!   rule reads one word). `success_rate_minimum_gap` is an addition,
+//!   0 by default (Envoy's rule). A removed host leaves its pool at once, as
+//!   it leaves the fleet's counts. The pooled rows miss the issue's cost
+//!   targets (`benches/README.md` says by how much and why).
 //! * **Call counters are opt-in** ([`Builder::count_calls`](crate::Builder::count_calls)).
 //!   Counting every admission and rejection is a read-modify-write per call,
 //!   which invariant 8 forbids on the healthy path; the generation already
