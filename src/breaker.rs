@@ -174,7 +174,7 @@ impl<C: Clock> Breaker<C> {
             flags,
             shared,
         };
-        if let (Some(pool), Some(slots)) = (breaker.shared.pool.as_deref(), breaker.pool_slots()) {
+        if let Some((pool, slots)) = breaker.pool() {
             pool.joined();
             Tally(slots.tally).start(pool.epoch(breaker.shared.clock.now()));
         }
@@ -190,8 +190,14 @@ impl<C: Clock> Breaker<C> {
     /// The outlier pool's slots, when the breaker is in one.
     #[inline(always)]
     fn pool_slots(&self) -> Option<PoolSlots<'_>> {
-        self.shared.pool.as_ref()?;
-        self.storage.pool_slots(self.shared.pool_at)
+        self.pool().map(|(_, slots)| slots)
+    }
+
+    /// The outlier pool and this breaker's slots in it, when it is in one.
+    #[inline(always)]
+    fn pool(&self) -> Option<(&Pool, PoolSlots<'_>)> {
+        let pool = self.shared.pool.as_deref()?;
+        Some((pool, self.storage.pool_slots(self.shared.pool_at)?))
     }
 
     /// The window (empty without one).
@@ -320,7 +326,7 @@ impl<C: Clock> Breaker<C> {
     /// place of an ejection it held, and hears none of its later
     /// transitions; it is judged no more. Then its drop changes nothing.
     fn leave_pool(&self, was: Snapshot) {
-        let (Some(pool), Some(slots)) = (self.shared.pool.as_deref(), self.pool_slots()) else {
+        let Some((pool, slots)) = self.pool() else {
             return;
         };
         self.end_ejection(pool, slots, was.generation());
@@ -434,14 +440,12 @@ impl<C: Clock> Breaker<C> {
         if self.cell.load().is_detached() {
             return; // removed from its registry: out of its pool, judged no more
         }
-        let shared = &*self.shared;
-        let (Some(pool), Some(tally)) = (shared.pool.as_deref(), self.storage.slot(shared.pool_at))
-        else {
+        let Some((pool, slots)) = self.pool() else {
             return;
         };
         let epoch = pool.epoch(now);
-        if let Some(counts) = Tally(tally).roll(epoch) {
-            self.judged(pool, epoch, counts, now);
+        if let Some(counts) = Tally(slots.tally).roll(epoch) {
+            self.judged(pool, slots, epoch, counts, now);
         }
     }
 
@@ -843,7 +847,7 @@ impl<C: Clock> Breaker<C> {
     #[cold]
     #[inline(never)]
     fn pooled_verdict(&self, start: Nanos, verdict: Verdict, slow: bool) {
-        let (Some(pool), Some(slots)) = (self.shared.pool.as_deref(), self.pool_slots()) else {
+        let Some((pool, slots)) = self.pool() else {
             return;
         };
         let tally = Tally(slots.tally);
@@ -861,8 +865,8 @@ impl<C: Clock> Breaker<C> {
     /// the calls after it; every hook and the observer see it).
     #[cold]
     #[inline(never)]
-    fn judged(&self, pool: &Pool, epoch: u64, counts: Counts, now: Nanos) {
-        if let (Some(rule), Some(slots)) = (pool.roll(self.id, epoch, counts), self.pool_slots()) {
+    fn judged(&self, pool: &Pool, slots: PoolSlots<'_>, epoch: u64, counts: Counts, now: Nanos) {
+        if let Some(rule) = pool.roll(self.id, epoch, counts) {
             self.eject(pool, slots, rule, now);
         }
     }
@@ -923,7 +927,7 @@ impl<C: Clock> Breaker<C> {
     /// pool has too few healthy hosts.
     #[cold]
     fn lifted(&self, s: Snapshot) -> bool {
-        let (Some(pool), Some(slots)) = (self.shared.pool.as_deref(), self.pool_slots()) else {
+        let Some((pool, slots)) = self.pool() else {
             return false;
         };
         s.is_open()
@@ -934,7 +938,7 @@ impl<C: Clock> Breaker<C> {
     /// A published transition of a pooled breaker: the pool's health count,
     /// and the end of an outlier ejection (the mark of the generation left).
     fn left_generation(&self, from: Snapshot, to: Snapshot) {
-        let (Some(pool), Some(slots)) = (self.shared.pool.as_deref(), self.pool_slots()) else {
+        let Some((pool, slots)) = self.pool() else {
             return;
         };
         pool.on_transition(from.state(), to.state());
@@ -1516,18 +1520,14 @@ fn ejection_of(mark: u64) -> (Option<u32>, Option<OutlierRule>) {
 /// ejection cap if it is still ejected.
 impl<C: Clock> Drop for Breaker<C> {
     fn drop(&mut self) {
-        let Some(pool) = self.shared.pool.as_deref() else {
+        let Some((pool, slots)) = self.pool() else {
             return;
         };
         let s = self.cell.load();
         if s.is_detached() {
             return; // it left the pool when its registry removed it
         }
-        if let Some(slots) = self.pool_slots() {
-            if ejection_of(slots.mark.load(Ordering::Acquire)).0 == Some(s.generation()) {
-                pool.release_ejection();
-            }
-        }
+        self.end_ejection(pool, slots, s.generation());
         pool.left(s.state());
     }
 }

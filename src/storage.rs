@@ -75,10 +75,9 @@ impl Storage {
     /// host's tally and its ejection mark (see `outlier`).
     #[inline(always)]
     pub(crate) fn pool_slots(&self, at: usize) -> Option<PoolSlots<'_>> {
-        let body = self.slots()?.body();
         Some(PoolSlots {
-            tally: body.get(at)?,
-            mark: body.get(at + 1)?,
+            tally: self.slot(at)?,
+            mark: self.slot(at + 1)?,
         })
     }
 

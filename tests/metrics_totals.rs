@@ -14,8 +14,11 @@ use failfast::export::metrics::{
 use failfast::{Breaker, ManualClock, Registry};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 
+/// A series of a snapshot: name, labels, value.
+type Named<T> = (String, Vec<(String, String)>, T);
+
 /// A counter: name, labels, value.
-type Counter = (String, Vec<(String, String)>, u64);
+type Counter = Named<u64>;
 
 /// Every counter in a snapshot (a snapshot drains the recorder's counters;
 /// `absolute` sets them again).
@@ -26,19 +29,25 @@ fn counters(snapshotter: &Snapshotter) -> Vec<Counter> {
         .into_iter()
         .filter_map(|(key, _, _, value)| match value {
             DebugValue::Counter(n) => {
-                let (_, key) = key.into_parts();
-                let labels = key
-                    .labels()
-                    .map(|l| (l.key().to_owned(), l.value().to_owned()))
-                    .collect();
-                Some((key.name().to_owned(), labels, n))
+                let (name, labels) = named(key);
+                Some((name, labels, n))
             }
             _ => None,
         })
         .collect()
 }
 
-fn value(all: &[Counter], name: &str, labels: &[(&str, &str)]) -> u64 {
+/// A key's name and labels.
+fn named(key: metrics_util::CompositeKey) -> (String, Vec<(String, String)>) {
+    let (_, key) = key.into_parts();
+    let labels = key
+        .labels()
+        .map(|l| (l.key().to_owned(), l.value().to_owned()))
+        .collect();
+    (key.name().to_owned(), labels)
+}
+
+fn value<T: Copy + std::fmt::Debug>(all: &[Named<T>], name: &str, labels: &[(&str, &str)]) -> T {
     all.iter()
         .find(|(n, l, _)| {
             n == name
@@ -276,7 +285,7 @@ fn sync_counters_are_exported_under_their_names() {
 }
 
 /// A counter or a gauge: name, labels, value.
-type Series = (String, Vec<(String, String)>, f64);
+type Series = Named<f64>;
 
 /// Every series of a snapshot, counters and gauges.
 fn series(snapshotter: &Snapshotter) -> Vec<Series> {
@@ -290,12 +299,8 @@ fn series(snapshotter: &Snapshotter) -> Vec<Series> {
                 DebugValue::Gauge(g) => g.0,
                 DebugValue::Histogram(_) => return None,
             };
-            let (_, key) = key.into_parts();
-            let labels = key
-                .labels()
-                .map(|l| (l.key().to_owned(), l.value().to_owned()))
-                .collect();
-            Some((key.name().to_owned(), labels, v))
+            let (name, labels) = named(key);
+            Some((name, labels, v))
         })
         .collect()
 }
@@ -352,18 +357,7 @@ fn outlier_pools_are_exported_with_their_ejections_by_rule() {
         MetricsExporter::new().export_registry(&registry)
     });
     let all = series(&snapshotter);
-    let get = |name: &str, labels: &[(&str, &str)]| {
-        all.iter()
-            .find(|(n, l, _)| {
-                n == name
-                    && l.len() == labels.len()
-                    && labels
-                        .iter()
-                        .all(|(k, v)| l.iter().any(|(lk, lv)| lk == k && lv == v))
-            })
-            .map(|(_, _, v)| *v)
-            .unwrap_or_else(|| panic!("no {name} {labels:?} in {all:?}"))
-    };
+    let get = |name: &str, labels: &[(&str, &str)]| value(&all, name, labels);
     let by = |reason| [("pool", "default"), ("reason", reason)];
     assert_eq!(get(OUTLIER_EJECTIONS_TOTAL, &by("success_rate")), 1.0);
     assert_eq!(get(OUTLIER_EJECTIONS_TOTAL, &by("failure_percentage")), 0.0);

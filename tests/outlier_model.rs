@@ -974,6 +974,39 @@ impl Model {
 // The real registry beside the model
 // ---------------------------------------------------------------------------
 
+/// Checks that the breaker of `key` and the model made the same admission:
+/// both admitted, in the same generation and as a probe or not (returns the
+/// permit, the generation and whether it is a probe), or both rejected, for
+/// the same reason (returns nothing).
+fn same_admission<P>(
+    key: u64,
+    real: Result<P, failfast::Rejected>,
+    want: Result<(u32, bool), RejectReason>,
+    seen: impl Fn(&P) -> (u32, bool),
+) -> Option<(P, u32, bool)> {
+    match (real, want) {
+        (Ok(permit), Ok((generation, probe))) => {
+            assert_eq!(
+                seen(&permit),
+                (generation, probe),
+                "key {key}: the admission's generation and probe"
+            );
+            Some((permit, generation, probe))
+        }
+        (Err(rejected), Err(reason)) => {
+            assert_eq!(rejected.reason(), reason, "the rejection's reason");
+            None
+        }
+        (real, want) => panic!(
+            "key {key}: the breaker {}, the model {want:?}",
+            match real {
+                Ok(_) => "admits".to_string(),
+                Err(r) => format!("rejects ({:?})", r.reason()),
+            }
+        ),
+    }
+}
+
 struct Pair {
     registry: Reg,
     clock: ManualClock,
@@ -1050,37 +1083,19 @@ impl Pair {
         let real = h.try_acquire_at(self.now());
         let want = self.model.admit(b);
         self.settle("admission");
-        match (real, want) {
-            (Ok(permit), Ok((generation, probe))) => {
-                assert_eq!(
-                    (permit.generation(), permit.is_probe()),
-                    (generation, probe),
-                    "key {}: the admission's generation and probe",
-                    self.model.books[b].key
-                );
-                self.advance(took);
-                let _ = permit.record_at(verdict.outcome(), self.now());
-                let p = Permit {
-                    book: b,
-                    generation,
-                    probe,
-                    start,
-                };
-                self.model.verdict(p, verdict);
-                self.settle("verdict");
-            }
-            (Err(rejected), Err(reason)) => {
-                assert_eq!(rejected.reason(), reason, "the rejection's reason");
-                self.advance(took);
-            }
-            (real, want) => panic!(
-                "key {}: the breaker {}, the model {want:?}",
-                self.model.books[b].key,
-                match real {
-                    Ok(_) => "admits".to_string(),
-                    Err(r) => format!("rejects ({:?})", r.reason()),
-                }
-            ),
+        let key = self.model.books[b].key;
+        let admitted = same_admission(key, real, want, |p| (p.generation(), p.is_probe()));
+        self.advance(took);
+        if let Some((permit, generation, probe)) = admitted {
+            let _ = permit.record_at(verdict.outcome(), self.now());
+            let p = Permit {
+                book: b,
+                generation,
+                probe,
+                start,
+            };
+            self.model.verdict(p, verdict);
+            self.settle("verdict");
         }
     }
 
@@ -1115,29 +1130,16 @@ impl Pair {
                 let real = h.try_acquire_owned_at(self.now());
                 let want = self.model.admit(b);
                 self.settle("admission");
-                match (real, want) {
-                    (Ok(permit), Ok((generation, probe))) => {
-                        assert_eq!(
-                            (permit.generation(), permit.is_probe()),
-                            (generation, probe),
-                            "key {key}: the admission's generation and probe"
-                        );
-                        self.model.books[b].permits += 1;
-                        self.pending.push(permit);
-                        self.permits.push(Permit {
-                            book: b,
-                            generation,
-                            probe,
-                            start: self.model.now,
-                        });
-                    }
-                    (Err(rejected), Err(reason)) => {
-                        assert_eq!(rejected.reason(), reason, "the rejection's reason");
-                    }
-                    (real, want) => panic!(
-                        "key {key}: the breaker {}, the model {want:?}",
-                        if real.is_ok() { "admits" } else { "rejects" }
-                    ),
+                let admitted = same_admission(key, real, want, |p| (p.generation(), p.is_probe()));
+                if let Some((permit, generation, probe)) = admitted {
+                    self.model.books[b].permits += 1;
+                    self.pending.push(permit);
+                    self.permits.push(Permit {
+                        book: b,
+                        generation,
+                        probe,
+                        start: self.model.now,
+                    });
                 }
             }
             Op::Finish(which, verdict) => {

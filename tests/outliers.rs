@@ -99,6 +99,17 @@ fn interval(r: &Reg, clock: &ManualClock, hosts: &[Host]) {
     clock.advance(INTERVAL);
 }
 
+/// Envoy's case: host 0 at 50 %, four at 100 %, 100 calls each.
+fn envoys_five() -> [Host; 5] {
+    [
+        host(100, 50),
+        host(100, 100),
+        host(100, 100),
+        host(100, 100),
+        host(100, 100),
+    ]
+}
+
 /// One successful call per host: each rolls its interval and is judged.
 fn roll(r: &Reg, keys: usize) {
     for key in 0..keys as u64 {
@@ -125,13 +136,7 @@ fn judge(r: &Reg, clock: &ManualClock, hosts: &[Host]) -> Vec<(u64, Transition)>
 #[test]
 fn envoys_success_rate_case_ejects_the_host_at_50() {
     let (r, clock) = registry(Outliers::new());
-    let hosts = [
-        host(100, 50),
-        host(100, 100),
-        host(100, 100),
-        host(100, 100),
-        host(100, 100),
-    ];
+    let hosts = envoys_five();
     let ejected = judge(&r, &clock, &hosts);
     assert_eq!(ejected.len(), 1, "{ejected:?}");
     assert_eq!(ejected[0].0, 0);
@@ -255,13 +260,7 @@ fn failure_percentage_ejects_at_85_and_only_observes_at_0_percent() {
 #[test]
 fn panic_mode_lifts_the_ejections_and_restores_them() {
     let (r, clock) = registry(Outliers::new().max_ejection_percent(100));
-    let hosts = [
-        host(100, 50),
-        host(100, 100),
-        host(100, 100),
-        host(100, 100),
-        host(100, 100),
-    ];
+    let hosts = envoys_five();
     assert_eq!(judge(&r, &clock, &hosts).len(), 1);
     assert!(r.handle(&0).try_acquire().is_err(), "ejected: rejected");
     // Two more hosts go down by their own trips: 2 of 5 healthy < 50 %.
@@ -303,13 +302,7 @@ fn no_host_is_ejected_while_the_pool_panics() {
 fn a_silent_host_is_never_ejected_for_its_silence() {
     let (r, clock) = registry(Outliers::new());
     let seen = ejections(&r);
-    let hosts = [
-        host(100, 50),
-        host(100, 100),
-        host(100, 100),
-        host(100, 100),
-        host(100, 100),
-    ];
+    let hosts = envoys_five();
     interval(&r, &clock, &hosts);
     interval(&r, &clock, &hosts);
     // Host 0 is silent for an interval; the others carry on.
@@ -328,13 +321,7 @@ fn a_silent_host_is_never_ejected_for_its_silence() {
 #[test]
 fn an_ejected_host_recovers_through_the_probe() {
     let (r, clock) = registry(Outliers::new());
-    let hosts = [
-        host(100, 50),
-        host(100, 100),
-        host(100, 100),
-        host(100, 100),
-        host(100, 100),
-    ];
+    let hosts = envoys_five();
     assert_eq!(judge(&r, &clock, &hosts).len(), 1);
     // The open period is held as the word's span, in 2²⁴ ns units rounded
     // up: the schedule's 30 s, and at most one unit more.
