@@ -3,10 +3,12 @@
 //! by a thread of its own.
 //!
 //! A request formats its line into a shared buffer (a mutex held for a
-//! copy) and wakes the writer if the buffer was empty; the writer swaps the
-//! buffer out and writes it whole. At a low rate that is one `write(2)` per
-//! line, soon after the request; under load, one per batch of lines. The
-//! request never waits for stderr.
+//! copy) and wakes the writer if the buffer was empty. The writer then lets
+//! lines gather for [`GATHER`] and writes them all at once: at most one
+//! `write(2)` per line at a low rate, and one per 20 ms under load (a wake
+//! and a write per line cost a tenth of the proxy's throughput). A line
+//! reaches stderr within about 20 ms of its request; the request never
+//! waits for stderr.
 
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -14,6 +16,9 @@ use std::sync::Condvar;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::*;
+
+/// How long the writer lets lines gather after the first one.
+pub const GATHER: std::time::Duration = std::time::Duration::from_millis(20);
 
 /// What the requests and the writer share.
 #[derive(Default)]
@@ -114,6 +119,12 @@ fn write_until_closed(shared: &Shared) {
         }
         if state.lines.is_empty() {
             return; // closing, and nothing left
+        }
+        if !state.closing {
+            // Let the lines of the next few milliseconds join this one.
+            drop(state);
+            std::thread::sleep(GATHER);
+            state = shared.state.lock().unwrap_or_else(|p| p.into_inner());
         }
         std::mem::swap(&mut state.lines, &mut batch);
         let upto = state.added;

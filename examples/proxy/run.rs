@@ -88,7 +88,10 @@ pub(crate) async fn run(options: Options) -> io::Result<()> {
         "{signal}: stopped accepting; draining {} connections (at most {drain:?})",
         proxy.open_connections()
     );
-    match tokio::time::timeout(drain, proxy.drained()).await {
+    let drained = tokio::time::timeout(drain, proxy.drained()).await;
+    // The access log's last lines before the last words.
+    proxy.log.flush();
+    match drained {
         Ok(()) => eprintln!("drained; exiting"),
         Err(_) => eprintln!(
             "drain deadline: closing {} connections still open; exiting",

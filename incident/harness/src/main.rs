@@ -14,6 +14,7 @@
 //! See `incident/README.md` for what is measured and how to read it.
 
 mod callers;
+mod overhead;
 mod proxies;
 mod report;
 mod summary;
@@ -126,6 +127,8 @@ fn scenarios(short: bool) -> Vec<Scenario> {
 
 struct Args {
     short: bool,
+    /// `--overhead ROUNDS`: wrk through each proxy instead of the incidents.
+    overhead: Option<u32>,
     gate: bool,
     only_scenarios: Option<Vec<String>>,
     kinds: Vec<Kind>,
@@ -139,13 +142,16 @@ fn root() -> PathBuf {
 
 const USAGE: &str = "usage: failfast-incident [--short] [--gate] [--scenarios a,b] [--proxies a,b] \
 [--out DIR] [--example PATH] [--pingora PATH]
+  --overhead ROUNDS: wrk through each proxy (healthy upstream), interleaved
   scenarios: slow fail503 refused hang retry many (--short: slow fail503)
-  proxies: failfast-example failfast-pingora nginx haproxy haproxy-httpchk";
+  proxies: failfast-example failfast-pingora nginx haproxy haproxy-httpchk
+           (and failfast-example-off: --no-breakers, for --overhead)";
 
 fn parse_args() -> Result<Args, String> {
     let root = root();
     let mut args = Args {
         short: false,
+        overhead: None,
         gate: false,
         only_scenarios: None,
         kinds: Kind::ALL.to_vec(),
@@ -163,6 +169,9 @@ fn parse_args() -> Result<Args, String> {
         let mut value = || it.next().ok_or(format!("{arg} needs a value"));
         match arg.as_str() {
             "--short" => args.short = true,
+            "--overhead" => {
+                args.overhead = Some(value()?.parse().map_err(|_| "--overhead ROUNDS")?);
+            }
             "--gate" => args.gate = true,
             "--scenarios" => {
                 args.only_scenarios = Some(value()?.split(',').map(str::to_owned).collect());
@@ -186,6 +195,9 @@ fn parse_args() -> Result<Args, String> {
     if let Some(out) = out {
         args.out = out;
     }
+    // Absolute: nginx reads paths relative to its prefix.
+    std::fs::create_dir_all(&args.out).map_err(|e| format!("--out: {e}"))?;
+    args.out = args.out.canonicalize().map_err(|e| format!("--out: {e}"))?;
     Ok(args)
 }
 
@@ -215,6 +227,15 @@ async fn run(args: Args) -> i32 {
             Ok(()) => kinds.push(*kind),
             Err(why) => eprintln!("skipping {}: {why}", kind.name()),
         }
+    }
+    if let Some(rounds) = args.overhead {
+        let text = tokio::task::block_in_place(|| {
+            overhead::run(&args.tools, &kinds, rounds, 10, &args.out)
+        });
+        eprintln!("{text}");
+        let _ = std::fs::create_dir_all(&args.out);
+        let _ = std::fs::write(args.out.join("overhead.md"), format!("{}{text}", header(&args)));
+        return 0;
     }
     let scenarios: Vec<Scenario> = scenarios(args.short)
         .into_iter()
@@ -333,14 +354,13 @@ async fn run_group(scenario: &Scenario, kinds: &[Kind], args: &Args) -> Vec<Summ
     let sick = scenario.sick();
     let names = route_names(scenario);
     let scratch = args.out.join("runs").join(scenario.name);
-    // The catalogs first (healthy until t0 + start), then the proxies.
-    let t0 = Instant::now() + Duration::from_secs(8);
+    // The catalogs (healthy until t0 + start), then the proxies, then t0.
     let mut catalogs = Vec::new();
     let mut proxies = Vec::new();
     for (k, kind) in kinds.iter().enumerate() {
         let (listen, up) = ports(k);
         let addrs = upstream_addrs(scenario, up);
-        let catalog = upstream::start(&addrs, &sick, scenario.mode, scenario.plan, t0)
+        let catalog = upstream::start(&addrs, &sick, scenario.mode, scenario.plan)
             .await
             .expect("the catalog listens");
         catalogs.push(catalog);
@@ -364,6 +384,10 @@ async fn run_group(scenario: &Scenario, kinds: &[Kind], args: &Args) -> Vec<Summ
                 proxies.push(None);
             }
         }
+    }
+    let t0 = Instant::now() + Duration::from_secs(3);
+    for catalog in &catalogs {
+        catalog.begin(t0);
     }
     if Instant::now() > t0 {
         eprintln!("  warning: the proxies took longer to start than the warm-up");

@@ -14,6 +14,8 @@ use crate::callers::Marks;
 pub enum Kind {
     /// `examples/proxy`, with its defaults.
     Failfast,
+    /// The same with `--no-breakers` (the overhead runs only).
+    FailfastOff,
     /// `incident/pingora`: the README's pingora recipe.
     Pingora,
     /// nginx with `conf/nginx.conf`.
@@ -36,6 +38,7 @@ impl Kind {
     pub fn name(self) -> &'static str {
         match self {
             Kind::Failfast => "failfast-example",
+            Kind::FailfastOff => "failfast-example-off",
             Kind::Pingora => "failfast-pingora",
             Kind::Nginx => "nginx",
             Kind::Haproxy => "haproxy",
@@ -49,12 +52,15 @@ impl Kind {
     }
 
     pub fn parse(name: &str) -> Option<Kind> {
-        Kind::ALL.into_iter().find(|k| k.name() == name)
+        Kind::ALL
+            .into_iter()
+            .chain([Kind::FailfastOff])
+            .find(|k| k.name() == name)
     }
 
     pub fn marks(self, upstream_port: u16) -> Marks {
         match self {
-            Kind::Failfast | Kind::Pingora => Marks::Failfast,
+            Kind::Failfast | Kind::FailfastOff | Kind::Pingora => Marks::Failfast,
             Kind::Nginx => Marks::Nginx { upstream_port },
             Kind::Haproxy | Kind::HaproxyHttpchk => Marks::Haproxy,
         }
@@ -94,7 +100,7 @@ impl Tools {
             }
         };
         match kind {
-            Kind::Failfast => need(&self.example),
+            Kind::Failfast | Kind::FailfastOff => need(&self.example),
             Kind::Pingora => need(&self.pingora),
             Kind::Nginx => on_path("nginx"),
             Kind::Haproxy | Kind::HaproxyHttpchk => on_path("haproxy"),
@@ -126,9 +132,12 @@ pub fn start(
     fs::create_dir_all(run)?;
     let log = fs::File::create(run.join("proxy.log"))?;
     let mut command = match kind {
-        Kind::Failfast => {
+        Kind::Failfast | Kind::FailfastOff => {
             // Its defaults: only where to listen and where to route.
             let mut c = Command::new(&tools.example);
+            if kind == Kind::FailfastOff {
+                c.arg("--no-breakers");
+            }
             c.args(["--listen", &format!("127.0.0.1:{listen}")])
                 .args(["--admin", &format!("127.0.0.1:{}", listen + 1)]);
             for r in routes {
@@ -169,8 +178,8 @@ pub fn start(
         .stdout(log.try_clone()?)
         .stderr(log)
         .spawn()?;
-    let proxy = Proxy { kind, child };
-    if !wait_port(listen, Duration::from_secs(20)) {
+    let mut proxy = Proxy { kind, child };
+    if !wait_port(listen, Duration::from_secs(20), &mut proxy.child) {
         proxy.stop();
         return Err(std::io::Error::other(format!(
             "{} did not listen on {listen}; see {}",
@@ -199,9 +208,14 @@ impl Proxy {
     }
 }
 
-fn wait_port(port: u16, within: Duration) -> bool {
+/// Whether `port` takes connections within `within` (`false` at once if
+/// the process exits).
+fn wait_port(port: u16, within: Duration, child: &mut Child) -> bool {
     let deadline = std::time::Instant::now() + within;
     while std::time::Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return false;
+        }
         let addr = SocketAddr::from(([127, 0, 0, 1], port));
         if std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
             return true;
@@ -211,7 +225,7 @@ fn wait_port(port: u16, within: Duration) -> bool {
     false
 }
 
-fn read(tools: &Tools, name: &str) -> std::io::Result<String> {
+pub fn read(tools: &Tools, name: &str) -> std::io::Result<String> {
     fs::read_to_string(tools.conf.join(name))
 }
 

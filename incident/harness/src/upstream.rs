@@ -11,7 +11,7 @@
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use http_body_util::Full;
@@ -87,11 +87,18 @@ impl Tally {
 /// A running catalog; [`Catalog::stop`] ends every listener and connection.
 pub struct Catalog {
     pub tally: Arc<Tally>,
+    t0: Arc<OnceLock<Instant>>,
     tasks: Vec<JoinHandle<()>>,
     down: Vec<watch::Sender<bool>>,
 }
 
 impl Catalog {
+    /// Starts the schedule: the plan's times are from `t0`. Until then
+    /// every host is healthy.
+    pub fn begin(&self, t0: Instant) {
+        let _ = self.t0.set(t0);
+    }
+
     pub fn stop(self) {
         for down in &self.down {
             down.send_replace(true);
@@ -109,8 +116,8 @@ pub async fn start(
     sick: &[bool],
     mode: Mode,
     plan: Plan,
-    t0: Instant,
 ) -> std::io::Result<Catalog> {
+    let t0 = Arc::new(OnceLock::new());
     let tally = Arc::new(Tally::new(addrs.len(), plan.length.ceil() as usize + 5));
     let mut tasks = Vec::new();
     let mut down = Vec::new();
@@ -121,13 +128,18 @@ pub async fn start(
             index: host,
             mode: sick.then_some(mode),
             plan,
-            t0,
+            t0: t0.clone(),
             tally: tally.clone(),
         };
         tasks.push(tokio::spawn(serve(listener, addr, host, tx.clone(), rx)));
         down.push(tx);
     }
-    Ok(Catalog { tally, tasks, down })
+    Ok(Catalog {
+        tally,
+        t0,
+        tasks,
+        down,
+    })
 }
 
 fn listen(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
@@ -143,13 +155,19 @@ struct Host {
     /// What it does during the incident, if it is sick.
     mode: Option<Mode>,
     plan: Plan,
-    t0: Instant,
+    /// Set when the run begins.
+    t0: Arc<OnceLock<Instant>>,
     tally: Arc<Tally>,
 }
 
 impl Host {
+    /// Seconds since t0 (before it, or before it is set: negative).
     fn at(&self, t: Instant) -> f64 {
-        t.duration_since(self.t0).as_secs_f64()
+        match self.t0.get() {
+            Some(t0) if t >= *t0 => t.duration_since(*t0).as_secs_f64(),
+            Some(t0) => -t0.duration_since(t).as_secs_f64(),
+            None => -1.0,
+        }
     }
 
     /// The mode a request arriving now gets (`None`: healthy).
@@ -159,8 +177,14 @@ impl Host {
             .filter(|_| t >= self.plan.start && t < self.plan.end)
     }
 
-    fn instant(&self, seconds: f64) -> Instant {
-        self.t0 + Duration::from_secs_f64(seconds)
+    /// The instant `seconds` after t0, once t0 is set.
+    async fn instant(&self, seconds: f64) -> Instant {
+        loop {
+            if let Some(t0) = self.t0.get() {
+                return *t0 + Duration::from_secs_f64(seconds);
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
     }
 }
 
@@ -172,16 +196,21 @@ async fn serve(
     down: watch::Receiver<bool>,
 ) {
     let refuses = host.mode == Some(Mode::Refused);
-    let close_at = host.instant(host.plan.start);
+    let (close_at, open_at) = if refuses {
+        (host.instant(host.plan.start).await, host.instant(host.plan.end).await)
+    } else {
+        let far = Instant::now() + Duration::from_secs(86_400);
+        (far, far)
+    };
     loop {
-        let accepted = if refuses && Instant::now() < host.instant(host.plan.end) {
+        let accepted = if refuses && Instant::now() < open_at {
             tokio::select! {
                 accepted = listener.accept() => accepted,
                 () = tokio::time::sleep_until(close_at) => {
                     // The host dies: no listener, every connection cut.
                     drop(listener);
                     down_tx.send_replace(true);
-                    tokio::time::sleep_until(host.instant(host.plan.end)).await;
+                    tokio::time::sleep_until(open_at).await;
                     down_tx.send_replace(false);
                     listener = match relisten(addr).await {
                         Some(listener) => listener,
