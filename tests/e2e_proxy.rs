@@ -1,5 +1,5 @@
 //! End to end: real upstream servers on 127.0.0.1 (healthy, slow, failing,
-//! refusing), the real proxy of `examples/proxy.rs`, bounded concurrent
+//! refusing), the real proxy of `examples/proxy`, bounded concurrent
 //! traffic through it; then what a proxy exposed to real clients must
 //! survive: a slowloris client, a 65 KB URI, 300 idle upstream connections,
 //! running out of file descriptors, bad arguments, malformed and stalled
@@ -171,9 +171,7 @@ async fn per_host_breakers_through_a_real_proxy() {
         drive(&client, format!("{base}/down/"), 4, 8),
     );
     let registry = &proxy.registry;
-    let state_of = |addr: SocketAddr| {
-        registry.handle_from(addr.to_string().as_str()).state()
-    };
+    let state_of = |addr: SocketAddr| registry.handle_from(addr.to_string().as_str()).state();
 
     // The slow upstream: tripped by the slow-call rate while it still answered 200.
     assert_eq!(state_of(slow.addr), State::Open);
@@ -346,7 +344,10 @@ async fn a_get_is_answered_stale_while_its_upstream_is_open_and_fresh_after_reco
         );
     }
     let key = upstream.addr.to_string();
-    assert_eq!(proxy.registry.handle_from(key.as_str()).state(), State::Open);
+    assert_eq!(
+        proxy.registry.handle_from(key.as_str()).state(),
+        State::Open
+    );
 
     // Open: the GET is answered from the cache, marked stale, not forwarded.
     let hits = upstream.hits.load(Ordering::SeqCst);
@@ -392,7 +393,10 @@ async fn a_get_is_answered_stale_while_its_upstream_is_open_and_fresh_after_reco
         );
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
-    assert_eq!(proxy.registry.handle_from(key.as_str()).state(), State::Closed);
+    assert_eq!(
+        proxy.registry.handle_from(key.as_str()).state(),
+        State::Closed
+    );
     assert!(
         upstream.hits.load(Ordering::SeqCst) > hits,
         "forwarded again"
@@ -1991,7 +1995,10 @@ fn every_breaker_setting_comes_from_the_command_line_or_a_config_file() {
     assert_eq!(defaults.settings.timeout, Duration::from_millis(900));
     assert_eq!(defaults.settings.body_timeout, Duration::from_millis(450));
     assert!(defaults.settings.breakers);
-    assert!(defaults.settings.stale_routes.is_empty(), "no stale answers");
+    assert!(
+        defaults.settings.stale_routes.is_empty(),
+        "no stale answers"
+    );
     let library = Breaker::builder()
         .failure_rate(0.5)
         .slow_call_rate(0.5)
@@ -2004,10 +2011,7 @@ fn every_breaker_setting_comes_from_the_command_line_or_a_config_file() {
     let ours = ours.handle_from("127.0.0.1:1");
     let (ours, library) = (ours.config(), library.config());
     assert_eq!(ours.failure_rate(), Some(0.5));
-    assert_eq!(
-        ours.slow_call_threshold(),
-        Some(Duration::from_millis(500))
-    );
+    assert_eq!(ours.slow_call_threshold(), Some(Duration::from_millis(500)));
     for trips in 0..8 {
         assert_eq!(
             ours.open_duration(trips),
@@ -2038,11 +2042,12 @@ fn every_breaker_setting_comes_from_the_command_line_or_a_config_file() {
     let config = tuned.config();
     assert_eq!(config.slow_call_threshold(), Some(Duration::from_secs(2)));
     assert_eq!(config.open_duration(0), Duration::from_secs(7));
-    assert_eq!(config.open_duration(5), Duration::from_secs(7), "no backoff");
     assert_eq!(
-        config.unanswered(),
-        Some((3, Duration::from_millis(1500)))
+        config.open_duration(5),
+        Duration::from_secs(7),
+        "no backoff"
     );
+    assert_eq!(config.unanswered(), Some((3, Duration::from_millis(1500))));
     assert_eq!(config.failure_rate(), Some(0.5), "the template's");
 
     // `--config FILE`: the template and one host's own settings.

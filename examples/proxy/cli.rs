@@ -3,7 +3,8 @@
 use super::*;
 
 /// The usage text, printed by `--help` and after a bad argument.
-pub const USAGE: &str = concat!("\
+pub const USAGE: &str = concat!(
+    "\
 usage: proxy [OPTIONS]
 
 A reverse proxy with one circuit breaker per upstream: GET /NAME/PATH is
@@ -70,7 +71,8 @@ options:
   -h, --help              print this and exit
 
 Listen addresses must be loopback: this is an example.
-");
+"
+);
 
 /// What the command line asks for.
 #[derive(Clone, Debug)]
@@ -194,12 +196,9 @@ pub fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Cli, String>
     if options.admin == Some(options.listen) && options.listen.port() != 0 {
         return Err("--admin must differ from --listen".to_owned());
     }
-    if let Some(route) = options
-        .settings
-        .stale_routes
-        .iter()
-        .find(|r| !options.routes.contains_key(*r) && !(options.demo && DEMO_ROUTES.contains(&r.as_str())))
-    {
+    if let Some(route) = options.settings.stale_routes.iter().find(|r| {
+        !options.routes.contains_key(*r) && !(options.demo && DEMO_ROUTES.contains(&r.as_str()))
+    }) {
         return Err(format!("--stale {route}: no such route"));
     }
     // Checked here, so a bad setting is a usage error; built again by `run`.
@@ -288,4 +287,3 @@ pub(crate) fn count(flag: &str, s: &str) -> Result<usize, String> {
         _ => Err(format!("{flag} {s:?}: expected a number, at least 1")),
     }
 }
-

@@ -83,7 +83,10 @@ pub(crate) fn route_of<'p>(proxy: &'p Proxy, path: &str) -> Option<(&'p str, &'p
 
 /// The upstream URI for `/{route}/{rest}?{query}`, or the answer to give
 /// instead (414 too long, 400 unparsable).
-pub(crate) fn upstream_uri(upstream: &Authority, uri: &Uri) -> Result<Uri, (StatusCode, &'static str)> {
+pub(crate) fn upstream_uri(
+    upstream: &Authority,
+    uri: &Uri,
+) -> Result<Uri, (StatusCode, &'static str)> {
     let path = uri.path().trim_start_matches('/');
     let rest = path.split_once('/').map_or("", |(_, rest)| rest);
     let query = uri.query();

@@ -3,23 +3,23 @@
 //!
 //! ```sh
 //! # Start four local upstreams (healthy, slow, failing, down) and the proxy:
-//! cargo run --example proxy --features tower -- --demo
+//! cargo run --example proxy --features tower,serde -- --demo
 //! curl -i localhost:8080/slow/       # 200 after 800 ms ... then 503 + Retry-After, at once
 //! curl -s localhost:8080/_failfast   # the breakers, as JSON (open ones first, 100 at most)
 //! # Route to your own (loopback) upstreams, status and metrics on their own address:
-//! cargo run --example proxy --features tower,metrics -- --listen 127.0.0.1:8080 \
+//! cargo run --example proxy --features tower,serde,metrics -- --listen 127.0.0.1:8080 \
 //!     --route api=127.0.0.1:9001 --route auth=127.0.0.1:9002 --admin 127.0.0.1:9900
 //! curl -s 127.0.0.1:9900/metrics     # Prometheus text (feature `metrics`)
-//! cargo run --example proxy --features tower -- --help
+//! cargo run --example proxy --features tower,serde -- --help
 //! # Two proxies sharing trips through Redis (feature `redis`):
-//! cargo run --example proxy --features tower,redis -- --demo --redis redis://127.0.0.1:6379/
-//! cargo run --example proxy --features tower,redis -- --demo --listen 127.0.0.1:8081 \
+//! cargo run --example proxy --features tower,serde,redis -- --demo --redis redis://127.0.0.1:6379/
+//! cargo run --example proxy --features tower,serde,redis -- --demo --listen 127.0.0.1:8081 \
 //!     --redis redis://127.0.0.1:6379/
 //! ```
 //!
 //! `GET /{route}/{path}` is forwarded to `http://{upstream}/{path}`. The
-//! breaking is the library's: [`KeyedLayer`] (a breaker per upstream
-//! authority, from a [`Registry`]), [`HttpClassifier`] (5xx, 429, timeouts
+//! breaking is the library's: [`KeyedLayer`] (a breaker per upstream, from
+//! a [`Registry`] of [`HostKey`]s: its `host:port` normal form), [`HttpClassifier`] (5xx, 429, timeouts
 //! and connection errors fail; other 4xx are ignored), a per-call timeout,
 //! [`DownstreamBody`] (a client's broken, stalled or oversized upload is the
 //! client's fault: 400, 408 or 413, neutral for the breaker, as is the
@@ -27,6 +27,21 @@
 //! `Retry-After` for a rejection) and [`status_json`]. The rest is the hyper
 //! glue, with what a proxy exposed to real clients needs:
 //!
+//! * **the breakers configured from the command line or a file**: the
+//!   crate's serde configuration ([`RegistryConfig`](failfast::config::RegistryConfig))
+//!   from `--config FILE` (a `[breaker]` template, `[hosts."HOST:PORT"]`
+//!   overrides, the registry's settings), and any field of the template
+//!   with `--breaker KEY=VALUE`. The default template ([`TEMPLATE`]) sets
+//!   only the trip conditions; the open period, its backoff, the unanswered
+//!   rule and `abandoned_after` are the library's defaults, so the proxy
+//!   recovers on the library's schedule. `--no-breakers` sends every call
+//!   straight through (the same call timeout), to measure what the breakers
+//!   cost;
+//! * **a call timeout that fits the callers' patience** (`--timeout`,
+//!   default [`DEFAULT_TIMEOUT`], 900 ms): set just below the callers' own
+//!   timeout, a slow upstream's call ends as a 504 the caller can act on
+//!   and the breaker counts as a failure, instead of the caller giving up
+//!   first;
 //! * **hop-by-hop headers removed both ways** (RFC 9110 §7.6.1):
 //!   `Connection` and every field it names, `Keep-Alive`,
 //!   `Proxy-Authorization`, `Proxy-Authenticate`, `TE`, `Trailer`,
@@ -48,12 +63,17 @@
 //!   flight finish, closes idle keep-alive connections, and exits 0 when the
 //!   last connection closes or at the `--drain` deadline, whichever is first;
 //! * **an access log**: one logfmt line per request on stderr (`access
-//!   client=… method=… path="…" route=… upstream=… status=… duration_ms=…
-//!   decision=…`), the path without its query (which may carry secrets), the
-//!   duration up to the answer's head; the decision is one of `admitted`,
-//!   `rejected`, `fallback`, `overloaded`, `client-fault`, `local-fault`
-//!   ([`Decision`]), or `not-forwarded` (no such route, a bad URI, a page of
-//!   the proxy's own);
+//!   time=… client=… method=… path="…" route=… upstream=… status=…
+//!   duration_ms=… decision=…`), with its UTC time to the millisecond, the
+//!   path without its query (which may carry secrets), the duration up to
+//!   the answer's head; the decision is one of `admitted`, `rejected`,
+//!   `fallback`, `overloaded`, `client-fault`, `local-fault` ([`Decision`]),
+//!   `not-forwarded` (no such route, a bad URI, a page of the proxy's own),
+//!   or `abandoned` (status 499: the client went away before its answer;
+//!   the line is written when hyper drops the request's future). Breaker
+//!   transitions get a `transition time=… upstream=… from=… to=… reason=…`
+//!   line. The lines are buffered and written by a thread of their own, at
+//!   most one `write(2)` per 20 ms under load ([`access_log`]);
 //! * **metrics at `/metrics`** (feature `metrics`): the breakers through
 //!   the crate's [`metrics` export](failfast::export::metrics) (per
 //!   upstream: state, calls, rates, transitions), the requests per route and
@@ -76,7 +96,10 @@
 //!   `/metrics` (keep that one private: it has no authentication);
 //! * **an argument parser**: `--help`; a bad argument prints the usage and
 //!   exits with status 2; a route name given twice is an error;
-//! * **stale answers while an upstream is open, never someone else's**: the
+//! * **stale answers while an upstream is open, never someone else's**,
+//!   for the routes named with `--stale ROUTE` only (off by default: a
+//!   price minutes old at checkout is worse than a 503), at most
+//!   `--stale-max-age` old (default 60 s): the
 //!   last good answer to each anonymous `GET` is kept (a bounded cache:
 //!   [`Settings::stale_entries`] entries of at most [`Settings::stale_max_body`]
 //!   bytes), and a `GET` the breaker rejects is answered from it through a
@@ -136,12 +159,12 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use failfast::registry::HostKey;
 use failfast::share::Outbox;
 use failfast::tower::{
     error_response, is_stale, mark_stale, status_json, DownstreamBody, Fallback, FallbackLayer,
     HttpClassifier, Keyed, KeyedLayer, Recover, TimedOut, X_FAILFAST,
 };
-use failfast::registry::HostKey;
 use failfast::{
     Builder, Bulkhead, BulkheadPermit, DownstreamError, DownstreamKind, Fault, Registry,
     RegistryBuilder, Rejected, Transition,

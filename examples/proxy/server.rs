@@ -71,7 +71,16 @@ pub fn proxy_with(
             .build_http::<Upload>();
         if !settings.breakers {
             let stale = Arc::new(StaleCache::new(0, 0, Duration::ZERO));
-            return Proxy::new(routes, registry, bulkheads, requests, settings, stale, outbox, Upstreams::Unguarded(client));
+            return Proxy::new(
+                routes,
+                registry,
+                bulkheads,
+                requests,
+                settings,
+                stale,
+                outbox,
+                Upstreams::Unguarded(client),
+            );
         }
         let service = KeyedLayer::new(registry.clone())
             .classify(HttpClassifier::new())
@@ -91,7 +100,16 @@ pub fn proxy_with(
         let from_upstream: fn(Response<Incoming>) -> Response<Body> = from_upstream;
         let service = FallbackLayer::from_recover(StaleAnswers(stale.clone()))
             .layer(tower::util::MapResponse::new(service, from_upstream));
-        Proxy::new(routes, registry, bulkheads, requests, settings, stale, outbox, Upstreams::Guarded(service))
+        Proxy::new(
+            routes,
+            registry,
+            bulkheads,
+            requests,
+            settings,
+            stale,
+            outbox,
+            Upstreams::Guarded(service),
+        )
     }))
 }
 
@@ -249,7 +267,12 @@ pub(crate) async fn accept_loop(listener: TcpListener, proxy: Arc<Proxy>, role: 
 
 /// One client connection, until it closes, or until the proxy stops and
 /// the request in flight on it (if any) has been answered.
-pub(crate) async fn serve_connection(stream: TcpStream, client: SocketAddr, proxy: Arc<Proxy>, role: Role) {
+pub(crate) async fn serve_connection(
+    stream: TcpStream,
+    client: SocketAddr,
+    proxy: Arc<Proxy>,
+    role: Role,
+) {
     let mut stop = proxy.stop.subscribe();
     let header_timeout = proxy.settings.header_timeout;
     let service = hyper::service::service_fn(move |req| handle(req, proxy.clone(), role, client));

@@ -5,7 +5,7 @@
 //! HAProxy configured as their expert users would (`incident/conf`).
 //!
 //! ```sh
-//! cargo build --release --example proxy --features tower
+//! cargo build --release --example proxy --features tower,serde
 //! (cd incident/pingora && cargo build --release)      # needs cmake
 //! cargo run --release -p failfast-incident            # every scenario, ~15 min
 //! cargo run --release -p failfast-incident -- --short --gate   # CI: ~2 min
@@ -79,7 +79,10 @@ fn scenarios(short: bool) -> Vec<Scenario> {
     let incident = plan.end - plan.start;
     let one = |name, mode, title: &str| Scenario {
         name,
-        title: format!("{title}, t = {}–{} s, 100 calls/s, callers give up at 1 s", plan.start, plan.end),
+        title: format!(
+            "{title}, t = {}–{} s, 100 calls/s, callers give up at 1 s",
+            plan.start, plan.end
+        ),
         mode,
         hosts: 1,
         sick_every: 1,
@@ -90,14 +93,26 @@ fn scenarios(short: bool) -> Vec<Scenario> {
     };
     let mut all = vec![
         one("slow", Mode::Slow, "Slow: 200 OK after 8 s (seed 000)"),
-        one("fail503", Mode::Fail503, "Hard down: 503 at once (seed 004)"),
+        one(
+            "fail503",
+            Mode::Fail503,
+            "Hard down: 503 at once (seed 004)",
+        ),
     ];
     if short {
         return all;
     }
     all.extend([
-        one("refused", Mode::Refused, "Hard down: connection refused (seed 004)"),
-        one("hang", Mode::Hang, "Hard down: accepts, never answers (seed 004)"),
+        one(
+            "refused",
+            Mode::Refused,
+            "Hard down: connection refused (seed 004)",
+        ),
+        one(
+            "hang",
+            Mode::Hang,
+            "Hard down: accepts, never answers (seed 004)",
+        ),
         Scenario {
             retries: 3,
             title: format!(
@@ -140,7 +155,8 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-const USAGE: &str = "usage: failfast-incident [--short] [--gate] [--scenarios a,b] [--proxies a,b] \
+const USAGE: &str =
+    "usage: failfast-incident [--short] [--gate] [--scenarios a,b] [--proxies a,b] \
 [--out DIR] [--example PATH] [--pingora PATH]
   --overhead ROUNDS: wrk through each proxy (healthy upstream), interleaved
   scenarios: slow fail503 refused hang retry many (--short: slow fail503)
@@ -234,7 +250,10 @@ async fn run(args: Args) -> i32 {
         });
         eprintln!("{text}");
         let _ = std::fs::create_dir_all(&args.out);
-        let _ = std::fs::write(args.out.join("overhead.md"), format!("{}{text}", header(&args)));
+        let _ = std::fs::write(
+            args.out.join("overhead.md"),
+            format!("{}{text}", header(&args)),
+        );
         return 0;
     }
     let scenarios: Vec<Scenario> = scenarios(args.short)
@@ -254,7 +273,11 @@ async fn run(args: Args) -> i32 {
             "== {} ({} proxies{})",
             scenario.name,
             kinds.len(),
-            if scenario.alone { ", one at a time" } else { ", at once" }
+            if scenario.alone {
+                ", one at a time"
+            } else {
+                ", at once"
+            }
         );
         let rows = if scenario.alone {
             let mut rows = Vec::new();
@@ -282,7 +305,10 @@ async fn run(args: Args) -> i32 {
             format!("failed:\n- {}", failures.join("\n- "))
         }
     ));
-    text.push_str(&format!("\nRun time: {:.0} s\n", started.elapsed().as_secs_f64()));
+    text.push_str(&format!(
+        "\nRun time: {:.0} s\n",
+        started.elapsed().as_secs_f64()
+    ));
     let _ = std::fs::create_dir_all(&args.out);
     let _ = std::fs::write(args.out.join("report.md"), &text);
     let _ = std::fs::write(args.out.join("timeline.svg"), report::svg(&results));
@@ -316,12 +342,19 @@ fn header(args: &Args) -> String {
     format!(
         "# Incidents through real proxies\n\nfailfast {} ({}), {}; {}; {}; {}. \
          Load average before: {}. Command: `cargo run --release -p failfast-incident --{}`.\n\n",
-        sh(&format!("git -C {} rev-parse --short HEAD", root().display())),
+        sh(&format!(
+            "git -C {} rev-parse --short HEAD",
+            root().display()
+        )),
         sh("date -u +%Y-%m-%dT%H:%MZ"),
         sh("nginx -v"),
         sh("haproxy -v"),
         sh("rustc --version"),
-        if args.short { "short plan" } else { "full plan" },
+        if args.short {
+            "short plan"
+        } else {
+            "full plan"
+        },
         sh("cut -d' ' -f1-3 /proc/loadavg"),
         if args.short { " --short" } else { "" },
     )
@@ -337,7 +370,12 @@ fn upstream_addrs(scenario: &Scenario, port: u16) -> Vec<SocketAddr> {
         return vec![SocketAddr::from((Ipv4Addr::LOCALHOST, port))];
     }
     (0..scenario.hosts)
-        .map(|i| SocketAddr::from((Ipv4Addr::new(127, 1, (i / 200) as u8, (i % 200 + 1) as u8), port)))
+        .map(|i| {
+            SocketAddr::from((
+                Ipv4Addr::new(127, 1, (i / 200) as u8, (i % 200 + 1) as u8),
+                port,
+            ))
+        })
         .collect()
 }
 
@@ -373,10 +411,11 @@ async fn run_group(scenario: &Scenario, kinds: &[Kind], args: &Args) -> Vec<Summ
             })
             .collect();
         let (kind, tools, run) = (*kind, args.tools.clone(), scratch.join(kind.name()));
-        let started =
-            tokio::task::spawn_blocking(move || proxies::start(kind, &tools, &routes, listen, &run))
-                .await
-                .expect("the start task");
+        let started = tokio::task::spawn_blocking(move || {
+            proxies::start(kind, &tools, &routes, listen, &run)
+        })
+        .await
+        .expect("the start task");
         match started {
             Ok(proxy) => proxies.push(Some(proxy)),
             Err(err) => {

@@ -22,7 +22,13 @@ struct Run {
 
 fn wrk(url: &str, seconds: u32, connections: u32) -> Option<Run> {
     let out = Command::new("wrk")
-        .args(["-t1", &format!("-c{connections}"), &format!("-d{seconds}s"), "--latency", url])
+        .args([
+            "-t1",
+            &format!("-c{connections}"),
+            &format!("-d{seconds}s"),
+            "--latency",
+            url,
+        ])
         .stderr(Stdio::null())
         .output()
         .ok()?;
@@ -55,7 +61,13 @@ fn wrk(url: &str, seconds: u32, connections: u32) -> Option<Run> {
 }
 
 /// Runs the overhead comparison; the report (Markdown).
-pub fn run(tools: &Tools, kinds: &[Kind], rounds: u32, seconds: u32, out: &std::path::Path) -> String {
+pub fn run(
+    tools: &Tools,
+    kinds: &[Kind],
+    rounds: u32,
+    seconds: u32,
+    out: &std::path::Path,
+) -> String {
     let scratch = out.join("runs/overhead");
     let _ = std::fs::create_dir_all(scratch.join("upstream/tmp"));
     let conf = proxies::read(tools, "nginx-upstream.conf")
@@ -144,9 +156,17 @@ pub fn run(tools: &Tools, kinds: &[Kind], rounds: u32, seconds: u32, out: &std::
             .map(|r| r.rps)
     };
     let pairs = [
-        ("failfast-example", "failfast-example-off", "breakers on / off"),
+        (
+            "failfast-example",
+            "failfast-example-off",
+            "breakers on / off",
+        ),
         ("failfast-example", "nginx", "example / nginx"),
-        ("failfast-example-off", "nginx", "example, breakers off / nginx"),
+        (
+            "failfast-example-off",
+            "nginx",
+            "example, breakers off / nginx",
+        ),
         ("failfast-pingora", "nginx", "pingora with failfast / nginx"),
         ("failfast-example", "haproxy", "example / HAProxy"),
     ];

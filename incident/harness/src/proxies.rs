@@ -255,7 +255,12 @@ fn nginx_conf(tools: &Tools, routes: &[Route], listen: u16, run: &Path) -> std::
         .replace("@TIMEOUT@", &format!("{}ms", tools.timeout_ms)))
 }
 
-fn haproxy_conf(tools: &Tools, routes: &[Route], listen: u16, httpchk: bool) -> std::io::Result<String> {
+fn haproxy_conf(
+    tools: &Tools,
+    routes: &[Route],
+    listen: u16,
+    httpchk: bool,
+) -> std::io::Result<String> {
     let check = if httpchk {
         "    option httpchk GET /health\n    http-check expect status 200\n    timeout check 500ms"
     } else {

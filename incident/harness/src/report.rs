@@ -60,7 +60,8 @@ pub fn table(scenario: &Scenario, rows: &[Summary]) -> String {
             let _ = write!(
                 out,
                 " {} |",
-                r.healthy_ok.map_or("–".into(), |s| format!("{:.1} %", s * 100.0))
+                r.healthy_ok
+                    .map_or("–".into(), |s| format!("{:.1} %", s * 100.0))
             );
         }
         out.push('\n');
@@ -97,12 +98,19 @@ pub fn gate(scenario: &Scenario, rows: &[Summary]) -> Vec<String> {
     if incumbents.is_empty() {
         return failures;
     }
-    let best = incumbents.iter().map(|r| r.load_on_sick()).min().unwrap_or(0);
+    let best = incumbents
+        .iter()
+        .map(|r| r.load_on_sick())
+        .min()
+        .unwrap_or(0);
     let bound = ((best as f64 * (1.0 + MARGIN)) as u64).max(best + SLACK);
     // An incumbent that never recovered in the run counts as the run's end.
     let slowest = incumbents
         .iter()
-        .map(|r| r.first_ok_after.unwrap_or(scenario.plan.length - scenario.plan.end))
+        .map(|r| {
+            r.first_ok_after
+                .unwrap_or(scenario.plan.length - scenario.plan.end)
+        })
         .fold(0.0, f64::max);
     for r in rows.iter().filter(|r| r.failfast) {
         if r.load_on_sick() > bound {
@@ -258,5 +266,7 @@ pub fn svg(results: &[(Scenario, Vec<Summary>)]) -> String {
 }
 
 fn escape(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
 }

@@ -181,7 +181,8 @@ impl Summary {
     /// What reached the sick host: requests, or for a refused host the
     /// connects the kernel refused.
     pub fn load_on_sick(&self) -> u64 {
-        self.refused_connects.unwrap_or(u64::from(self.reached_sick))
+        self.refused_connects
+            .unwrap_or(u64::from(self.reached_sick))
     }
 
     pub fn count(&self, outcome: Outcome) -> u32 {

@@ -197,7 +197,10 @@ async fn serve(
 ) {
     let refuses = host.mode == Some(Mode::Refused);
     let (close_at, open_at) = if refuses {
-        (host.instant(host.plan.start).await, host.instant(host.plan.end).await)
+        (
+            host.instant(host.plan.start).await,
+            host.instant(host.plan.end).await,
+        )
     } else {
         let far = Instant::now() + Duration::from_secs(86_400);
         (far, far)
@@ -260,7 +263,10 @@ async fn answer(req: Request<Incoming>, host: Host) -> Result<Response<Full<Byte
     let second = host.at(now).max(0.0) as usize;
     host.tally.add(host.index, second, check);
     let (status, delay) = match host.mode_now() {
-        None => (StatusCode::OK, Duration::from_millis(if check { 0 } else { 80 })),
+        None => (
+            StatusCode::OK,
+            Duration::from_millis(if check { 0 } else { 80 }),
+        ),
         Some(Mode::Slow) => (StatusCode::OK, Duration::from_secs(8)),
         Some(Mode::Fail503) => (StatusCode::SERVICE_UNAVAILABLE, Duration::from_millis(1)),
         // Never answered (a refused host's request slipped in before the

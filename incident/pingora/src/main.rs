@@ -68,14 +68,22 @@ fn template() -> Builder {
 }
 
 impl BreakerProxy {
-    async fn answer(&self, session: &mut Session, status: u16, mark: &str, retry_after: Option<u64>) -> Result<bool> {
+    async fn answer(
+        &self,
+        session: &mut Session,
+        status: u16,
+        mark: &str,
+        retry_after: Option<u64>,
+    ) -> Result<bool> {
         let mut answer = ResponseHeader::build(status, Some(3))?;
         answer.insert_header("x-failfast", mark)?;
         if let Some(secs) = retry_after {
             answer.insert_header("Retry-After", secs)?;
         }
         answer.insert_header("Content-Length", 0)?;
-        session.write_response_header(Box::new(answer), true).await?;
+        session
+            .write_response_header(Box::new(answer), true)
+            .await?;
         Ok(true)
     }
 }
@@ -97,7 +105,12 @@ impl ProxyHttp for BreakerProxy {
         let Some(upstream) = self.routes.get(name) else {
             return self.answer(session, 404, "no-route", None).await;
         };
-        let query = session.req_header().uri.query().map(|q| format!("?{q}")).unwrap_or_default();
+        let query = session
+            .req_header()
+            .uri
+            .query()
+            .map(|q| format!("?{q}"))
+            .unwrap_or_default();
         ctx.upstream_path = format!("/{rest}{query}");
         ctx.route = Some(name.to_owned());
         let handle = self.registry.handle_from(upstream.key.as_str());
@@ -156,7 +169,11 @@ impl ProxyHttp for BreakerProxy {
                 .cause
                 .as_deref()
                 .is_some_and(|cause| !Fault::of(cause).is_upstream());
-            permit.record(if ours { Outcome::Neutral } else { Outcome::Failure });
+            permit.record(if ours {
+                Outcome::Neutral
+            } else {
+                Outcome::Failure
+            });
         }
         e
     }
@@ -205,7 +222,10 @@ fn main() {
     let mut threads = 2;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
-        let mut value = || args.next().unwrap_or_else(|| fail(&format!("{arg} needs a value")));
+        let mut value = || {
+            args.next()
+                .unwrap_or_else(|| fail(&format!("{arg} needs a value")))
+        };
         match arg.as_str() {
             "--listen" => listen = Some(value()),
             "--route" => {
@@ -241,6 +261,9 @@ fn main() {
         threads,
         pid_file: format!("/tmp/failfast-pingora-{}.pid", std::process::id()),
         upgrade_sock: format!("/tmp/failfast-pingora-{}.sock", std::process::id()),
+        // SIGTERM stops it at once (the harness stops its proxies between runs).
+        grace_period_seconds: Some(0),
+        graceful_shutdown_timeout_seconds: Some(1),
         ..ServerConf::default()
     };
     let mut server = Server::new_with_opt_and_conf(None, conf);
