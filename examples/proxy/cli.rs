@@ -197,7 +197,7 @@ pub fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Cli, String>
         return Err("--admin must differ from --listen".to_owned());
     }
     if let Some(route) = options.settings.stale_routes.iter().find(|r| {
-        !options.routes.contains_key(*r) && !(options.demo && DEMO_ROUTES.contains(&r.as_str()))
+        !(options.routes.contains_key(*r) || options.demo && DEMO_ROUTES.contains(&r.as_str()))
     }) {
         return Err(format!("--stale {route}: no such route"));
     }

@@ -185,13 +185,13 @@ type Body = BoxBody<Bytes, hyper::Error>;
 /// A client's request body as it goes upstream: its errors, stalls and
 /// excess marked as the client's, so they never count against an upstream.
 type Upload = DownstreamBody<Incoming>;
-type UpstreamClient = Client<HttpConnector, Upload>;
+pub(crate) type UpstreamClient = Client<HttpConnector, Upload>;
 /// One breaker per upstream, keyed by its `host:port` normal form.
-type Breakers =
+pub(crate) type Breakers =
     Keyed<UpstreamClient, HostKey, failfast::tower::AuthorityKey<HostKey>, HttpClassifier>;
 /// The breakers, their answers' hop-by-hop headers removed and bodies
 /// boxed, and the stale answers in front.
-type Guarded = Fallback<
+pub(crate) type Guarded = Fallback<
     tower::util::MapResponse<Breakers, fn(Response<Incoming>) -> Response<Body>>,
     StaleAnswers,
 >;
@@ -200,7 +200,8 @@ type Guarded = Fallback<
 /// for measuring what they cost) straight through the client with the same
 /// call timeout.
 #[derive(Clone)]
-enum Upstreams {
+#[allow(clippy::large_enum_variant)] // one per proxy, never moved
+pub(crate) enum Upstreams {
     Guarded(Guarded),
     Unguarded(UpstreamClient),
 }

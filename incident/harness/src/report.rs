@@ -156,7 +156,6 @@ const LABELS: [&str; 6] = [
 /// split by the outcomes of that second's calls to sick hosts, and under
 /// it the calls that reached a sick host that second (darker is more).
 pub fn svg(results: &[(Scenario, Vec<Summary>)]) -> String {
-    let cell = 6.0;
     let label = 150.0;
     let bar = 18.0;
     let strip = 5.0;
@@ -165,7 +164,9 @@ pub fn svg(results: &[(Scenario, Vec<Summary>)]) -> String {
         .iter()
         .map(|(s, _)| s.plan.length.ceil())
         .fold(0.0, f64::max);
-    let width = label + longest * cell + 20.0;
+    // At least 700 px of seconds, and room for the legend and titles.
+    let cell = (700.0 / longest).max(4.0).floor();
+    let width = (label + longest * cell + 20.0).max(900.0);
     let mut height = 50.0;
     for (_, rows) in results {
         height += 34.0 + rows.len() as f64 * row + 10.0;
@@ -187,7 +188,7 @@ pub fn svg(results: &[(Scenario, Vec<Summary>)]) -> String {
     }
     let _ = writeln!(
         out,
-        r#"<text x="10" y="36">Per second of calls sent to the sick upstream, by outcome; the strip under each bar: calls that reached it that second (black: the most in that scenario). Dashed: the incident.</text>"#
+        r#"<text x="10" y="36">Each second's calls to the sick upstream, by outcome. Under each bar: the requests it received that second (black: the most in the scenario). Dashed: the incident.</text>"#
     );
     let mut y = 50.0;
     for (scenario, rows) in results {

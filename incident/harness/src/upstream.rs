@@ -99,12 +99,17 @@ impl Catalog {
         let _ = self.t0.set(t0);
     }
 
-    pub fn stop(self) {
+    /// Ends every listener and connection; returns once the listeners are
+    /// closed (the next run may bind the same addresses).
+    pub async fn stop(self) {
         for down in &self.down {
             down.send_replace(true);
         }
-        for task in self.tasks {
+        for task in &self.tasks {
             task.abort();
+        }
+        for task in self.tasks {
+            let _ = task.await;
         }
     }
 }

@@ -160,8 +160,11 @@ impl ProxyHttp for BreakerProxy {
         _session: &mut Session,
         _peer: &HttpPeer,
         ctx: &mut Ctx,
-        e: Box<Error>,
+        mut e: Box<Error>,
     ) -> Box<Error> {
+        // One upstream per route: no retry, which would connect again
+        // without asking the breaker (the permit is spent).
+        e.set_retry(false);
         if let Some(permit) = ctx.permit.take() {
             // Refused, timed out: the upstream's fault, unless the cause is
             // this host's own (out of file descriptors).
