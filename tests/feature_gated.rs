@@ -101,6 +101,7 @@ needs!(
     "needs --features tower,redis"
 );
 needs!(downstream_time, "tower", "needs --features tower");
+needs!(reqwest_chain, "reqwest", "needs --features reqwest");
 
 /// Every `[[test]]` of `Cargo.toml` with `required-features` has its
 /// `needs!` line above, naming the same features (joined by `+`).
