@@ -15,12 +15,12 @@ use super::*;
 /// The template's text (a macro, so that `--help` can show it).
 macro_rules! template_toml {
     () => {
-        "failure_rate = 0.5             # open when half the calls fail,
-slow_call_rate = 0.5           # or half are slow,
-slow_call_threshold = \"500ms\"  # i.e. take 500 ms or more,
-count_window = 20              # over the last 20 calls,
-min_calls = 10                 # once 10 were seen
-count_calls = true             # (the status page shows the counts)
+        "                          failure_rate = 0.5             # open when half the calls fail,
+                          slow_call_rate = 0.5           # or half are slow,
+                          slow_call_threshold = \"500ms\"  # i.e. take 500 ms or more,
+                          count_window = 20              # over the last 20 calls,
+                          min_calls = 10                 # once 10 were seen
+                          count_calls = true             # (the status page shows the counts)
 "
     };
 }

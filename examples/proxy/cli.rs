@@ -66,7 +66,7 @@ options:
   --no-access-log         do not log each request
   --redis URL             share trips with other proxies through Redis 7+
                           (redis://HOST:PORT/ or redis+unix:///PATH; needs
-                          the example built with --features tower,redis)
+                          the example built with --features tower,serde,redis)
   --replica NAME          this proxy's name among them [default: random]
   -h, --help              print this and exit
 

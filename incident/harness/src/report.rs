@@ -188,7 +188,7 @@ pub fn svg(results: &[(Scenario, Vec<Summary>)]) -> String {
     }
     let _ = writeln!(
         out,
-        r#"<text x="10" y="36">Each second's calls to the sick upstream, by outcome. Under each bar: the requests it received that second (black: the most in the scenario). Dashed: the incident.</text>"#
+        r#"<text x="10" y="36">Each second's calls to the sick upstream, by outcome; under each bar, the requests it got (black: the most). Dashed: the incident.</text>"#
     );
     let mut y = 50.0;
     for (scenario, rows) in results {
