@@ -7,7 +7,7 @@
 //! ```sh
 //! cargo build --release --example proxy --features tower,serde
 //! (cd incident/pingora && cargo build --release)      # needs cmake
-//! cargo run --release -p failfast-incident            # every scenario, ~15 min
+//! cargo run --release -p failfast-incident            # every scenario, ~18 min
 //! cargo run --release -p failfast-incident -- --short --gate   # CI: ~2 min
 //! ```
 //!
