@@ -173,7 +173,8 @@ const LOCAL_ERRNOS: [i32; 0] = [];
 /// [`DownstreamBody`](crate::tower::DownstreamBody) (feature `tower`) wraps
 /// a request body so its errors are these; an HTTP client that fails a call
 /// because the body it sends failed keeps the body's error as the source of
-/// its own.
+/// its own. A hyper-based client needs no mark: its own error says the body
+/// failed, and [`Fault::of`] reads it (feature `hyper`).
 ///
 /// ```
 /// use failfast::{DownstreamError, Fault};

@@ -415,3 +415,51 @@ async fn clients_hanging_up_mid_upload_through_a_hyper_proxy_never_open_the_upst
     assert_eq!(endings.recv().await.unwrap(), Ended::Answered(200));
     assert_eq!(upstream.whole(), 1);
 }
+
+/// The limit the docs state: over HTTP/2 hyper answers a request body's
+/// error by resetting the stream, and the call's error says only that the
+/// stream was reset — the body's own error is not in it, `DownstreamBody`'s
+/// mark neither — so it is blamed on the upstream. When this fails, hyper
+/// keeps the body's error: say so in the `tower` module's "Who failed".
+#[tokio::test]
+async fn over_http2_a_broken_upload_is_a_reset_that_names_no_one() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let (stream, _) = listener.accept().await.unwrap();
+            let service = hyper::service::service_fn(|req: http::Request<Incoming>| async move {
+                let _ = req.into_body().collect().await;
+                Ok::<_, Infallible>(http::Response::new(Empty::<Bytes>::new()))
+            });
+            tokio::spawn(
+                hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                    .serve_connection(TokioIo::new(stream), service),
+            );
+        }
+    });
+    let client: Client<HttpConnector, Upload> = Client::builder(TokioExecutor::new())
+        .http2_only(true)
+        .build_http();
+    let marked = || {
+        failfast::tower::DownstreamBody::new(upload(Sent::Broken))
+            .map_err(Into::into)
+            .boxed()
+    };
+    for body in [upload(Sent::Broken), marked()] {
+        let req = http::Request::post(format!("http://{addr}/upload"))
+            .body(body)
+            .unwrap();
+        let err = client.request(req).await.unwrap_err();
+        assert_eq!(Fault::of(&err), Fault::Upstream, "{err:?}");
+    }
+    // The same bodies over HTTP/1.1 are the client's.
+    let upstream = Upstream::start().await;
+    for body in [upload(Sent::Broken), marked()] {
+        let req = http::Request::post(format!("http://{}/upload", upstream.addr))
+            .body(body)
+            .unwrap();
+        let err = hyper_client().request(req).await.unwrap_err();
+        assert_eq!(Fault::of(&err), Fault::Downstream, "{err:?}");
+    }
+}
