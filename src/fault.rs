@@ -63,7 +63,7 @@ impl Fault {
     /// | in the chain | fault |
     /// |---|---|
     /// | a [`DownstreamError`] | [`Downstream`](Fault::Downstream) |
-    /// | a `hyper::Error` whose [`is_user`] holds (feature `hyper`, on with `tower` and `reqwest`): the request body's own stream failed — a client gone mid-upload, an idle or size limit that cut it — or it ended before its declared length, or hyper refused the request as built | [`Downstream`](Fault::Downstream) |
+    /// | a `hyper::Error` whose [`is_user`] holds (feature `hyper`, on with `tower` and `reqwest`): the request body's own stream failed — a client gone mid-upload, an idle or size limit that cut it — or it ended before its declared length; or hyper refused the request as built, or the caller's runtime dropped the connection's task | [`Downstream`](Fault::Downstream) |
     /// | a [`std::io::Error`] of a local resource running out | [`Local`](Fault::Local) |
     /// | none of these | [`Upstream`](Fault::Upstream) |
     ///
@@ -123,7 +123,7 @@ impl Fault {
             return Some(Fault::Downstream);
         }
         #[cfg(feature = "hyper")]
-        if e.downcast_ref::<hyper::Error>().is_some_and(hyper::Error::is_user) {
+        if is_the_requests_own(e) {
             return Some(Fault::Downstream);
         }
         let io = e.downcast_ref::<io::Error>()?;
@@ -142,6 +142,17 @@ impl Fault {
     pub const fn is_upstream(self) -> bool {
         matches!(self, Fault::Upstream)
     }
+}
+
+/// Whether `e` is hyper's error for a call of the request's own making
+/// (`hyper::Error::is_user`): its body's stream failed, or the body ended
+/// before its declared length, or hyper refused the request as built, or
+/// the caller's runtime dropped the connection's task. The caller's side
+/// in every case, never the upstream's.
+#[cfg(feature = "hyper")]
+fn is_the_requests_own(e: &(dyn Error + 'static)) -> bool {
+    e.downcast_ref::<hyper::Error>()
+        .is_some_and(hyper::Error::is_user)
 }
 
 /// Whether an I/O error is a local resource running out.

@@ -363,7 +363,8 @@ async fn a_dead_upstream_still_opens_the_breaker_through_each_door() {
 async fn clients_hanging_up_mid_upload_through_a_hyper_proxy_never_open_the_upstream() {
     let upstream = Upstream::start().await;
     let registry = hosts();
-    let client: Client<HttpConnector, Incoming> = Client::builder(TokioExecutor::new()).build_http();
+    let client: Client<HttpConnector, Incoming> =
+        Client::builder(TokioExecutor::new()).build_http();
     let forward = KeyedLayer::new(registry.clone()).layer(client);
     let (ended, mut endings) = tokio::sync::mpsc::unbounded_channel();
 
