@@ -70,12 +70,12 @@ impl Fault {
     /// An `io::Error` that wraps another error (`io::Error::other`) is
     /// looked through, as its `source()` skips the wrapped error itself.
     ///
-    /// hyper's is the one client library's error read by kind: every
-    /// hyper-based client (hyper-util's, reqwest, tonic) keeps it in its
-    /// chain, and without it a broken upload shows only the body's own
-    /// error — often an `io::Error` of kind `UnexpectedEof`, the same as an
-    /// upstream that hung up. reqwest's own kinds are not read: its
-    /// `is_body` is also a *response* body that broke, the upstream's doing.
+    /// hyper's is the one client library's error read by kind: hyper-util's
+    /// client and reqwest keep it in their errors' chains, and without it a
+    /// broken upload shows only the body's own error — often an `io::Error`
+    /// of kind `UnexpectedEof`, the same as an upstream that hung up.
+    /// reqwest's own kinds are not read: its `is_body` is also a *response*
+    /// body that broke, the upstream's doing.
     /// Any other library's errors are known by what they wrap: a connect
     /// error carries the `io::Error`, and a request body wrapped in
     /// [`DownstreamBody`](crate::tower::DownstreamBody) (feature `tower`)
