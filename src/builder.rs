@@ -85,14 +85,40 @@ pub struct Builder {
     /// The half-open rate rule: `None` off; else its failure and slow-call
     /// rates, each `None` for the closed state's.
     half_open_rates: Option<(Option<f64>, Option<f64>)>,
-    max_hint: Option<Duration>,
+    /// Which upstream hints are taken, and their cap.
+    hints: Hints,
     /// The named outlier pool of a registry's key (see
     /// [`Builder::outlier_pool`]).
     outlier_pool: Option<std::sync::Arc<str>>,
 }
 
+/// The default base open duration ([`Builder::open_duration`]): 1 s.
+pub(crate) const DEFAULT_OPEN: Duration = Duration::from_secs(1);
+
+/// The default backoff ([`Builder::backoff`]): ×2 per trip in a row, up to
+/// this many times the base open duration (1, 2, 3 s by default).
+pub(crate) const DEFAULT_MULTIPLIER: f64 = 2.0;
+pub(crate) const DEFAULT_CAP_BASES: u32 = 3;
+
+/// The shortest default probe lease ([`Builder::probe_lease`]): 30 s, or
+/// the base open duration if longer.
+pub(crate) const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+
 /// The default [`Builder::max_hint`]: 10 minutes.
 pub(crate) const DEFAULT_MAX_HINT: Duration = Duration::from_secs(600);
+
+/// Which upstream hints a breaker takes.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Hints {
+    /// The default: the hint of a verdict that trips (or reopens) the
+    /// breaker, capped at [`DEFAULT_MAX_HINT`]; nothing is remembered.
+    Tripping,
+    /// `hints()` / `max_hint(d)`: every verdict's hint, remembered until it
+    /// elapses (a slot in the breaker's storage), capped at `d`.
+    Remembered(Duration),
+    /// `hints_off()`: none.
+    Off,
+}
 
 /// The longest open period a span holds: (2²³ − 1) units of 2²⁴ ns, 39 h.
 const MAX_HINT_LIMIT: Duration = Duration::from_secs(39 * 3600);
@@ -110,8 +136,8 @@ impl Default for Builder {
             probe_lease: None,
             abandoned_after: None,
             unanswered: None,
-            open_base: Duration::from_secs(30),
-            multiplier: 2.0,
+            open_base: DEFAULT_OPEN,
+            multiplier: DEFAULT_MULTIPLIER,
             cap: None,
             jitter: 0.0,
             backoff_off: false,
@@ -120,7 +146,7 @@ impl Default for Builder {
             id: None,
             ramp: None,
             half_open_rates: None,
-            max_hint: None,
+            hints: Hints::Tripping,
             outlier_pool: None,
         }
     }
@@ -149,7 +175,7 @@ impl fmt::Debug for Builder {
             .field("id", &self.id)
             .field("ramp", &self.ramp)
             .field("half_open_rates", &self.half_open_rates)
-            .field("max_hint", &self.max_hint)
+            .field("hints", &self.hints)
             .field("outlier_pool", &self.outlier_pool)
             .finish()
     }
@@ -371,35 +397,41 @@ impl Builder {
         self
     }
 
-    /// Take the upstream's hints ("do not come back for `d`": a 429's or
-    /// 503's `Retry-After`, a gRPC pushback, which the layers and the
+    /// Remember the upstream's hints ("do not come back for `d`": a 429's
+    /// or 503's `Retry-After`, a gRPC pushback, which the layers and the
     /// reqwest middleware pass on; see
-    /// [`Permit::record_hinted`](crate::Permit::record_hinted)), capped at
-    /// 10 minutes ([`max_hint`](Self::max_hint) sets the cap). Off by
-    /// default.
+    /// [`Permit::record_hinted`](crate::Permit::record_hinted)) of verdicts
+    /// that do not trip, capped at 10 minutes ([`max_hint`](Self::max_hint)
+    /// sets the cap).
     ///
-    /// A trip opens for at least the latest hint that has not elapsed
-    /// (capped), never shorter than the backoff schedule's period, with or
-    /// without [`backoff_off`](Self::backoff_off); the hint of a verdict
-    /// that does not trip is remembered until it elapses and lengthens the
-    /// next trip only. A hint never turns a call away while Closed. The
-    /// breaker keeps the remembered hint in one slot: 8 bytes in its
-    /// window's allocation, or a 32-byte allocation of its own for a
-    /// policy with no window and no counters (see
-    /// [`Breaker::memory_bytes`]).
+    /// By default a breaker takes the hint of the verdict that trips it (or
+    /// fails its probe) and no other: that hint travels with the verdict
+    /// and costs no memory. With `hints()` a trip opens for at least the
+    /// latest hint that has not elapsed (capped), never shorter than the
+    /// backoff schedule's period, with or without
+    /// [`backoff_off`](Self::backoff_off): the hint of a verdict that does
+    /// not trip is remembered until it elapses and lengthens the next trip
+    /// only. A hint never turns a call away while Closed. The breaker keeps
+    /// the remembered hint in one slot: 8 bytes in its window's allocation,
+    /// or a 32-byte allocation of its own for a policy with no window and
+    /// no counters (see [`Breaker::memory_bytes`]).
     ///
     /// ```
     /// use failfast::{Breaker, ManualClock, Nanos, Outcome};
     /// use std::time::Duration;
     ///
     /// let breaker = Breaker::builder()
-    ///     .consecutive_failures(1)
+    ///     .consecutive_failures(2)
     ///     .open_duration(Duration::from_secs(5))
     ///     .hints()
     ///     .build_with_clock(ManualClock::new())?;
     /// assert_eq!(breaker.config().max_hint(), Some(Duration::from_secs(600)));
+    /// assert!(breaker.config().remembers_hints());
+    /// // A 503 with `Retry-After: 120` that does not trip...
     /// let retry_after = Some(Duration::from_secs(120));
     /// breaker.try_acquire_at(Nanos::ZERO)?.record_hinted_at(Outcome::Failure, retry_after, Nanos::ZERO);
+    /// // ...lengthens the next trip, a failure with no hint.
+    /// breaker.try_acquire_at(Nanos::ZERO)?.failure_at(Nanos::ZERO);
     /// let rejected = breaker.try_acquire_at(Nanos::from_secs(20)).unwrap_err();
     /// assert!(rejected.retry_after() >= Some(Duration::from_secs(100)));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -412,7 +444,7 @@ impl Builder {
     /// for: above 0, up to 39 hours. A cap below the open duration makes
     /// hints change nothing.
     pub fn max_hint(mut self, max: Duration) -> Self {
-        self.max_hint = Some(max);
+        self.hints = Hints::Remembered(max);
         self
     }
 
@@ -445,10 +477,31 @@ impl Builder {
         self
     }
 
-    /// Take no hint from upstreams (the default): a verdict's hint is
-    /// ignored, and the breaker keeps no slot to remember one.
+    /// Take no hint from upstreams, not even a tripping verdict's (the
+    /// behaviour before hints were taken by default): every verdict's hint
+    /// is ignored, and the breaker keeps no slot to remember one.
+    ///
+    /// ```
+    /// use failfast::{Breaker, ManualClock, Nanos, Outcome};
+    /// use std::time::Duration;
+    ///
+    /// let trip_with_a_hint = |breaker: Breaker<ManualClock>| {
+    ///     let retry_after = Some(Duration::from_secs(120));
+    ///     let t = breaker.try_acquire_at(Nanos::ZERO).unwrap()
+    ///         .record_hinted_at(Outcome::Failure, retry_after, Nanos::ZERO);
+    ///     t.and_then(|t| t.open_for)
+    /// };
+    /// let builder = Breaker::builder().consecutive_failures(1).open_duration(Duration::from_secs(5));
+    /// // By default the tripping verdict's hint sets the open period...
+    /// let taken = trip_with_a_hint(builder.clone().build_with_clock(ManualClock::new())?);
+    /// assert!(taken >= Some(Duration::from_secs(120)));
+    /// // ...and with hints off the schedule alone does.
+    /// let off = trip_with_a_hint(builder.hints_off().build_with_clock(ManualClock::new())?);
+    /// assert_eq!(off, Some(Duration::from_secs(5)));
+    /// # Ok::<(), failfast::ConfigError>(())
+    /// ```
     pub fn hints_off(mut self) -> Self {
-        self.max_hint = None;
+        self.hints = Hints::Off;
         self
     }
 
@@ -763,7 +816,10 @@ impl Builder {
         let cap = match (self.cap, self.backoff_off) {
             (_, true) => self.open_base,
             (Some(cap), false) => cap,
-            (None, false) => self.open_base.max(Duration::from_secs(300)),
+            (None, false) => self
+                .open_base
+                .saturating_mul(DEFAULT_CAP_BASES)
+                .min(MAX_DURATION.max(self.open_base)),
         };
         if cap < self.open_base || cap > MAX_DURATION {
             return Err(ConfigError::new(
@@ -775,7 +831,9 @@ impl Builder {
         if !(self.jitter >= 0.0 && self.jitter < 1.0) {
             return Err(ConfigError::new("jitter", "[0, 1)", self.jitter));
         }
-        let probe_lease = self.probe_lease.unwrap_or(self.open_base);
+        let probe_lease = self
+            .probe_lease
+            .unwrap_or(self.open_base.max(DEFAULT_LEASE));
         if probe_lease.is_zero() || probe_lease > MAX_DURATION {
             return Err(ConfigError::new(
                 "probe_lease",
@@ -853,11 +911,14 @@ impl Builder {
                 Some(RoundRule::new(self.probes, failure, slow))
             }
         };
-        if let Some(max) = self.max_hint {
-            if max.is_zero() || max > MAX_HINT_LIMIT {
+        let (max_hint, remembers_hints) = match self.hints {
+            Hints::Tripping => (Some(DEFAULT_MAX_HINT), false),
+            Hints::Remembered(max) if max.is_zero() || max > MAX_HINT_LIMIT => {
                 return Err(ConfigError::new("max_hint", "> 0 and ≤ 39 h", max));
             }
-        }
+            Hints::Remembered(max) => (Some(max), true),
+            Hints::Off => (None, false),
+        };
         Ok(Config {
             consecutive_failures: self.consecutive_failures,
             failure_rate,
@@ -881,7 +942,8 @@ impl Builder {
                 && !self.count_calls,
             ramp,
             rule,
-            max_hint: self.max_hint,
+            max_hint,
+            remembers_hints,
             outlier_pool: self.outlier_pool.clone(),
         })
     }
@@ -923,7 +985,7 @@ pub(crate) struct Knobs {
     pub(crate) ramp: Option<(Duration, f64, f64)>,
     /// The half-open rate rule: `None` off; else its two rates as set.
     pub(crate) half_open_rates: Option<(Option<f64>, Option<f64>)>,
-    pub(crate) max_hint: Option<Duration>,
+    pub(crate) hints: Hints,
     pub(crate) outlier_pool: Option<std::sync::Arc<str>>,
 }
 
@@ -954,7 +1016,7 @@ impl Builder {
             id: self.id,
             ramp: self.ramp,
             half_open_rates: self.half_open_rates,
-            max_hint: self.max_hint,
+            hints: self.hints,
             outlier_pool: self.outlier_pool.clone(),
         }
     }

@@ -481,7 +481,7 @@
 //! `Entry::begin_leaving`, modelled in `loom-tests/tests/registry*.rs`) and
 //! idle past the TTL, when it is pristine, or CLOSED with nothing newer than
 //! `forget_after` in its window, or OPEN/HALF_OPEN and idle past the TTL
-//! plus its longest open period — one shard at a time, by whoever wins the
+//! plus its open period — one shard at a time, by whoever wins the
 //! sweep CAS. A full registry sends new keys to one overflow breaker per
 //! shard. An entry keeps its key in the form
 //! [`Key`](crate::registry::Key) names: a sized key as itself, and `str` as

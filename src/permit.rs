@@ -228,13 +228,17 @@ impl<C: Clock, B: Deref<Target = Breaker<C>>> OwnedPermit<C, B> {
     /// the classifiers of `failfast::http`, feature `http`, read them, and
     /// [`failfast::hint`](crate::hint) parses them).
     ///
-    /// With hints on ([`Builder::hints`](crate::Builder::hints); off by
-    /// default, when this is [`record`](Self::record)), the next trip —
-    /// this verdict's, or a later one's while the hint has not elapsed —
-    /// opens for at least the hint, capped at
-    /// [`Builder::max_hint`](crate::Builder::max_hint), and a rejection
-    /// reports that time in [`Rejected::retry_after`]. The latest hint
-    /// wins. A hint never turns a call away while the breaker is Closed.
+    /// If this verdict trips the breaker (or fails its probe), the trip
+    /// opens for at least the hint, clamped to [the backoff schedule's
+    /// period, 10 minutes] ([`Builder::max_hint`](crate::Builder::max_hint)
+    /// sets the cap), and a rejection reports that time in
+    /// [`Rejected::retry_after`]: the hint travels with the verdict, and
+    /// costs no memory. With [`Builder::hints`](crate::Builder::hints), a
+    /// hint that does not trip is remembered, and the next trip — a later
+    /// verdict's, while the hint has not elapsed — opens for it too; the
+    /// latest hint wins. With [`Builder::hints_off`](crate::Builder::hints_off)
+    /// this is [`record`](Self::record). A hint never turns a call away
+    /// while the breaker is Closed.
     ///
     /// ```
     /// use failfast::{Breaker, ManualClock, Nanos, Outcome};
@@ -331,13 +335,37 @@ impl<C: Clock, B: Deref<Target = Breaker<C>>> OwnedPermit<C, B> {
         };
         self.done = true;
         if let Some(hint) = hint {
-            self.breaker.remember_hint(now, hint);
+            return self.record_with_hint(outcome, hint, now);
         }
         if self.ticket.is_answered() {
             // A stream: slow if its head was (`on_ending`), not by its length.
             let _ = self.breaker.on_ending(self.ticket, outcome.into(), now);
         } else {
             let _ = self.breaker.on_verdict(self.ticket, outcome, now);
+        }
+    }
+
+    /// [`record_hinted_at_or_now`](Self::record_hinted_at_or_now) with a
+    /// hint: out of line, off the path of the verdicts without one.
+    #[cfg(feature = "tower")]
+    #[inline(never)]
+    fn record_with_hint(&self, outcome: Outcome, hint: Duration, now: Nanos) {
+        if !self.ticket.is_answered() {
+            let _ = self
+                .breaker
+                .on_hinted_verdict(self.ticket, outcome, now, Some(hint));
+            return;
+        }
+        match self.breaker.taken_hint(Some(hint)) {
+            Some(hint) => {
+                self.breaker.remember_hint(now, hint);
+                let _ = self
+                    .breaker
+                    .on_hinted_ending(self.ticket, outcome.into(), now, hint);
+            }
+            None => {
+                let _ = self.breaker.on_ending(self.ticket, outcome.into(), now);
+            }
         }
     }
 

@@ -214,7 +214,8 @@ impl Spec {
         let b = Breaker::builder()
             .consecutive_failures(self.consecutive)
             .open_duration(ticks(self.open))
-            .backoff_off();
+            .backoff_off()
+            .probe_lease(ticks(self.open));
         if self.timed {
             b.slow_call_threshold(ticks(SLOW))
         } else {
