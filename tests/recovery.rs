@@ -813,3 +813,27 @@ fn after_a_long_flap_cap_step_base_periods_of_health_bring_back_the_base() {
         assert_eq!(trip(2 * cap), base);
     }
 }
+
+/// The default open period is short (1 s), the default probe lease is not
+/// (30 s): a probe that takes 2.5 s to answer, as a healthy but slow
+/// upstream does, closes the breaker; a lease as short as the period would
+/// supersede its round before it answered, and no probe slower than 1 s
+/// could ever close it.
+#[test]
+fn under_the_default_schedule_a_probe_slower_than_the_open_period_closes_the_breaker() {
+    let b = Breaker::builder()
+        .consecutive_failures(1)
+        .build_with_clock(ManualClock::new())
+        .unwrap();
+    trip_at(&b, Nanos::ZERO);
+    let at = Nanos::ZERO + b.config().open_duration(1);
+    let probe = b.try_acquire_at(at).expect("the probe");
+    for waited in [500, 1_000, 2_000] {
+        let later = at + Duration::from_millis(waited);
+        let rejected = b.try_acquire_at(later).unwrap_err();
+        assert_eq!(rejected.reason(), RejectReason::HalfOpenFull, "{waited} ms");
+    }
+    let answered = at + Duration::from_millis(2_500);
+    let t = probe.success_at(answered).expect("closes");
+    assert_eq!((t.to, t.reason), (State::Closed, Reason::ProbesSucceeded));
+}
