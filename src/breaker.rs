@@ -263,7 +263,6 @@ impl<C: Clock> Breaker<C> {
     /// clock.set_wall(UNIX_EPOCH + Duration::from_secs(784_111_777 - 90));
     /// let breaker = Breaker::builder()
     ///     .consecutive_failures(1)
-    ///     .hints()
     ///     .build_with_clock(clock)?;
     /// let hint = parse_retry_after(b"Sun, 06 Nov 1994 08:49:37 GMT")
     ///     .and_then(|hint| hint.delay(breaker.wall()));

@@ -33,10 +33,13 @@ impl Breaker {
 /// range of the first bad one. Defaults: no trip condition (at least one is
 /// required), a count window of 100 calls when a rate is set without a
 /// window, `min_calls` 10 (or the count window's size if smaller), 1 half-open
-/// probe, an open duration of 30 s doubling per trip in a row up to 5 min with
-/// no jitter, a probe lease equal to the base open duration, no slow-call
-/// threshold, `abandoned_after` equal to the slow-call threshold (else the
-/// probe lease), no call counters. Durations are at most [`MAX_DURATION`].
+/// probe, an open duration of 1 s doubling per trip in a row up to 3 × the
+/// base (1, 2, 3 s; see [`open_duration`](Self::open_duration) for why) with
+/// no jitter, a probe lease equal to the base open duration but at least
+/// 30 s, no slow-call threshold, `abandoned_after` equal to the slow-call
+/// threshold (else the probe lease), no call counters, a tripping verdict's
+/// upstream hint taken (capped at 10 min) and no other remembered.
+/// Durations are at most [`MAX_DURATION`].
 ///
 /// ```
 /// use failfast::Breaker;
@@ -507,7 +510,9 @@ impl Builder {
 
     /// How long a half-open round may stay unresolved (a probe hung or was
     /// forgotten) before the next request starts a new round. Default: the base
-    /// open duration. Set it to your call timeout.
+    /// open duration, but at least 30 s (a probe slower than a short open
+    /// period must not be cut off: its success would come too late to
+    /// count). Set it to your call timeout.
     pub fn probe_lease(mut self, lease: Duration) -> Self {
         self.probe_lease = Some(lease);
         self
@@ -602,14 +607,75 @@ impl Builder {
         self
     }
 
-    /// The first open period (> 0).
+    /// The first open period (> 0, ≤ 1 day). Default: 1 s, doubling per
+    /// trip in a row up to 3 s (the default [`backoff`](Self::backoff) is
+    /// ×2 up to 3 × the base): 1, 2, 3, 3 … s.
+    ///
+    /// Why so short: one probe per open period is all an open breaker
+    /// sends, so a long period saves the sick host almost nothing and keeps
+    /// every caller of a recovered one waiting. Replayed on a
+    /// [`ManualClock`](crate::ManualClock) (`tests/incident_recovery.rs`:
+    /// 100 calls/s, callers that give up at 1 s, an upstream slow, hung,
+    /// answering 503 or refusing connections for 10 s to 30 min), this
+    /// schedule lets the first call through at most 4.0 s after the
+    /// upstream is back (3.0 s when it failed fast), and the sick host gets
+    /// at most 0.41 calls per second of the outage after the trip. The old
+    /// default, 30 s doubling up to 5 min, took 50–52 s after the measured
+    /// 40 s incident and up to 159 s after a 30 min one (nginx and HAProxy
+    /// took 4.9 s and 4.2 s in the real 40 s incident). The probe lease does
+    /// not follow the base below 30 s, so a probe that takes a few seconds
+    /// still closes the breaker.
+    ///
+    /// ```
+    /// use failfast::Breaker;
+    /// use std::time::Duration;
+    ///
+    /// let c = Breaker::builder().consecutive_failures(3).build_config()?;
+    /// let secs = |trips| c.open_duration(trips).as_secs();
+    /// assert_eq!([secs(1), secs(2), secs(3), secs(9)], [1, 2, 3, 3]);
+    /// assert_eq!(c.probe_lease(), Duration::from_secs(30));
+    /// // A base of your own keeps the shape: ×2 up to 3 × the base.
+    /// let c = Breaker::builder()
+    ///     .consecutive_failures(3)
+    ///     .open_duration(Duration::from_secs(10))
+    ///     .build_config()?;
+    /// assert_eq!(c.open_duration_cap(), Duration::from_secs(30));
+    /// # Ok::<(), failfast::ConfigError>(())
+    /// ```
     pub fn open_duration(mut self, base: Duration) -> Self {
         self.open_base = base;
         self
     }
 
+    /// [`open_duration`](Self::open_duration) and [`backoff`](Self::backoff)
+    /// in one call: `base`, × `multiplier` per trip in a row up to `cap`.
+    /// The schedule this crate used by default before its incident replay,
+    /// 30 s doubling up to 5 min, is
+    /// `open_schedule(Duration::from_secs(30), 2.0, Duration::from_secs(300))`.
+    ///
+    /// ```
+    /// use failfast::Breaker;
+    /// use std::time::Duration;
+    ///
+    /// let c = Breaker::builder()
+    ///     .consecutive_failures(3)
+    ///     .open_schedule(Duration::from_secs(30), 2.0, Duration::from_secs(300))
+    ///     .build_config()?;
+    /// let secs: Vec<u64> = (1..=6).map(|trips| c.open_duration(trips).as_secs()).collect();
+    /// assert_eq!(secs, [30, 60, 120, 240, 300, 300]);
+    /// # Ok::<(), failfast::ConfigError>(())
+    /// ```
+    pub fn open_schedule(self, base: Duration, multiplier: f64, cap: Duration) -> Self {
+        self.open_duration(base).backoff(multiplier, cap)
+    }
+
     /// Each trip in a row multiplies the open period by `multiplier` (1..=1000)
-    /// up to `cap` (≥ the base, ≤ 1 day). Default: ×2 up to 5 min.
+    /// up to `cap` (≥ the base, ≤ 1 day). Default: ×2 up to 3 × the base
+    /// (at most a day). The step stops counting at the first step that
+    /// opens for the cap (Envoy's ejection multiplier does), so each base
+    /// period of healthy time takes one step off and `cap step × base` of
+    /// health brings the period back to the base, however long the host
+    /// flapped before.
     pub fn backoff(mut self, multiplier: f64, cap: Duration) -> Self {
         self.multiplier = multiplier;
         self.cap = Some(cap);

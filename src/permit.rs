@@ -247,7 +247,7 @@ impl<C: Clock, B: Deref<Target = Breaker<C>>> OwnedPermit<C, B> {
     /// let breaker = Breaker::builder()
     ///     .consecutive_failures(2)
     ///     .open_duration(Duration::from_secs(5))
-    ///     .hints() // off by default
+    ///     .hints() // remember hints that do not trip
     ///     .build_with_clock(ManualClock::new())?;
     /// let at = Nanos::ZERO;
     /// // A 503 with `Retry-After: 120` does not trip on its own...

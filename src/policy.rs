@@ -333,7 +333,7 @@ pub(crate) struct Unanswered {
 /// let config = breaker.config();
 /// assert_eq!(config.failure_rate(), Some(0.5));
 /// assert_eq!(config.min_calls(), 10);
-/// assert_eq!(config.open_duration(1), Duration::from_secs(30)); // the default base
+/// assert_eq!(config.open_duration(1), Duration::from_secs(1)); // the default base
 /// ```
 #[derive(Clone, Debug)]
 pub struct Config {
