@@ -29,9 +29,11 @@
 //! [`Reason::SlowOutlier`]: crate::Reason::SlowOutlier
 
 mod config;
+pub(crate) mod evidence;
 pub(crate) mod figures;
 #[cfg(all(test, failfast_loom))]
 mod loom_models;
+pub(crate) mod mark;
 pub(crate) mod pool;
 pub(crate) mod sums;
 pub(crate) mod tally;
