@@ -7,8 +7,11 @@
 //! ejection time) as its first call of the next interval would bring them.
 //!
 //! ```text
-//! cargo run --release --example outlier_tradeoff [-- SVG_PATH]
+//! cargo run --release --example outlier_tradeoff [-- SVG_PATH [SIGNIFICANCE]]
 //! ```
+//!
+//! `SIGNIFICANCE` runs the default at another significance (e.g. `1e-4`),
+//! to see what a setting would trade.
 //!
 //! For each pool size (5, 20, 100, 500 hosts), calls per host per interval
 //! (100, 1,000, 10,000) and pool success rate (99.9, 99.5, 99, 95 %):
@@ -55,11 +58,17 @@ enum Rule {
     Default,
 }
 
+/// The default's significance, when the command line sets one.
+static SIGNIFICANCE: std::sync::OnceLock<Option<f64>> = std::sync::OnceLock::new();
+
 impl Rule {
     fn outliers(self) -> Outliers {
         match self {
             Rule::Envoy => Outliers::envoy(),
-            Rule::Default => Outliers::new(),
+            Rule::Default => match SIGNIFICANCE.get().copied().flatten() {
+                Some(alpha) => Outliers::new().significance(alpha),
+                None => Outliers::new(),
+            },
         }
         .interval(INTERVAL)
     }
@@ -182,6 +191,10 @@ fn main() {
     let svg_path = std::env::args()
         .nth(1)
         .unwrap_or_else(|| "target/outlier_tradeoff.svg".into());
+    let alpha = std::env::args()
+        .nth(2)
+        .map(|a| a.parse().expect("a significance"));
+    SIGNIFICANCE.set(alpha).expect("set once");
     let mut table = String::new();
     let _ = writeln!(
         table,
@@ -240,7 +253,7 @@ fn main() {
 fn plot(points: &[(Rule, f64, Option<u64>, u32, usize)]) -> String {
     let (w, h, left, bottom, top, right) = (900.0, 600.0, 80.0, 60.0, 40.0, 180.0);
     let (x0, x1) = (0.01f64.log10(), 10_000f64.log10());
-    let (y0, y1) = (1f64.log10(), 64f64.log10());
+    let (y0, y1) = (0.8f64.log10(), 64f64.log10());
     let px = |x: f64| left + (x.max(0.01).log10() - x0) / (x1 - x0) * (w - left - right);
     let py = |y: f64| h - bottom - (y.log10() - y0) / (y1 - y0) * (h - bottom - top);
     let mut s = String::new();
@@ -280,7 +293,7 @@ fn plot(points: &[(Rule, f64, Option<u64>, u32, usize)]) -> String {
             s,
             r##"<line x1="{left}" y1="{gy}" x2="{}" y2="{gy}" stroke="#ddd"/><text x="{}" y="{}" text-anchor="end">{label}</text>"##,
             w - right,
-            left - 8.0,
+            left - 16.0,
             gy + 4.0
         );
     }
