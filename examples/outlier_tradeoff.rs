@@ -102,15 +102,15 @@ fn run(
     let mut out: Vec<Option<u64>> = vec![None; hosts];
     let (mut false_ejections, mut host_intervals) = (0, 0);
     for epoch in 1..=intervals {
-        for id in 0..hosts {
-            if let Some(until) = out[id] {
+        for (id, ejected) in out.iter_mut().enumerate() {
+            if let Some(until) = *ejected {
                 if epoch < until {
                     continue;
                 }
                 // Its first call after the ejection time starts the probe,
                 // which closes it: back, and judged from its next roll on.
                 sim.end(id, epoch);
-                out[id] = None;
+                *ejected = None;
                 continue;
             }
             let sick_now = match sick {
@@ -128,7 +128,7 @@ fn run(
                 continue;
             };
             let nanos = nanos.expect("Envoy's ejection time");
-            out[id] = Some(epoch + nanos / interval);
+            *ejected = Some(epoch + nanos / interval);
             if sick_now {
                 // Judged on interval `epoch − 1`, bad from `from` on: 1 at
                 // the first roll after the first bad interval.
