@@ -94,7 +94,6 @@ pub(crate) mod figures;
 mod loom_models;
 pub(crate) mod mark;
 pub(crate) mod pool;
-#[cfg(not(failfast_loom))]
 #[doc(hidden)]
 pub mod sim;
 pub(crate) mod sums;
