@@ -678,6 +678,32 @@ impl<C: Clock> Breaker<C> {
         }
     }
 
+    /// A layer's verdict that came with the upstream's hint
+    /// ([`OwnedPermit::record_hinted_at_or_now`](crate::OwnedPermit)): as
+    /// [`on_hinted_verdict`](Self::on_hinted_verdict), and for a stream
+    /// (its head came) as [`on_ending`](Self::on_ending) judges it, slow if
+    /// its head was. Out of line, off the path of the verdicts without one.
+    #[cfg(feature = "tower")]
+    #[inline(never)]
+    pub(crate) fn on_layer_hint(
+        &self,
+        ticket: Ticket,
+        outcome: Outcome,
+        now: Nanos,
+        hint: Duration,
+    ) -> Option<Transition> {
+        if !ticket.is_answered() {
+            return self.on_hinted_verdict(ticket, outcome, now, Some(hint));
+        }
+        match self.taken_hint(Some(hint)) {
+            Some(hint) => {
+                self.remember_hint(now, hint);
+                self.on_hinted_ending(ticket, outcome.into(), now, hint)
+            }
+            None => self.on_ending(ticket, outcome.into(), now),
+        }
+    }
+
     /// `hint`, unless hints are off.
     #[inline]
     pub(crate) fn taken_hint(&self, hint: Option<Duration>) -> Option<Duration> {

@@ -322,6 +322,7 @@ impl<C: Clock, B: Deref<Target = Breaker<C>>> OwnedPermit<C, B> {
     /// [`record_hinted`](Self::record_hinted)): a layer's verdict, whose
     /// transition reaches the breaker's hooks like any other.
     #[cfg(feature = "tower")]
+    #[inline]
     pub(crate) fn record_hinted_at_or_now(
         mut self,
         outcome: Outcome,
@@ -335,37 +336,12 @@ impl<C: Clock, B: Deref<Target = Breaker<C>>> OwnedPermit<C, B> {
         };
         self.done = true;
         if let Some(hint) = hint {
-            return self.record_with_hint(outcome, hint, now);
-        }
-        if self.ticket.is_answered() {
+            let _ = self.breaker.on_layer_hint(self.ticket, outcome, now, hint);
+        } else if self.ticket.is_answered() {
             // A stream: slow if its head was (`on_ending`), not by its length.
             let _ = self.breaker.on_ending(self.ticket, outcome.into(), now);
         } else {
             let _ = self.breaker.on_verdict(self.ticket, outcome, now);
-        }
-    }
-
-    /// [`record_hinted_at_or_now`](Self::record_hinted_at_or_now) with a
-    /// hint: out of line, off the path of the verdicts without one.
-    #[cfg(feature = "tower")]
-    #[inline(never)]
-    fn record_with_hint(&self, outcome: Outcome, hint: Duration, now: Nanos) {
-        if !self.ticket.is_answered() {
-            let _ = self
-                .breaker
-                .on_hinted_verdict(self.ticket, outcome, now, Some(hint));
-            return;
-        }
-        match self.breaker.taken_hint(Some(hint)) {
-            Some(hint) => {
-                self.breaker.remember_hint(now, hint);
-                let _ = self
-                    .breaker
-                    .on_hinted_ending(self.ticket, outcome.into(), now, hint);
-            }
-            None => {
-                let _ = self.breaker.on_ending(self.ticket, outcome.into(), now);
-            }
         }
     }
 
