@@ -384,16 +384,23 @@ impl RoundRule {
         }
     }
 
-    /// How a round with these counts ends (pure): `Some(false)` reopens,
-    /// `Some(true)` closes, `None` goes on.
-    pub(crate) fn decide(self, probes: u32, good: u32, failed: u32, slow: u32) -> Option<bool> {
+    /// How a round of `probes` probes ends once `answered` of them have
+    /// answered, `failed` of those failed and `slow` were slow (a slow
+    /// failure is in both): `Some(false)` reopens (a limit is reached),
+    /// `Some(true)` closes, `None` goes on. Pure.
+    ///
+    /// The round is decided as soon as its outcome is certain: it closes
+    /// once even the worst answers still to come — every one a slow
+    /// failure, adding to both counts — could reach neither limit. A round
+    /// ends with P answers (a dropped probe frees its slot for another), so
+    /// `probes − answered` answers are still to come, those of the probes
+    /// out now and of the slots not taken yet.
+    pub(crate) fn decide(self, probes: u32, answered: u32, failed: u32, slow: u32) -> Option<bool> {
         if failed >= self.failed_limit || slow >= self.slow_limit {
-            Some(false)
-        } else if good + failed + slow >= probes {
-            Some(true)
-        } else {
-            None
+            return Some(false);
         }
+        let to_come = probes.saturating_sub(answered);
+        (failed + to_come < self.failed_limit && slow + to_come < self.slow_limit).then_some(true)
     }
 }
 
