@@ -294,6 +294,28 @@ pub(crate) struct Unanswered {
     pub(crate) after: Duration,
 }
 
+impl Unanswered {
+    /// The default rule's count: calls in a row.
+    pub(crate) const DEFAULT_CALLS: u32 = 20;
+    /// The default rule's age, when the slow-call threshold and
+    /// `abandoned_after` leave room for it.
+    pub(crate) const DEFAULT_AFTER: Duration = Duration::from_millis(250);
+
+    /// The default rule under a configuration whose drops are already
+    /// counted from `limit` on (the shorter of the slow-call threshold and
+    /// `abandoned_after`): [`DEFAULT_CALLS`](Self::DEFAULT_CALLS) calls,
+    /// each held at least [`DEFAULT_AFTER`](Self::DEFAULT_AFTER) or half of
+    /// `limit`, whichever is shorter, so it fits any threshold. `None` when
+    /// `limit` leaves no room (under 2 ns).
+    pub(crate) fn default_within(limit: Duration) -> Option<Unanswered> {
+        let after = Self::DEFAULT_AFTER.min(limit / 2);
+        (!after.is_zero()).then_some(Unanswered {
+            calls: Self::DEFAULT_CALLS,
+            after,
+        })
+    }
+}
+
 /// A validated breaker configuration. Built by [`Builder`](crate::Builder);
 /// read through its getters.
 ///
