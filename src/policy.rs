@@ -524,9 +524,10 @@ impl Config {
         self.abandoned_after
     }
 
-    /// The unanswered rule, if on: how many calls in a row, each dropped
-    /// without any answer after at least how long, trip the breaker (see
-    /// [`Builder::unanswered`](crate::Builder::unanswered)).
+    /// The unanswered rule, if on (it is by default, fitted to the
+    /// slow-call threshold and `abandoned_after`): how many calls in a row,
+    /// each dropped without any answer after at least how long, trip the
+    /// breaker (see [`Builder::unanswered`](crate::Builder::unanswered)).
     pub fn unanswered(&self) -> Option<(u32, Duration)> {
         self.unanswered.map(|u| (u.calls, u.after))
     }

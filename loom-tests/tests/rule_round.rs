@@ -1,7 +1,8 @@
 //! The half-open rate rule (issue 27): a round of P probes counts its
 //! answers in the HalfOpen word (taken, failed, slow: three 5-bit fields;
-//! fast successes in the successes field) and is decided as soon as its
-//! outcome is certain. Every count is a CAS from the exact word, so
+//! successes, fast or slow, in the successes field) and is decided as soon
+//! as its outcome is certain: it closes once no answer still to come can
+//! reopen it, and the probes still out then answer a round that is over. Every count is a CAS from the exact word, so
 //! concurrent answers decide the round once: never a close and a reopen,
 //! never a lost count. At the end of the lease the probes still out count as
 //! failures, and the admission that finds the round failed reopens it
