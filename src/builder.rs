@@ -559,8 +559,8 @@ impl Builder {
     /// 1 s), or all give up at 100 ms or 300 ms, over 200,000 calls; a slow
     /// upstream that answers (median 1.5 s) while 30 %, 50 % or 80 % of its
     /// clients give up, over 100,000 calls. Ten calls trip that last control
-    /// (80 % give up: a drop is unanswered about 3 times in 8, and runs of
-    /// ten come by chance); twenty never did. A shorter `after` catches
+    /// (with 80 % giving up, runs of ten unanswered drops between two
+    /// answers come by chance); twenty never did. A shorter `after` catches
     /// more impatient clients (at 100 ms, clients of 100 ms) but opens on
     /// shorter pauses of a healthy upstream: with 20 calls it rides out a
     /// 750 ms pause at 250 ms and 500 ms at 100 ms.

@@ -396,7 +396,7 @@
 //!   50 % or 80 % of its clients give up, 100,000 calls each — never trip.
 //!   Runs of unanswered drops between answers come by chance at a rate of
 //!   about `q^calls` per answer, `q` the share of unanswered endings: 10
-//!   calls trip the 80 % control (`q` ≈ 3/8) several times, 20 never did.
+//!   calls trip the 80 % control several times, 20 never did.
 //!   The age trades the patience it catches against the pauses it rides
 //!   out: at 250 ms a healthy upstream's 750 ms pause trips nothing (a 1 s
 //!   one does), at 100 ms clients of 100 ms are seen but a 750 ms pause
