@@ -16,8 +16,11 @@
 //! - **Classification**, as [`HttpClassifier`] does: 5xx and 429 are
 //!   failures, other 4xx are ignored, 1xx–3xx are successes; an error from
 //!   reqwest (a refused connection, a timeout, a reset) is a failure unless
-//!   [`Fault::of`](crate::Fault::of) puts it on this side (out of file
-//!   descriptors: neutral). A request reqwest could not build, and an error
+//!   [`Fault::of`](crate::Fault::of) puts it on this side: out of file
+//!   descriptors, or a request body whose own stream failed (a streaming
+//!   upload that broke, or that the sender's idle or size limit cut),
+//!   which reqwest reports through hyper's error for it, with nothing to
+//!   wrap — neutral. A request reqwest could not build, and an error
 //!   of another middleware further down the chain, never reached the
 //!   upstream: neutral. Another [`HttpClassifier`] changes any of these
 //!   ([`classify`](BreakerMiddleware::classify)).
@@ -34,6 +37,12 @@
 //!   failure (or a slow call) once it is older than the breaker's
 //!   [`abandoned_after`](crate::Builder::abandoned_after) or slow-call
 //!   threshold.
+//! - **Where a timeout goes.** A timeout middleware *before* this one drops
+//!   the call when it fires: judged by its age, as above. reqwest's own
+//!   timeout (`RequestBuilder::timeout`, `ClientBuilder::timeout`) is a
+//!   reqwest error: a failure. A timeout middleware *after* this one returns
+//!   its own error, another middleware's: neutral, however long the
+//!   upstream hung, so a hung upstream behind it never opens its breaker.
 //!
 //! ```no_run
 //! use failfast::registry::HostKey;
