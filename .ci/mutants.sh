@@ -21,10 +21,21 @@
 #   .ci/mutants.sh groups              list the groups, their files and tests
 #
 # Extra arguments after `--` go to every `cargo mutants` call (e.g.
-# `-- --shard 1/4`, `-- -F REGEX`). Each group's report is in
-# mutants.out/GROUP/mutants.out (not committed).
-# Exit status: 0 when no mutant survives; 2 when one is missed (listed in the
-# group's missed.txt and printed at the end); 4 when the unmutated tests fail.
+# `-- --shard 1/4`). Each group's report is in mutants.out/GROUP/mutants.out
+# (not committed).
+#
+# MUTANTS_MAX=N (CI sets it) caps the mutants tested in one call: when more
+# are selected, a slice of about N of them is tested (`--shard K/M` of every
+# group, K chosen from HEAD's hash, so successive commits test different
+# slices) and the rest is named as not run.
+#
+# Held files: a survivor in a file matching HELD_RE below fails the run
+# (exit 2). A survivor elsewhere is printed as a finding but does not fail
+# it: those files have not had their full run recorded yet
+# (`.cargo/mutants-summary.md` says which), and join HELD_RE when they have.
+# Exit status: 0 when no mutant of a held file survives; 2 when one is
+# missed (listed in the group's missed.txt and printed at the end); 4 when
+# the unmutated tests fail.
 # Mutants that time out (an infinite loop) count as caught: cargo-mutants'
 # status 3 is turned into 0 after listing them.
 #
@@ -43,7 +54,7 @@ cd "$(dirname "$0")/.."
 # A file belongs to the first group whose regex matches its path; every
 # mutated file must belong to one (`groups` checks it against the config).
 GROUPS_TABLE=(
-  "registry|^src/registry/|lib registry_model registry_behaviour registry_maintenance registry_capacity registry_discovery registry_hashing registry_config registry_str_keys registry_host_keys fleet_cap outliers hostile_keys"
+  "registry|^src/registry/|lib registry_model registry_behaviour registry_maintenance registry_capacity registry_discovery registry_hashing registry_config registry_str_keys registry_host_keys fleet_cap outliers hostile_keys key_normalisation"
   "hooks|^src/hooks\.rs$|lib hook_every_cause registry_behaviour s12_observability manual_modes"
   "outlier|^src/(outlier/|config/outliers\.rs$)|lib outliers outlier_model outlier_memory s12_observability metrics_totals config_file"
   "share|^src/share/|lib share_replica share_spread share_store_faults share_convergence replica_model remote_reports metrics_totals alloc"
@@ -54,8 +65,12 @@ GROUPS_TABLE=(
   "export|^src/export/|lib metrics_totals call_metrics trace_calls hook_every_cause s12_observability otel_export"
   "config|^src/config/|lib config_file config_errors"
   "hint|^src/hint\.rs$|lib hints recovery model registry_model"
-  "core|^src/|lib model windows recovery outliers outlier_model manual_modes config_errors coarse_clock properties admission_transition registry_behaviour s01_slow_dependency s02_slow_call_breaker s03_retry s04_business_errors s05_keys_isolate s07_probe_race s08_consecutive_pix s09_late_results s10_lost_probe s11_jitter s12_observability clock_reads introspection plain_breaker endings neutral open_rejection remote_reports panicking_clock builder_templates fleet_cap share_replica fallback"
+  "core|^src/|lib model windows recovery outliers outlier_model manual_modes config_errors coarse_clock properties admission_transition registry_behaviour s01_slow_dependency s02_slow_call_breaker s03_retry s04_business_errors s05_keys_isolate s07_probe_race s08_consecutive_pix s09_late_results s10_lost_probe s11_jitter s12_observability clock_reads introspection plain_breaker endings neutral open_rejection remote_reports panicking_clock builder_templates fleet_cap share_replica fallback tower_layers call_metrics"
 )
+
+# Files whose every mutant is caught or excluded with its reason (their full
+# run is recorded in `.cargo/mutants-summary.md`).
+HELD_RE='^src/((state|machine|policy|ramp|storage|ticket|breaker|permit|builder|remote)\.rs|window/|registry/|outlier/(tally|sums|figures|pool|config)\.rs)'
 
 VERSION=27.1.0
 if ! cargo mutants --version 2>/dev/null | grep -qx "cargo-mutants $VERSION"; then
@@ -65,6 +80,9 @@ fi
 
 export CARGO_TERM_COLOR=never
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
+# Incremental builds of the crate (CI turns them off for its other steps):
+# each mutant changes one line, and the crate is most of each build.
+export CARGO_INCREMENTAL=1
 # Loaded runners make the auto-set timeout (from the baseline) too tight.
 export CARGO_MUTANTS_MINIMUM_TEST_TIMEOUT="${CARGO_MUTANTS_MINIMUM_TEST_TIMEOUT:-60}"
 # One fixed seed for every proptest: each mutant meets the same cases as the
@@ -163,18 +181,43 @@ names_re() {
   printf '^(%s):' "$re"
 }
 
+# Group arguments: its files and its tests.
+group_args() {
+  local g="$1" t
+  printf '%s\n' --re "$(names_re "$g")"
+  for t in $(group_tests "$g"); do
+    if [ "$t" = lib ]; then printf '%s\n' --cargo-arg=--lib; else printf '%s\n' "--cargo-arg=--test=$t"; fi
+  done
+}
+
+# The cap: how many mutants are selected, and the slice to test.
+shard=()
+if [ -n "${MUTANTS_MAX:-}" ]; then
+  total=0
+  for g in "${run[@]}"; do
+    [ "$(names_re "$g")" = '^():' ] && continue
+    mapfile -t ga < <(group_args "$g")
+    n=$(cargo mutants --list ${diff_file:+--in-diff "$diff_file"} "${ga[@]}" 2>/dev/null | wc -l)
+    total=$((total + n))
+  done
+  if [ "$total" -gt "$MUTANTS_MAX" ]; then
+    slices=$(((total + MUTANTS_MAX - 1) / MUTANTS_MAX))
+    k=$(($(printf '%d' "0x$(git rev-parse --short=7 HEAD)") % slices))
+    shard=(--shard "$k/$slices")
+    echo "mutants: $total selected, more than MUTANTS_MAX=$MUTANTS_MAX: testing slice $k of $slices" \
+      "(the others: .ci/mutants.sh ${mode} ${base} -- --shard J/$slices)"
+  fi
+fi
+
 status=0
 missed_all=()
 for g in "${run[@]}"; do
   name="$(group_name "$g")"
   args=(--test-tool cargo --jobs 1 --no-shuffle -o "mutants.out/$name")
   [ -n "$diff_file" ] && args+=(--in-diff "$diff_file")
-  re="$(names_re "$g")"
-  if [ "$re" = '^():' ]; then continue; fi
-  args+=(--re "$re")
-  for t in $(group_tests "$g"); do
-    if [ "$t" = lib ]; then args+=(--cargo-arg=--lib); else args+=("--cargo-arg=--test=$t"); fi
-  done
+  if [ "$(names_re "$g")" = '^():' ]; then continue; fi
+  mapfile -t ga < <(group_args "$g")
+  args+=("${ga[@]}" "${shard[@]}")
   printf '\n--- mutants: group %s (%s)\n' "$name" "$(date -u +%H:%M:%S)"
   out="mutants.out/$name/mutants.out"
   mkdir -p "mutants.out/$name"
@@ -187,14 +230,22 @@ for g in "${run[@]}"; do
     # missed: only a clean missed list makes the timeouts harmless.
     if [ -s "$out/missed.txt" ]; then s=2; else s=0; fi
   fi
-  [ "$s" -eq 2 ] && missed_all+=("$out/missed.txt")
+  if [ "$s" -eq 2 ]; then
+    missed_all+=("$out/missed.txt")
+    # Only a held file's survivor fails the run.
+    if grep -qE "$HELD_RE" "$out/missed.txt"; then s=2; else s=0; fi
+  fi
   # A run that found no mutant in the diff (cargo-mutants' 0) is fine.
   if [ "$s" -ne 0 ] && [ "$status" -ne 4 ]; then status=$s; fi
 done
 
+if [ ${#missed_all[@]} -gt 0 ]; then
+  echo "mutants: missed in files not yet held (findings, not failures):"
+  cat "${missed_all[@]}" | grep -vE "$HELD_RE" || true
+fi
 case "$status" in
-  0) echo "mutants: OK, no mutant survived" ;;
-  2) echo "mutants: FAILED, missed mutants:"; cat "${missed_all[@]}" 2>/dev/null || true ;;
+  0) echo "mutants: OK, no mutant of a held file survived" ;;
+  2) echo "mutants: FAILED, missed mutants of held files:"; cat "${missed_all[@]}" | grep -E "$HELD_RE" || true ;;
   *) echo "mutants: FAILED, cargo mutants exited with $status" ;;
 esac
 exit "$status"
