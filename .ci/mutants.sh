@@ -42,7 +42,12 @@
 # Builds go to $CARGO_TARGET_DIR (default: this checkout's target/, whose
 # dependencies earlier CI steps built with --all-features), so only the crate
 # is compiled again; set it elsewhere to keep a working tree's own builds
-# unblocked.
+# unblocked. Such a directory may share the dependencies' files with another
+# build (a hard-linked copy), never the crate's own: cargo rewrites its
+# fingerprints in place, so another build of the crate through a shared
+# inode makes a mutant's build look fresh, and its tests run the code of
+# the mutant before (seen on a hard-linked copy: a mutant "missed" that its
+# unit test catches).
 #
 # Not `--in-place`: the copy in a temp dir keeps a tree that others are
 # editing undisturbed. `--jobs 1`: the machine is shared; raise it on a
@@ -113,8 +118,10 @@ while [ $# -gt 0 ] && [ "$1" != -- ]; do wanted+=("$1"); shift; done
 [ "${1:-}" = -- ] && shift
 extra=("$@")
 
-# The files cargo-mutants would mutate (examine_globs less exclude_globs).
-mutated_files() { cargo mutants --list-files 2>/dev/null | sed 's/ .*//'; }
+# The files cargo-mutants would mutate (examine_globs less exclude_globs),
+# listed once.
+MUTATED_FILES="$(cargo mutants --list-files 2>/dev/null | sed 's/ .*//')"
+mutated_files() { printf '%s\n' "$MUTATED_FILES"; }
 
 case "$mode" in
   groups)
