@@ -125,5 +125,9 @@ fn racing_callers_eject_the_failing_host_once_and_no_other() {
     assert_eq!(pool.ejected, 1, "{pool:?}");
     assert_eq!(pool.enforced(OutlierRule::SuccessRate), 1, "{pool:?}");
     assert_eq!(pool.late_reports, 0, "{pool:?}");
-    assert_eq!(pool.members, HOSTS + 1, "the hosts and the visitor: {pool:?}");
+    assert_eq!(
+        pool.members,
+        HOSTS + 1,
+        "the hosts and the visitor: {pool:?}"
+    );
 }

@@ -637,7 +637,14 @@ mod tests {
         let evicted = {
             let mut books = shard.write();
             let now = registry.now();
-            shard.evict(&mut books, &victim, now, &registry.fleet, &registry.budget, true)
+            shard.evict(
+                &mut books,
+                &victim,
+                now,
+                &registry.fleet,
+                &registry.budget,
+                true,
+            )
         };
         assert!(!evicted, "a reader holds it: the writer keeps it");
         drop((victim, reader));
