@@ -362,13 +362,21 @@ fn the_schedules_compared() {
             fixed(10),
             "11.0 s / 9.9 s | 4.1 s | 0.10",
         ),
-        ("5 s, no backoff", fixed(5), "6.0 s / 4.9 s | 2.1 s | 0.18–0.20"),
+        (
+            "5 s, no backoff",
+            fixed(5),
+            "6.0 s / 4.9 s | 2.1 s | 0.18–0.20",
+        ),
         (
             "1 s ×2 to 4 s",
             schedule(1, 2.0, 4),
             "5.0 s / 4.0 s | 0.1 s | 0.33–0.36",
         ),
-        ("2 s, no backoff", fixed(2), "3.0 s / 2.0 s | 2.1 s | 0.36–0.50"),
+        (
+            "2 s, no backoff",
+            fixed(2),
+            "3.0 s / 2.0 s | 2.1 s | 0.36–0.50",
+        ),
         (
             "1 s ×2 to 3 s (the default)",
             proxy_trips(),
@@ -376,7 +384,9 @@ fn the_schedules_compared() {
         ),
     ];
     // Every phase of a period under 10 s, and the long ones.
-    let mut lengths: Vec<Duration> = (100..=200).map(|d| Duration::from_millis(d * 100)).collect();
+    let mut lengths: Vec<Duration> = (100..=200)
+        .map(|d| Duration::from_millis(d * 100))
+        .collect();
     lengths.extend([30, 40, 60, 120, 300, 600, 1800].map(secs));
     println!("| schedule | longest wait after the return: slow or hung / failing fast | after the 40 s slow incident | calls/s of the outage to the sick host |");
     println!("|---|---:|---:|---:|");
