@@ -19,6 +19,7 @@ use crate::hooks::{Hooks, OnTransition};
 use crate::machine::{self, Admission, Decided, TripAt};
 use crate::observe::{BreakerSnapshot, Observer, Reason, Transition};
 use crate::outcome::{Outcome, Verdict};
+use crate::outlier::mark::{Evidence, Mark};
 use crate::outlier::tally::{Counts, Tally};
 use crate::outlier::{self, OutlierRule, Pool};
 use crate::policy::{Config, Flags, SuccessPath};
@@ -96,7 +97,7 @@ impl<C: Clock> Shared<C> {
         self.flags = self.flags.in_pool();
         self.pool_per_nanos = pool.per_nanos();
         self.pool = Some(pool);
-        self.pool_at = Storage::pool_at(self.config.shape, self.config.max_hint.is_some());
+        self.pool_at = Storage::pool_at(self.config.shape, self.config.remembers_hints);
         self
     }
 
@@ -167,7 +168,7 @@ impl<C: Clock> Breaker<C> {
             storage: Storage::new(
                 flags.counts_calls(),
                 shared.config.shape,
-                shared.config.max_hint.is_some(),
+                shared.config.remembers_hints,
                 flags.pooled(),
             ),
             id,
@@ -264,7 +265,6 @@ impl<C: Clock> Breaker<C> {
     /// clock.set_wall(UNIX_EPOCH + Duration::from_secs(784_111_777 - 90));
     /// let breaker = Breaker::builder()
     ///     .consecutive_failures(1)
-    ///     .hints()
     ///     .build_with_clock(clock)?;
     /// let hint = parse_retry_after(b"Sun, 06 Nov 1994 08:49:37 GMT")
     ///     .and_then(|hint| hint.delay(breaker.wall()));
@@ -330,22 +330,32 @@ impl<C: Clock> Breaker<C> {
         let Some((pool, slots)) = self.pool() else {
             return;
         };
-        self.end_ejection(pool, slots, was.generation());
+        self.end_ejection(pool, slots, was.generation(), None);
         pool.left(was.state());
     }
 
     /// Gives back the pool's place of the ejection that held generation
-    /// `generation`, if the mark still names it: one CAS, so whoever ends
-    /// the ejection first gives the place back, once.
-    fn end_ejection(&self, pool: &Pool, slots: PoolSlots<'_>, generation: u32) {
-        let mark = slots.mark.load(Ordering::Acquire);
-        if ejection_of(mark).0 == Some(generation)
-            && slots
+    /// `generation`, if the mark still names it: one CAS (again if another
+    /// field changed under it), so whoever ends the ejection first gives the
+    /// place back, once. `ended`: the interval it ends in, for the
+    /// multiplier's decay (none when the breaker leaves its pool).
+    fn end_ejection(&self, pool: &Pool, slots: PoolSlots<'_>, generation: u32, ended: Option<u64>) {
+        let mut mark = slots.mark.load(Ordering::Acquire);
+        while Mark(mark).names(generation) {
+            let over = match ended {
+                Some(epoch) => Mark(mark).ended(epoch),
+                None => Mark(mark).without_ejection(),
+            };
+            match slots
                 .mark
-                .compare_exchange(mark, 0, Ordering::AcqRel, Ordering::Relaxed)
-                .is_ok()
-        {
-            pool.release_ejection();
+                .compare_exchange(mark, over.0, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => {
+                    pool.release_ejection();
+                    return;
+                }
+                Err(seen) => mark = seen,
+            }
         }
     }
 
@@ -643,12 +653,15 @@ impl<C: Clock> Breaker<C> {
     // ===== Verdicts =====
 
     /// A permit's verdict that came with an upstream's hint ("do not come
-    /// back for `hint`", from a `Retry-After` or a gRPC pushback): the hint
-    /// is remembered until it has elapsed, and the next trip — this
-    /// verdict's, or a later one's — opens for at least the hint, capped at
-    /// [`max_hint`](crate::Builder::max_hint). A hint never rejects a call
-    /// while the breaker is Closed. Without `max_hint` (hints off), this is
-    /// [`on_verdict`](Self::on_verdict).
+    /// back for `hint`", from a `Retry-After` or a gRPC pushback). If this
+    /// verdict trips the breaker (or fails its probe), the hint travels
+    /// with it to the trip, which opens for at least the hint, clamped to
+    /// [the schedule's step, [`max_hint`](crate::Builder::max_hint)]: no
+    /// memory is needed for that. With [`hints`](crate::Builder::hints) the
+    /// hint is also remembered until it has elapsed, and lengthens the next
+    /// trip if this verdict does not trip. A hint never rejects a call
+    /// while the breaker is Closed. Without a hint, or with hints off, this
+    /// is [`on_verdict`](Self::on_verdict).
     pub(crate) fn on_hinted_verdict(
         &self,
         ticket: Ticket,
@@ -656,20 +669,55 @@ impl<C: Clock> Breaker<C> {
         now: Nanos,
         hint: Option<Duration>,
     ) -> Option<Transition> {
-        if let Some(hint) = hint {
-            self.remember_hint(now, hint);
+        match self.taken_hint(hint) {
+            None => self.on_verdict(ticket, outcome, now),
+            Some(hint) => {
+                self.remember_hint(now, hint);
+                self.on_any_hinted_verdict(ticket, outcome, now, hint)
+            }
         }
-        self.on_verdict(ticket, outcome, now)
     }
 
-    /// Keeps an upstream's hint until `now + hint` (capped at `max_hint`):
-    /// the latest hint wins, even a shorter one.
+    /// A layer's verdict that came with the upstream's hint
+    /// ([`OwnedPermit::record_hinted_at_or_now`](crate::OwnedPermit)): as
+    /// [`on_hinted_verdict`](Self::on_hinted_verdict), and for a stream
+    /// (its head came) as [`on_ending`](Self::on_ending) judges it, slow if
+    /// its head was. Out of line, off the path of the verdicts without one.
+    #[cfg(feature = "tower")]
+    #[inline(never)]
+    pub(crate) fn on_layer_hint(
+        &self,
+        ticket: Ticket,
+        outcome: Outcome,
+        now: Nanos,
+        hint: Duration,
+    ) -> Option<Transition> {
+        if !ticket.is_answered() {
+            return self.on_hinted_verdict(ticket, outcome, now, Some(hint));
+        }
+        match self.taken_hint(Some(hint)) {
+            Some(hint) => {
+                self.remember_hint(now, hint);
+                self.on_hinted_ending(ticket, outcome.into(), now, hint)
+            }
+            None => self.on_ending(ticket, outcome.into(), now),
+        }
+    }
+
+    /// `hint`, unless hints are off.
+    #[inline]
+    pub(crate) fn taken_hint(&self, hint: Option<Duration>) -> Option<Duration> {
+        hint.filter(|_| self.shared.config.max_hint.is_some())
+    }
+
+    /// Keeps an upstream's hint until `now + hint` (capped at `max_hint`)
+    /// when the breaker remembers hints: the latest hint wins, even a
+    /// shorter one.
     pub(crate) fn remember_hint(&self, now: Nanos, hint: Duration) {
         let config = &self.shared.config;
         let (Some(max), Some(slot)) = (
             config.max_hint,
-            self.storage
-                .hint_slot(config.shape, config.max_hint.is_some()),
+            self.storage.hint_slot(config.shape, config.remembers_hints),
         ) else {
             return;
         };
@@ -683,10 +731,10 @@ impl<C: Clock> Breaker<C> {
     /// The remembered hint as read (its end, 0 when none), and what is
     /// left of it at `now`, if anything.
     fn remembered_hint(&self, now: Nanos) -> (u64, Option<Duration>) {
-        let Some(slot) = self.storage.hint_slot(
-            self.shared.config.shape,
-            self.shared.config.max_hint.is_some(),
-        ) else {
+        let Some(slot) = self
+            .storage
+            .hint_slot(self.shared.config.shape, self.shared.config.remembers_hints)
+        else {
             return (0, None);
         };
         // Relaxed: see `remember_hint`.
@@ -701,10 +749,8 @@ impl<C: Clock> Breaker<C> {
     /// store of 0 would lose it, having lengthened none).
     fn forget_hint(&self, until: u64) {
         if let (Some(slot), true) = (
-            self.storage.hint_slot(
-                self.shared.config.shape,
-                self.shared.config.max_hint.is_some(),
-            ),
+            self.storage
+                .hint_slot(self.shared.config.shape, self.shared.config.remembers_hints),
             until != 0,
         ) {
             // Relaxed: see `remember_hint`; a failed exchange means a newer hint.
@@ -808,6 +854,32 @@ impl<C: Clock> Breaker<C> {
         outcome: Outcome,
         now: Nanos,
     ) -> Option<Transition> {
+        self.any_verdict(ticket, outcome, now, None)
+    }
+
+    /// [`on_any_verdict`](Self::on_any_verdict) with the upstream's hint,
+    /// which a trip this verdict causes opens for: out of line, so the
+    /// verdicts without one keep their paths as they were.
+    #[inline(never)]
+    fn on_any_hinted_verdict(
+        &self,
+        ticket: Ticket,
+        outcome: Outcome,
+        now: Nanos,
+        hint: Duration,
+    ) -> Option<Transition> {
+        self.any_verdict(ticket, outcome, now, Some(hint))
+    }
+
+    /// The general verdict path, with the upstream's hint if any.
+    #[inline(always)]
+    fn any_verdict(
+        &self,
+        ticket: Ticket,
+        outcome: Outcome,
+        now: Nanos,
+        hint: Option<Duration>,
+    ) -> Option<Transition> {
         let slow = !matches!(outcome, Outcome::Ignored | Outcome::Neutral)
             && self.flags.times_calls()
             && self.shared.config.is_slow(ticket.start, now);
@@ -826,7 +898,10 @@ impl<C: Clock> Breaker<C> {
             }
             return None;
         }
-        self.settle(s, ticket.is_probe(), outcome.into(), slow, now)
+        match hint {
+            None => self.settle(s, ticket.is_probe(), outcome.into(), slow, now),
+            Some(hint) => self.settle_hinted(s, ticket.is_probe(), outcome.into(), slow, now, hint),
+        }
     }
 
     /// A verdict for the call counters and the outlier pool's tally, the
@@ -861,24 +936,33 @@ impl<C: Clock> Breaker<C> {
     }
 
     /// This breaker rolled its tally out of interval `epoch − 1` with
-    /// `counts`: the pool adds them and judges it; an enforced outlier is
-    /// ejected (the admission that rolled still runs: the ejection rejects
-    /// the calls after it; every hook and the observer see it).
+    /// `counts`: the pool adds them and judges it, with the evidence its
+    /// mark keeps; an enforced outlier is ejected (the admission that
+    /// rolled still runs: the ejection rejects the calls after it; every
+    /// hook and the observer see it).
     #[cold]
     #[inline(never)]
     fn judged(&self, pool: &Pool, slots: PoolSlots<'_>, epoch: u64, counts: Counts, now: Nanos) {
-        if let Some(rule) = pool.roll(self.id, epoch, counts) {
-            self.eject(pool, slots, rule, now);
+        // Relaxed: the evidence is this host's own, read back by its next
+        // roll; the CAS that wrote it ordered it with every other change.
+        let before = Mark(slots.mark.load(Ordering::Relaxed)).evidence();
+        let (rule, after) = pool.roll(self.id, epoch, counts, before);
+        if after != before {
+            remember(slots, after);
+        }
+        if let Some(rule) = rule {
+            self.eject(pool, slots, rule, epoch, now);
         }
     }
 
-    /// Ejects this breaker as an outlier by `rule`: CLOSED → OPEN, if the
-    /// pool's cap and panic mode allow it and the trip gate admits it.
+    /// Ejects this breaker as an outlier by `rule` in interval `epoch`:
+    /// CLOSED → OPEN, if the pool's cap and panic mode allow it and the trip
+    /// gate admits it, for the pool's ejection time.
     ///
-    /// The mark (the OPEN word's generation and the rule) is written before
-    /// the trip's CAS, so that whatever moves the breaker out of that
-    /// generation finds it and gives the pool's place back; a trip that
-    /// does not happen takes its own mark back.
+    /// The mark (the OPEN word's generation, the rule, the ejection's
+    /// multiplier) is set before the trip's CAS, so that whatever moves the
+    /// breaker out of that generation finds it and gives the pool's place
+    /// back; a trip that does not happen takes its own mark back.
     ///
     /// If another trip (a failure's, a forced open) wins that generation
     /// instead, the mark names an ordinary OPEN until this call takes it
@@ -890,6 +974,7 @@ impl<C: Clock> Breaker<C> {
         pool: &Pool,
         slots: PoolSlots<'_>,
         rule: OutlierRule,
+        epoch: u64,
         now: Nanos,
     ) -> Option<Transition> {
         let s = self.cell.load();
@@ -897,28 +982,61 @@ impl<C: Clock> Breaker<C> {
         if s.state() != State::Closed || s.is_detached() || !pool.reserve_ejection() {
             return None;
         }
-        let mark = mark_of(s.enter(State::Open).generation(), rule);
-        // Release: the mark is published before the trip's CAS, which a
-        // reader of the word then acquires with it.
-        slots.mark.store(mark, Ordering::Release);
+        let generation = s.enter(State::Open).generation();
+        let rules = pool.rules();
+        // AcqRel: the mark is published before the trip's CAS, which a
+        // reader of the word then acquires with it; a CAS, so that a racing
+        // end of an earlier ejection is either before it or finds it.
+        let mut old = slots.mark.load(Ordering::Acquire);
+        let mark = loop {
+            let m = Mark(old);
+            let new = m.ejected(generation, rule, rules.next_times(m.times_at(epoch)));
+            match slots
+                .mark
+                .compare_exchange(old, new.0, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => break new,
+                Err(seen) => old = seen,
+            }
+        };
+        if Mark(old).rule().is_some() {
+            // An earlier ejection whose generation this CLOSED breaker has
+            // left, its end still on its way: replaced here, so its place
+            // is given back here (its own CAS finds the mark changed).
+            pool.release_ejection();
+        }
         let reason = match rule {
             OutlierRule::Slow => Reason::SlowOutlier,
             _ => Reason::Outlier,
         };
         let counts = self.window().counts(now);
-        let t = self.trip(s.generation(), reason, now, counts, s, Decided::Outlier);
+        let span = rules.ejection_nanos(mark.times());
+        let why = Why {
+            reason,
+            decided: Decided::Outlier(span),
+            hint: None,
+        };
+        let t = self.trip(s.generation(), why, now, counts, s);
         if t.is_some_and(|t| t.to == State::Open) {
             pool.enforced(rule);
             return t;
         }
         // No trip (the word moved, or the gate refused): the mark is ours
-        // to take back, unless something already did.
-        if slots
-            .mark
-            .compare_exchange(mark, 0, Ordering::AcqRel, Ordering::Relaxed)
-            .is_ok()
-        {
-            pool.release_ejection();
+        // to take back as it was, unless something already ended it.
+        let mut current = mark.0;
+        while Mark(current).names(generation) {
+            match slots.mark.compare_exchange(
+                current,
+                Mark(old).without_ejection().0,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => {
+                    pool.release_ejection();
+                    break;
+                }
+                Err(seen) => current = seen,
+            }
         }
         t
     }
@@ -932,18 +1050,19 @@ impl<C: Clock> Breaker<C> {
             return false;
         };
         s.is_open()
-            && ejection_of(slots.mark.load(Ordering::Acquire)).0 == Some(s.generation())
+            && Mark(slots.mark.load(Ordering::Acquire)).names(s.generation())
             && pool.panicking()
     }
 
-    /// A published transition of a pooled breaker: the pool's health count,
-    /// and the end of an outlier ejection (the mark of the generation left).
-    fn left_generation(&self, from: Snapshot, to: Snapshot) {
+    /// A published transition of a pooled breaker at `now`: the pool's
+    /// health count, and the end of an outlier ejection (the mark of the
+    /// generation left).
+    fn left_generation(&self, from: Snapshot, to: Snapshot, now: Nanos) {
         let Some((pool, slots)) = self.pool() else {
             return;
         };
         pool.on_transition(from.state(), to.state());
-        self.end_ejection(pool, slots, from.generation());
+        self.end_ejection(pool, slots, from.generation(), Some(pool.epoch(now)));
     }
 
     /// A success on the plainest breaker (no window, no timing, no
@@ -983,6 +1102,32 @@ impl<C: Clock> Breaker<C> {
         verdict: Verdict,
         now: Nanos,
     ) -> Option<Transition> {
+        self.ending(ticket, verdict, now, None)
+    }
+
+    /// [`on_ending`](Self::on_ending) with the upstream's hint (a stream's
+    /// verdict that came with one), which a trip it causes opens for.
+    #[cfg(feature = "tower")]
+    #[inline(never)]
+    pub(crate) fn on_hinted_ending(
+        &self,
+        ticket: Ticket,
+        verdict: Verdict,
+        now: Nanos,
+        hint: Duration,
+    ) -> Option<Transition> {
+        self.ending(ticket, verdict, now, Some(hint))
+    }
+
+    /// How a call ended, with the upstream's hint if any.
+    #[inline(always)]
+    fn ending(
+        &self,
+        ticket: Ticket,
+        verdict: Verdict,
+        now: Nanos,
+        hint: Option<Duration>,
+    ) -> Option<Transition> {
         let slow = match verdict {
             Verdict::Ignored | Verdict::Neutral | Verdict::Dropped | Verdict::Unanswered => false,
             Verdict::AbandonedSlow => true,
@@ -996,7 +1141,10 @@ impl<C: Clock> Breaker<C> {
         if s.generation() != ticket.generation() {
             return None;
         }
-        self.settle(s, ticket.is_probe(), verdict, slow, now)
+        match hint {
+            None => self.settle(s, ticket.is_probe(), verdict, slow, now),
+            Some(hint) => self.settle_hinted(s, ticket.is_probe(), verdict, slow, now, hint),
+        }
     }
 
     /// Every verdict but the cheapest: failures, runs to end, a first
@@ -1010,9 +1158,37 @@ impl<C: Clock> Breaker<C> {
         slow: bool,
         now: Nanos,
     ) -> Option<Transition> {
+        self.settle_with(s, probe, verdict, slow, now, None)
+    }
+
+    /// [`settle`](Self::settle) for a verdict that came with the
+    /// upstream's hint.
+    #[inline(never)]
+    fn settle_hinted(
+        &self,
+        s: Snapshot,
+        probe: bool,
+        verdict: Verdict,
+        slow: bool,
+        now: Nanos,
+        hint: Duration,
+    ) -> Option<Transition> {
+        self.settle_with(s, probe, verdict, slow, now, Some(hint))
+    }
+
+    #[inline(always)]
+    fn settle_with(
+        &self,
+        s: Snapshot,
+        probe: bool,
+        verdict: Verdict,
+        slow: bool,
+        now: Nanos,
+        hint: Option<Duration>,
+    ) -> Option<Transition> {
         match s.state() {
-            State::Closed | State::MetricsOnly => self.record_closed(s, verdict, slow, now),
-            State::HalfOpen if probe => self.record_probe(s, verdict, slow, now),
+            State::Closed | State::MetricsOnly => self.record_closed(s, verdict, slow, now, hint),
+            State::HalfOpen if probe => self.record_probe(s, verdict, slow, now, hint),
             _ => None,
         }
     }
@@ -1093,13 +1269,17 @@ impl<C: Clock> Breaker<C> {
     }
 
     /// A verdict in CLOSED (or MetricsOnly): the run of consecutive failures
-    /// ([`machine::closed_run`]), the window, and the trip conditions.
+    /// ([`machine::closed_run`]), the window, and the trip conditions; a
+    /// trip opens for the verdict's `hint`, if any. Inlined into each of
+    /// its two callers, so the one without a hint passes none.
+    #[inline(always)]
     fn record_closed(
         &self,
         s: Snapshot,
         verdict: Verdict,
         slow: bool,
         now: Nanos,
+        hint: Option<Duration>,
     ) -> Option<Transition> {
         let generation = s.generation();
         let counts_runs = self.flags.counts_runs();
@@ -1116,7 +1296,12 @@ impl<C: Clock> Breaker<C> {
             }
             let counts = self.window().counts(now);
             let decided = Decided::Unanswered(runs.unanswered());
-            return self.trip(generation, Reason::Unresponsive, now, counts, runs, decided);
+            let why = Why {
+                reason: Reason::Unresponsive,
+                decided,
+                hint,
+            };
+            return self.trip(generation, why, now, counts, runs);
         }
         if !verdict.counts() {
             return None;
@@ -1133,12 +1318,18 @@ impl<C: Clock> Breaker<C> {
             Reason::ConsecutiveFailures => Decided::Failures(runs.count()),
             _ => Decided::Window,
         };
-        self.trip(generation, reason, now, counts, runs, decided)
+        let why = Why {
+            reason,
+            decided,
+            hint,
+        };
+        self.trip(generation, why, now, counts, runs)
     }
 
     /// CLOSED → OPEN (or a shadow trip in MetricsOnly) for generation
-    /// `generation`, if the trip gate admits it and the run it was
-    /// `decided` on still holds: a success of the same generation that ended
+    /// `generation`, for [`Why`]'s reason, if the trip gate admits it and
+    /// the run it was `decided` on still holds (opening for the verdict's
+    /// hint or a remembered one, whichever is longer): a success of the same generation that ended
     /// the run between the count and the trip's CAS makes it moot (the
     /// consecutive failures or unanswered calls are no longer in a row).
     /// `runs` is the word the decision read: the transition reports its
@@ -1147,14 +1338,19 @@ impl<C: Clock> Breaker<C> {
     fn trip(
         &self,
         generation: u32,
-        reason: Reason,
+        why: Why,
         now: Nanos,
         counts: WindowCounts,
         runs: Snapshot,
-        decided: Decided,
     ) -> Option<Transition> {
+        let Why {
+            reason,
+            decided,
+            hint,
+        } = why;
         let config = &self.shared.config;
-        let (read, hint) = self.remembered_hint(now);
+        let (read, remembered) = self.remembered_hint(now);
+        let hint = hint.max(remembered);
         let u = self.through_gate(now, |s, counted| {
             let at = TripAt {
                 since: self.cell.since(s),
@@ -1205,17 +1401,20 @@ impl<C: Clock> Breaker<C> {
         Some(u)
     }
 
-    /// A probe's verdict ([`machine::probe_verdict`]).
+    /// A probe's verdict ([`machine::probe_verdict`]); a failed round
+    /// reopens for the verdict's `hint`, if any.
     fn record_probe(
         &self,
         s: Snapshot,
         verdict: Verdict,
         slow: bool,
         now: Nanos,
+        hint: Option<Duration>,
     ) -> Option<Transition> {
         let generation = s.generation();
         let config = &self.shared.config;
-        let (read, hint) = self.remembered_hint(now);
+        let (read, remembered) = self.remembered_hint(now);
+        let hint = hint.max(remembered);
         let u = self.cell.update_from(s, now, |s| {
             machine::probe_verdict(s, generation, verdict, slow, config, hint)
         });
@@ -1228,10 +1427,11 @@ impl<C: Clock> Breaker<C> {
         let from = if to.is_closed_or_ramping() {
             self.window().reset(now);
             // The closing success is one of the counts that caused the
-            // transition: report it (as the failure that trips is). Under
-            // the rate rule a round may close on a failed or slow probe,
-            // which adds no success.
-            if verdict == Verdict::Success && !slow {
+            // transition: report it (as the failure that trips is). Without
+            // the rate rule only a fast success closes; under it a round may
+            // close on a success, fast or slow (one more success), or on a
+            // failure (none).
+            if verdict == Verdict::Success {
                 u.seen.with_successes(u.seen.successes() + 1)
             } else {
                 u.seen
@@ -1261,7 +1461,7 @@ impl<C: Clock> Breaker<C> {
             );
         }
         if self.flags.pooled() && !from.is_detached() {
-            self.left_generation(from, to);
+            self.left_generation(from, to, now);
         }
         let transition = self.describe(from, to, reason, now, window);
         let observer = self.shared.observer.as_deref();
@@ -1311,6 +1511,19 @@ impl<C: Clock> Breaker<C> {
     /// The jittered open duration of the OPEN state `s`.
     fn open_duration(&self, s: Snapshot) -> Duration {
         Duration::from_nanos(machine::open_nanos(s, &self.shared.config, self.seed()))
+    }
+
+    /// The open period a registry waits out, besides its TTL, before it
+    /// forgets an OPEN or HALF_OPEN breaker nobody asked for: an OPEN
+    /// breaker's own (its step, or the span a hint or a remote trip set),
+    /// else the schedule's cap.
+    pub(crate) fn unvisited_open_period(&self) -> Duration {
+        let s = self.cell.load();
+        if s.is_open() {
+            self.open_duration(s)
+        } else {
+            self.shared.config.open_duration_cap()
+        }
     }
 
     // ===== News from other replicas =====
@@ -1448,10 +1661,10 @@ impl<C: Clock> Breaker<C> {
         if !self.flags.pooled() {
             return None;
         }
-        // Acquire: pairs with the mark's Release store in `eject`, as the
+        // Acquire: pairs with the mark's release in `eject`, as the
         // admission's read in `lifted` does.
-        let (generation, rule) = ejection_of(self.pool_slots()?.mark.load(Ordering::Acquire));
-        rule.filter(|_| generation == Some(s.generation()))
+        let mark = Mark(self.pool_slots()?.mark.load(Ordering::Acquire));
+        mark.rule().filter(|_| mark.names(s.generation()))
     }
 
     /// The backoff step of the word `s` (stamped `since`) at `now`: while
@@ -1504,17 +1717,23 @@ impl<C: Clock> Breaker<C> {
     }
 }
 
-/// An outlier ejection's mark: the OPEN word's generation + 1 in the low 32
-/// bits (0 is no ejection), the rule's index above.
-fn mark_of(generation: u32, rule: OutlierRule) -> u64 {
-    (u64::from(generation) + 1) | (rule.index() as u64) << 32
-}
-
-/// The generation and rule of an ejection mark, if it holds one.
-fn ejection_of(mark: u64) -> (Option<u32>, Option<OutlierRule>) {
-    let generation = (mark as u32).checked_sub(1);
-    let rule = OutlierRule::ALL.get((mark >> 32) as usize).copied();
-    (generation.filter(|_| mark != 0), rule.filter(|_| mark != 0))
+/// Keeps evidence `e` in a host's mark: one CAS from the word read, again
+/// while other fields change under it.
+fn remember(slots: PoolSlots<'_>, e: Evidence) {
+    let mut mark = slots.mark.load(Ordering::Relaxed);
+    loop {
+        // Relaxed: the evidence publishes nothing; an RMW keeps the order of
+        // the word's other changes (an ejection's release included).
+        match slots.mark.compare_exchange_weak(
+            mark,
+            Mark(mark).with_evidence(e).0,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        ) {
+            Ok(_) => return,
+            Err(seen) => mark = seen,
+        }
+    }
 }
 
 /// A pooled breaker leaves its pool: its health, and its place under the
@@ -1528,7 +1747,7 @@ impl<C: Clock> Drop for Breaker<C> {
         if s.is_detached() {
             return; // it left the pool when its registry removed it
         }
-        self.end_ejection(pool, slots, s.generation());
+        self.end_ejection(pool, slots, s.generation(), None);
         pool.left(s.state());
     }
 }
@@ -1569,6 +1788,16 @@ impl<C: Clock> fmt::Debug for Breaker<C> {
     }
 }
 
+/// Why a trip from Closed happens: its reason, what it was decided on (so
+/// its CAS can check that it still holds), and the hint of the verdict
+/// that caused it, which the trip opens for.
+#[derive(Copy, Clone, Debug)]
+struct Why {
+    reason: Reason,
+    decided: Decided,
+    hint: Option<Duration>,
+}
+
 #[cfg(all(test, not(failfast_loom)))]
 mod tests {
     use crate::{Breaker, ManualClock, Nanos};
@@ -1596,22 +1825,28 @@ mod tests {
 
     #[test]
     fn a_round_the_rate_rule_closes_on_a_failure_reports_only_its_successes() {
+        // A failure closes a round only when the slow-call limit was the one
+        // still open: it answers without being slow. (It never decides on the
+        // failure side: it adds one failure and takes one answer to come.)
         let b = Breaker::builder()
             .consecutive_failures(1)
+            .slow_call_threshold(Duration::from_secs(1))
             .open_duration(Duration::from_secs(10))
             .half_open_probes(3)
             .half_open_failure_rate(0.9)
+            .half_open_slow_call_rate(0.5)
             .build_with_clock(ManualClock::new())
             .unwrap();
         b.try_acquire_at(Nanos::ZERO)
             .unwrap()
             .failure_at(Nanos::ZERO);
         let at = Nanos::from_secs(10);
-        let [a, b2, c] = [(); 3].map(|()| b.try_acquire_at(at).unwrap());
+        let [a, b2, _c] = [(); 3].map(|()| b.try_acquire_at(at).unwrap());
+        // Two slow calls of three reach 50 %: one success leaves two to come.
         assert!(a.success_at(at).is_none());
-        assert!(b2.success_at(at).is_none());
-        // One failure of three is short of 90 %: the third answer closes.
-        let t = c.failure_at(at).expect("closes");
-        assert_eq!((t.to, t.probe_successes), (crate::State::Closed, 2));
+        // A fast failure: one to come, which can reach neither 3 failures
+        // nor 2 slow calls.
+        let t = b2.failure_at(at).expect("closes");
+        assert_eq!((t.to, t.probe_successes), (crate::State::Closed, 1));
     }
 }

@@ -33,10 +33,16 @@ impl Breaker {
 /// range of the first bad one. Defaults: no trip condition (at least one is
 /// required), a count window of 100 calls when a rate is set without a
 /// window, `min_calls` 10 (or the count window's size if smaller), 1 half-open
-/// probe, an open duration of 30 s doubling per trip in a row up to 5 min with
-/// no jitter, a probe lease equal to the base open duration, no slow-call
-/// threshold, `abandoned_after` equal to the slow-call threshold (else the
-/// probe lease), no call counters. Durations are at most [`MAX_DURATION`].
+/// probe, an open duration of 1 s doubling per trip in a row up to 3 × the
+/// base (1, 2, 3 s; see [`open_duration`](Self::open_duration) for why) with
+/// no jitter, a probe lease equal to the base open duration but at least
+/// 30 s, no slow-call threshold, `abandoned_after` equal to the slow-call
+/// threshold (else the probe lease), the unanswered rule on for calls whose
+/// admission reads the clock (20 calls in a row, each held 250 ms or half the
+/// shorter of the slow-call threshold and `abandoned_after`: see
+/// [`unanswered`](Builder::unanswered)), no call counters, a tripping
+/// verdict's upstream hint taken (capped at 10 min) and no other remembered.
+/// Durations are at most [`MAX_DURATION`].
 ///
 /// ```
 /// use failfast::Breaker;
@@ -69,8 +75,9 @@ pub struct Builder {
     probes: u32,
     probe_lease: Option<Duration>,
     abandoned_after: Option<Duration>,
-    /// `unanswered(calls, after)`, as called last.
-    unanswered: Option<(u32, Duration)>,
+    /// The unanswered rule: the default, off, or `unanswered(calls, after)`,
+    /// as called last.
+    unanswered: UnansweredKnob,
     open_base: Duration,
     multiplier: f64,
     cap: Option<Duration>,
@@ -85,14 +92,51 @@ pub struct Builder {
     /// The half-open rate rule: `None` off; else its failure and slow-call
     /// rates, each `None` for the closed state's.
     half_open_rates: Option<(Option<f64>, Option<f64>)>,
-    max_hint: Option<Duration>,
+    /// Which upstream hints are taken, and their cap.
+    hints: Hints,
     /// The named outlier pool of a registry's key (see
     /// [`Builder::outlier_pool`]).
     outlier_pool: Option<std::sync::Arc<str>>,
 }
 
+/// The default base open duration ([`Builder::open_duration`]): 1 s.
+pub(crate) const DEFAULT_OPEN: Duration = Duration::from_secs(1);
+
+/// The default backoff ([`Builder::backoff`]): ×2 per trip in a row, up to
+/// this many times the base open duration (1, 2, 3 s by default).
+pub(crate) const DEFAULT_MULTIPLIER: f64 = 2.0;
+pub(crate) const DEFAULT_CAP_BASES: u32 = 3;
+
+/// The shortest default probe lease ([`Builder::probe_lease`]): 30 s, or
+/// the base open duration if longer.
+pub(crate) const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+/// How a builder was told about the unanswered rule.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum UnansweredKnob {
+    /// Not told: the default rule, fitted to the slow-call threshold and
+    /// `abandoned_after` ([`Unanswered::default_within`]).
+    Default,
+    /// `unanswered_off()`.
+    Off,
+    /// `unanswered(calls, after)`.
+    Rule(u32, Duration),
+}
+
 /// The default [`Builder::max_hint`]: 10 minutes.
 pub(crate) const DEFAULT_MAX_HINT: Duration = Duration::from_secs(600);
+
+/// Which upstream hints a breaker takes.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Hints {
+    /// The default: the hint of a verdict that trips (or reopens) the
+    /// breaker, capped at [`DEFAULT_MAX_HINT`]; nothing is remembered.
+    Tripping,
+    /// `hints()` / `max_hint(d)`: every verdict's hint, remembered until it
+    /// elapses (a slot in the breaker's storage), capped at `d`.
+    Remembered(Duration),
+    /// `hints_off()`: none.
+    Off,
+}
 
 /// The longest open period a span holds: (2²³ − 1) units of 2²⁴ ns, 39 h.
 const MAX_HINT_LIMIT: Duration = Duration::from_secs(39 * 3600);
@@ -109,9 +153,9 @@ impl Default for Builder {
             probes: 1,
             probe_lease: None,
             abandoned_after: None,
-            unanswered: None,
-            open_base: Duration::from_secs(30),
-            multiplier: 2.0,
+            unanswered: UnansweredKnob::Default,
+            open_base: DEFAULT_OPEN,
+            multiplier: DEFAULT_MULTIPLIER,
             cap: None,
             jitter: 0.0,
             backoff_off: false,
@@ -120,7 +164,7 @@ impl Default for Builder {
             id: None,
             ramp: None,
             half_open_rates: None,
-            max_hint: None,
+            hints: Hints::Tripping,
             outlier_pool: None,
         }
     }
@@ -149,7 +193,7 @@ impl fmt::Debug for Builder {
             .field("id", &self.id)
             .field("ramp", &self.ramp)
             .field("half_open_rates", &self.half_open_rates)
-            .field("max_hint", &self.max_hint)
+            .field("hints", &self.hints)
             .field("outlier_pool", &self.outlier_pool)
             .finish()
     }
@@ -280,9 +324,15 @@ impl Builder {
     ///
     /// A probe dropped early, or ignored, frees its slot and counts toward
     /// neither rate; a probe abandoned after it hung, or still out when the
-    /// probe lease ends, counts as a failure. A slow failure is a failure.
-    /// The round is decided as soon as its outcome is certain. Under the
-    /// rule a round has at most 31 probes (the counts share the state word).
+    /// probe lease ends, counts as a failure. A slow failure counts toward
+    /// both rates (Resilience4j's `SLOW_ERROR`). The round is decided as
+    /// soon as its outcome is certain: it reopens once a rate is reached,
+    /// and closes once the answers still to come, were they all slow
+    /// failures, could reach neither — at 50 % of ten probes, the sixth
+    /// success of a clean round closes it, and the four probes still out
+    /// then answer a round that is over (their verdicts change nothing).
+    /// Under the rule a round has at most 31 probes (the counts share the
+    /// state word).
     ///
     /// ```
     /// use failfast::{Breaker, ManualClock, Nanos, State};
@@ -371,35 +421,41 @@ impl Builder {
         self
     }
 
-    /// Take the upstream's hints ("do not come back for `d`": a 429's or
-    /// 503's `Retry-After`, a gRPC pushback, which the layers and the
+    /// Remember the upstream's hints ("do not come back for `d`": a 429's
+    /// or 503's `Retry-After`, a gRPC pushback, which the layers and the
     /// reqwest middleware pass on; see
-    /// [`Permit::record_hinted`](crate::Permit::record_hinted)), capped at
-    /// 10 minutes ([`max_hint`](Self::max_hint) sets the cap). Off by
-    /// default.
+    /// [`Permit::record_hinted`](crate::Permit::record_hinted)) of verdicts
+    /// that do not trip, capped at 10 minutes ([`max_hint`](Self::max_hint)
+    /// sets the cap).
     ///
-    /// A trip opens for at least the latest hint that has not elapsed
-    /// (capped), never shorter than the backoff schedule's period, with or
-    /// without [`backoff_off`](Self::backoff_off); the hint of a verdict
-    /// that does not trip is remembered until it elapses and lengthens the
-    /// next trip only. A hint never turns a call away while Closed. The
-    /// breaker keeps the remembered hint in one slot: 8 bytes in its
-    /// window's allocation, or a 32-byte allocation of its own for a
-    /// policy with no window and no counters (see
-    /// [`Breaker::memory_bytes`]).
+    /// By default a breaker takes the hint of the verdict that trips it (or
+    /// fails its probe) and no other: that hint travels with the verdict
+    /// and costs no memory. With `hints()` a trip opens for at least the
+    /// latest hint that has not elapsed (capped), never shorter than the
+    /// backoff schedule's period, with or without
+    /// [`backoff_off`](Self::backoff_off): the hint of a verdict that does
+    /// not trip is remembered until it elapses and lengthens the next trip
+    /// only. A hint never turns a call away while Closed. The breaker keeps
+    /// the remembered hint in one slot: 8 bytes in its window's allocation,
+    /// or a 32-byte allocation of its own for a policy with no window and
+    /// no counters (see [`Breaker::memory_bytes`]).
     ///
     /// ```
     /// use failfast::{Breaker, ManualClock, Nanos, Outcome};
     /// use std::time::Duration;
     ///
     /// let breaker = Breaker::builder()
-    ///     .consecutive_failures(1)
+    ///     .consecutive_failures(2)
     ///     .open_duration(Duration::from_secs(5))
     ///     .hints()
     ///     .build_with_clock(ManualClock::new())?;
     /// assert_eq!(breaker.config().max_hint(), Some(Duration::from_secs(600)));
+    /// assert!(breaker.config().remembers_hints());
+    /// // A 503 with `Retry-After: 120` that does not trip...
     /// let retry_after = Some(Duration::from_secs(120));
     /// breaker.try_acquire_at(Nanos::ZERO)?.record_hinted_at(Outcome::Failure, retry_after, Nanos::ZERO);
+    /// // ...lengthens the next trip, a failure with no hint.
+    /// breaker.try_acquire_at(Nanos::ZERO)?.failure_at(Nanos::ZERO);
     /// let rejected = breaker.try_acquire_at(Nanos::from_secs(20)).unwrap_err();
     /// assert!(rejected.retry_after() >= Some(Duration::from_secs(100)));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -412,7 +468,7 @@ impl Builder {
     /// for: above 0, up to 39 hours. A cap below the open duration makes
     /// hints change nothing.
     pub fn max_hint(mut self, max: Duration) -> Self {
-        self.max_hint = Some(max);
+        self.hints = Hints::Remembered(max);
         self
     }
 
@@ -445,16 +501,39 @@ impl Builder {
         self
     }
 
-    /// Take no hint from upstreams (the default): a verdict's hint is
-    /// ignored, and the breaker keeps no slot to remember one.
+    /// Take no hint from upstreams, not even a tripping verdict's (the
+    /// behaviour before hints were taken by default): every verdict's hint
+    /// is ignored, and the breaker keeps no slot to remember one.
+    ///
+    /// ```
+    /// use failfast::{Breaker, ManualClock, Nanos, Outcome};
+    /// use std::time::Duration;
+    ///
+    /// let trip_with_a_hint = |breaker: Breaker<ManualClock>| {
+    ///     let retry_after = Some(Duration::from_secs(120));
+    ///     let t = breaker.try_acquire_at(Nanos::ZERO).unwrap()
+    ///         .record_hinted_at(Outcome::Failure, retry_after, Nanos::ZERO);
+    ///     t.and_then(|t| t.open_for)
+    /// };
+    /// let builder = Breaker::builder().consecutive_failures(1).open_duration(Duration::from_secs(5));
+    /// // By default the tripping verdict's hint sets the open period...
+    /// let taken = trip_with_a_hint(builder.clone().build_with_clock(ManualClock::new())?);
+    /// assert!(taken >= Some(Duration::from_secs(120)));
+    /// // ...and with hints off the schedule alone does.
+    /// let off = trip_with_a_hint(builder.hints_off().build_with_clock(ManualClock::new())?);
+    /// assert_eq!(off, Some(Duration::from_secs(5)));
+    /// # Ok::<(), failfast::ConfigError>(())
+    /// ```
     pub fn hints_off(mut self) -> Self {
-        self.max_hint = None;
+        self.hints = Hints::Off;
         self
     }
 
     /// How long a half-open round may stay unresolved (a probe hung or was
     /// forgotten) before the next request starts a new round. Default: the base
-    /// open duration. Set it to your call timeout.
+    /// open duration, but at least 30 s (a probe slower than a short open
+    /// period must not be cut off: its success would come too late to
+    /// count). Set it to your call timeout.
     pub fn probe_lease(mut self, lease: Duration) -> Self {
         self.probe_lease = Some(lease);
         self
@@ -501,7 +580,22 @@ impl Builder {
     /// The unanswered rule: `calls` in a row, each dropped by its caller
     /// before any answer came and after being held at least `after`, with no
     /// verdict between them, trip the breaker ([`Reason::Unresponsive`]).
-    /// Off by default.
+    ///
+    /// **On by default** for every call whose admission reads the clock
+    /// anyway — the tower layers, [`call_async`](Breaker::call_async), the
+    /// reqwest middleware, `_at(now)` admissions, half-open probes, and
+    /// every call of a breaker with a slow-call threshold — with **20
+    /// calls**, each held at least **250 ms, or half the shorter of the
+    /// slow-call threshold and `abandoned_after`** when that is shorter (so
+    /// the default fits any threshold, and never makes a configuration fail
+    /// to build). A plain [`try_acquire`](Breaker::try_acquire) on a
+    /// breaker that times nothing does not read the clock for it: its drop
+    /// stays neutral. The default rule is not a trip condition of its own:
+    /// a builder with none still fails to build. Setting the rule here
+    /// makes it one, and makes every admission read the clock (as
+    /// [`abandoned_after`](Self::abandoned_after) does), so that a plain
+    /// `try_acquire`'s drop is judged too. [`unanswered_off`](Self::unanswered_off)
+    /// turns it off.
     ///
     /// It sees a hung upstream behind impatient clients. Clients that give
     /// up at 300 ms on a breaker whose slow-call threshold is 500 ms drop
@@ -510,6 +604,22 @@ impl Builder {
     /// call reaches the hung upstream. Against a healthy upstream, cancels
     /// come before its answers (younger than `after`), and any answer —
     /// a success, a failure, a business error — ends the run.
+    ///
+    /// **Why 20 and 250 ms** (the simulation `examples/unanswered_default`,
+    /// on a manual clock, Poisson arrivals, no slow-call threshold; pinned
+    /// by `tests/unanswered_default.rs`): behind clients that give up at
+    /// 300 ms, a hung upstream's breaker opens after 23 calls at 10 calls/s
+    /// (2.3 s) and 49 at 100 calls/s (0.5 s); behind 1 s clients, after 29
+    /// (3.0 s) and 109 (1.2 s). No control trips: a healthy upstream
+    /// (median 50 ms, p99 0.5 s) whose clients cancel at random (30 % within
+    /// 1 s), or all give up at 100 ms or 300 ms, over 200,000 calls; a slow
+    /// upstream that answers (median 1.5 s) while 30 %, 50 % or 80 % of its
+    /// clients give up, over 100,000 calls. Ten calls trip that last control
+    /// (with 80 % giving up, runs of ten unanswered drops between two
+    /// answers come by chance); twenty never did. A shorter `after` catches
+    /// more impatient clients (at 100 ms, clients of 100 ms) but opens on
+    /// shorter pauses of a healthy upstream: with 20 calls it rides out a
+    /// 750 ms pause at 250 ms and 500 ms at 100 ms.
     ///
     /// `calls`: 1..=255. `after`: more than zero and shorter than
     /// `abandoned_after` and the slow-call threshold (a drop that old is
@@ -528,6 +638,16 @@ impl Builder {
     /// use failfast::{Breaker, ManualClock, Nanos, Reason, State};
     /// use std::time::Duration;
     ///
+    /// // The default: 20 calls, each held at least 250 ms (or half the
+    /// // slow-call threshold, if shorter).
+    /// let default = Breaker::builder().consecutive_failures(5).build_config()?;
+    /// assert_eq!(default.unanswered(), Some((20, Duration::from_millis(250))));
+    /// let fitted = Breaker::builder()
+    ///     .consecutive_failures(5)
+    ///     .slow_call_threshold(Duration::from_millis(300))
+    ///     .build_config()?;
+    /// assert_eq!(fitted.unanswered(), Some((20, Duration::from_millis(150))));
+    ///
     /// let clock = ManualClock::new();
     /// let breaker = Breaker::builder()
     ///     .slow_call_threshold(Duration::from_millis(500))
@@ -545,18 +665,95 @@ impl Builder {
     /// [`Reason::Unresponsive`]: crate::Reason::Unresponsive
     /// [`Reason::ProbeAbandoned`]: crate::Reason::ProbeAbandoned
     pub fn unanswered(mut self, calls: u32, after: Duration) -> Self {
-        self.unanswered = Some((calls, after));
+        self.unanswered = UnansweredKnob::Rule(calls, after);
         self
     }
 
-    /// The first open period (> 0).
+    /// Turns the unanswered rule off, the default one included: a drop
+    /// before the slow-call threshold and `abandoned_after` is neutral
+    /// whatever its age (the behaviour before the rule was on by default).
+    ///
+    /// ```
+    /// use failfast::Breaker;
+    ///
+    /// let config = Breaker::builder().consecutive_failures(5).unanswered_off().build_config()?;
+    /// assert_eq!(config.unanswered(), None);
+    /// # Ok::<(), failfast::ConfigError>(())
+    /// ```
+    pub fn unanswered_off(mut self) -> Self {
+        self.unanswered = UnansweredKnob::Off;
+        self
+    }
+
+    /// The first open period (> 0, ≤ 1 day). Default: 1 s, doubling per
+    /// trip in a row up to 3 s (the default [`backoff`](Self::backoff) is
+    /// ×2 up to 3 × the base): 1, 2, 3, 3 … s.
+    ///
+    /// Why so short: one probe per open period is all an open breaker
+    /// sends, so a long period saves the sick host almost nothing and keeps
+    /// every caller of a recovered one waiting. Replayed on a
+    /// [`ManualClock`](crate::ManualClock) (`tests/incident_recovery.rs`:
+    /// 100 calls/s, callers that give up at 1 s, an upstream slow, hung,
+    /// answering 503 or refusing connections for 10 s to 30 min), this
+    /// schedule lets the first call through at most 4.0 s after the
+    /// upstream is back (3.0 s when it failed fast), and the sick host gets
+    /// at most 0.41 calls per second of the outage after the trip. The old
+    /// default, 30 s doubling up to 5 min, took 50–52 s after the measured
+    /// 40 s incident and up to 159 s after a 30 min one (nginx and HAProxy
+    /// took 4.9 s and 4.2 s in the real 40 s incident). The probe lease does
+    /// not follow the base below 30 s, so a probe that takes a few seconds
+    /// still closes the breaker.
+    ///
+    /// ```
+    /// use failfast::Breaker;
+    /// use std::time::Duration;
+    ///
+    /// let c = Breaker::builder().consecutive_failures(3).build_config()?;
+    /// let secs = |trips| c.open_duration(trips).as_secs();
+    /// assert_eq!([secs(1), secs(2), secs(3), secs(9)], [1, 2, 3, 3]);
+    /// assert_eq!(c.probe_lease(), Duration::from_secs(30));
+    /// // A base of your own keeps the shape: ×2 up to 3 × the base.
+    /// let c = Breaker::builder()
+    ///     .consecutive_failures(3)
+    ///     .open_duration(Duration::from_secs(10))
+    ///     .build_config()?;
+    /// assert_eq!(c.open_duration_cap(), Duration::from_secs(30));
+    /// # Ok::<(), failfast::ConfigError>(())
+    /// ```
     pub fn open_duration(mut self, base: Duration) -> Self {
         self.open_base = base;
         self
     }
 
+    /// [`open_duration`](Self::open_duration) and [`backoff`](Self::backoff)
+    /// in one call: `base`, × `multiplier` per trip in a row up to `cap`.
+    /// The schedule this crate used by default before its incident replay,
+    /// 30 s doubling up to 5 min, is
+    /// `open_schedule(Duration::from_secs(30), 2.0, Duration::from_secs(300))`.
+    ///
+    /// ```
+    /// use failfast::Breaker;
+    /// use std::time::Duration;
+    ///
+    /// let c = Breaker::builder()
+    ///     .consecutive_failures(3)
+    ///     .open_schedule(Duration::from_secs(30), 2.0, Duration::from_secs(300))
+    ///     .build_config()?;
+    /// let secs: Vec<u64> = (1..=6).map(|trips| c.open_duration(trips).as_secs()).collect();
+    /// assert_eq!(secs, [30, 60, 120, 240, 300, 300]);
+    /// # Ok::<(), failfast::ConfigError>(())
+    /// ```
+    pub fn open_schedule(self, base: Duration, multiplier: f64, cap: Duration) -> Self {
+        self.open_duration(base).backoff(multiplier, cap)
+    }
+
     /// Each trip in a row multiplies the open period by `multiplier` (1..=1000)
-    /// up to `cap` (≥ the base, ≤ 1 day). Default: ×2 up to 5 min.
+    /// up to `cap` (≥ the base, ≤ 1 day). Default: ×2 up to 3 × the base
+    /// (at most a day). The step stops counting at the first step that
+    /// opens for the cap (Envoy's ejection multiplier does), so each base
+    /// period of healthy time takes one step off and `cap step × base` of
+    /// health brings the period back to the base, however long the host
+    /// flapped before.
     pub fn backoff(mut self, multiplier: f64, cap: Duration) -> Self {
         self.multiplier = multiplier;
         self.cap = Some(cap);
@@ -692,7 +889,7 @@ impl Builder {
         if self.consecutive_failures.is_none()
             && failure_rate.is_none()
             && slow_call_rate.is_none()
-            && self.unanswered.is_none()
+            && !matches!(self.unanswered, UnansweredKnob::Rule(..))
         {
             return Err(ConfigError::new(
                 "trip condition",
@@ -763,7 +960,10 @@ impl Builder {
         let cap = match (self.cap, self.backoff_off) {
             (_, true) => self.open_base,
             (Some(cap), false) => cap,
-            (None, false) => self.open_base.max(Duration::from_secs(300)),
+            (None, false) => self
+                .open_base
+                .saturating_mul(DEFAULT_CAP_BASES)
+                .min(MAX_DURATION.max(self.open_base)),
         };
         if cap < self.open_base || cap > MAX_DURATION {
             return Err(ConfigError::new(
@@ -775,7 +975,9 @@ impl Builder {
         if !(self.jitter >= 0.0 && self.jitter < 1.0) {
             return Err(ConfigError::new("jitter", "[0, 1)", self.jitter));
         }
-        let probe_lease = self.probe_lease.unwrap_or(self.open_base);
+        let probe_lease = self
+            .probe_lease
+            .unwrap_or(self.open_base.max(DEFAULT_LEASE));
         if probe_lease.is_zero() || probe_lease > MAX_DURATION {
             return Err(ConfigError::new(
                 "probe_lease",
@@ -794,15 +996,17 @@ impl Builder {
                 abandoned_after,
             ));
         }
+        // A drop at least this old is already counted (abandoned, or slow).
+        let limit = self
+            .slow_call_threshold
+            .map_or(abandoned_after, |t| t.min(abandoned_after));
         let unanswered = match self.unanswered {
-            None => None,
-            Some((calls, _)) if !(1..=SUCCESS_MAX).contains(&calls) => {
+            UnansweredKnob::Off => None,
+            UnansweredKnob::Default => Unanswered::default_within(limit),
+            UnansweredKnob::Rule(calls, _) if !(1..=SUCCESS_MAX).contains(&calls) => {
                 return Err(ConfigError::new("unanswered.calls", "1..=255", calls));
             }
-            Some((calls, after)) => {
-                let limit = self
-                    .slow_call_threshold
-                    .map_or(abandoned_after, |t| t.min(abandoned_after));
+            UnansweredKnob::Rule(calls, after) => {
                 if after.is_zero() || after >= limit {
                     return Err(ConfigError::new(
                         "unanswered.after",
@@ -853,11 +1057,14 @@ impl Builder {
                 Some(RoundRule::new(self.probes, failure, slow))
             }
         };
-        if let Some(max) = self.max_hint {
-            if max.is_zero() || max > MAX_HINT_LIMIT {
+        let (max_hint, remembers_hints) = match self.hints {
+            Hints::Tripping => (Some(DEFAULT_MAX_HINT), false),
+            Hints::Remembered(max) if max.is_zero() || max > MAX_HINT_LIMIT => {
                 return Err(ConfigError::new("max_hint", "> 0 and ≤ 39 h", max));
             }
-        }
+            Hints::Remembered(max) => (Some(max), true),
+            Hints::Off => (None, false),
+        };
         Ok(Config {
             consecutive_failures: self.consecutive_failures,
             failure_rate,
@@ -873,7 +1080,10 @@ impl Builder {
             probe_lease,
             abandoned_after,
             unanswered,
-            dates_drops: self.abandoned_after.is_some() || unanswered.is_some(),
+            // The default rule judges the drops of calls whose admission
+            // reads the clock anyway; a rule the user set dates them all.
+            dates_drops: self.abandoned_after.is_some()
+                || matches!(self.unanswered, UnansweredKnob::Rule(..)),
             backoff: Backoff::new(self.open_base, self.multiplier, cap, self.jitter),
             count_calls: self.count_calls,
             plain: window == WindowKind::None
@@ -881,7 +1091,8 @@ impl Builder {
                 && !self.count_calls,
             ramp,
             rule,
-            max_hint: self.max_hint,
+            max_hint,
+            remembers_hints,
             outlier_pool: self.outlier_pool.clone(),
         })
     }
@@ -910,7 +1121,7 @@ pub(crate) struct Knobs {
     pub(crate) probes: u32,
     pub(crate) probe_lease: Option<Duration>,
     pub(crate) abandoned_after: Option<Duration>,
-    pub(crate) unanswered: Option<(u32, Duration)>,
+    pub(crate) unanswered: UnansweredKnob,
     pub(crate) open_base: Duration,
     /// `backoff(multiplier, cap)` as called last; `None` for the default
     /// backoff and after `backoff_off()`.
@@ -923,7 +1134,7 @@ pub(crate) struct Knobs {
     pub(crate) ramp: Option<(Duration, f64, f64)>,
     /// The half-open rate rule: `None` off; else its two rates as set.
     pub(crate) half_open_rates: Option<(Option<f64>, Option<f64>)>,
-    pub(crate) max_hint: Option<Duration>,
+    pub(crate) hints: Hints,
     pub(crate) outlier_pool: Option<std::sync::Arc<str>>,
 }
 
@@ -954,7 +1165,7 @@ impl Builder {
             id: self.id,
             ramp: self.ramp,
             half_open_rates: self.half_open_rates,
-            max_hint: self.max_hint,
+            hints: self.hints,
             outlier_pool: self.outlier_pool.clone(),
         }
     }

@@ -83,9 +83,10 @@ pub(crate) fn admit(
             if now >= lease_end {
                 if let Some(rule) = config.rule {
                     // Probes still out when the lease ends count as failures.
-                    let answered = s.successes() + s.rule_failed() + s.rule_slow();
-                    let failed = s.rule_failed() + taken.saturating_sub(answered);
-                    if rule.decide(config.probes, s.successes(), failed, s.rule_slow())
+                    let answered = s.successes() + s.rule_failed();
+                    let out = taken.saturating_sub(answered);
+                    let failed = s.rule_failed() + out;
+                    if rule.decide(config.probes, answered + out, failed, s.rule_slow())
                         == Some(false)
                     {
                         return Next::Enter(reopen(s, config, None), Admission::Reopened);
@@ -149,13 +150,15 @@ pub(crate) fn ramps_at(s: Snapshot, since: Nanos, now: Nanos, config: &Config) -
 /// The backoff step a trip from the Closed word `s` (closed at `since`)
 /// opens with at `now`: one past the step kept at the close, decayed by the
 /// healthy time since; a trip during the ramp is a failed recovery and
-/// takes the next step with no decay.
+/// takes the next step with no decay. Never past the cap step.
 pub(crate) fn trip_step(s: Snapshot, since: Nanos, now: Nanos, config: &Config) -> u32 {
     if ramps_at(s, since, now, config) {
-        return s.trips() + 1;
+        return config.backoff.next_step(s.trips());
     }
     let healthy = now.as_nanos().saturating_sub(since.as_nanos());
-    config.decayed_trips(s.trips(), healthy) + 1
+    config
+        .backoff
+        .next_step(config.decayed_trips(s.trips(), healthy))
 }
 
 /// The OPEN word a trip from `s` enters at backoff step `trips`, holding an
@@ -174,10 +177,11 @@ fn open_word(
     }
 }
 
-/// A HalfOpen round `s` that failed reopens: the next backoff step, the
-/// trip gate's slot kept, an upstream's hint as its span.
+/// A HalfOpen round `s` that failed reopens: the next backoff step (never
+/// past the cap step), the trip gate's slot kept, an upstream's hint as
+/// its span.
 fn reopen(s: Snapshot, config: &Config, hint: Option<core::time::Duration>) -> Snapshot {
-    open_word(s, s.trips() + 1, config, hint).with_counted(s.is_counted())
+    open_word(s, config.backoff.next_step(s.trips()), config, hint).with_counted(s.is_counted())
 }
 
 /// How long the OPEN state `s` lasts, in nanoseconds: a remote trip's span,
@@ -316,10 +320,11 @@ pub(crate) enum Decided {
     /// A run of at least this many unanswered calls.
     Unanswered(u32),
     /// The pool found the host an outlier (`outlier`): decided on the last
-    /// interval, beside the word. Its open period is held as the word's
-    /// span, so that its rejections leave the inline path, where a pool in
-    /// panic lifts them.
-    Outlier,
+    /// interval, beside the word. Its open period (the pool's ejection time
+    /// in nanoseconds, or the backoff step's when `None`) is held as the
+    /// word's span, so that its rejections leave the inline path, where a
+    /// pool in panic lifts them; an upstream's longer hint still wins.
+    Outlier(Option<u64>),
 }
 
 impl Decided {
@@ -328,7 +333,7 @@ impl Decided {
     /// and the trip's CAS makes the trip moot.
     const fn holds(self, s: Snapshot) -> bool {
         match self {
-            Decided::Window | Decided::Outlier => true,
+            Decided::Window | Decided::Outlier(_) => true,
             Decided::Failures(k) => s.count() >= k,
             Decided::Unanswered(calls) => s.unanswered() >= calls,
         }
@@ -354,8 +359,9 @@ pub(crate) fn trip(
         State::Closed => {
             let trips = trip_step(s, at.since, at.now, at.config);
             let mut open = open_word(s, trips, at.config, at.hint);
-            if matches!(decided, Decided::Outlier) && open.open_span() == 0 {
-                open = open.with_open_span(span_of(at.config.backoff.step_nanos(trips), 0));
+            if let Decided::Outlier(ejection) = decided {
+                let nanos = ejection.unwrap_or_else(|| at.config.backoff.step_nanos(trips));
+                open = open.with_open_span(open.open_span().max(span_of(nanos, 0)));
             }
             Next::Enter(open.with_counted(counted && !s.is_detached()), true)
         }
@@ -414,7 +420,10 @@ pub(crate) fn probe_verdict(
 /// the round decided as soon as its outcome is certain
 /// ([`RoundRule::decide`](crate::policy::RoundRule::decide)). A probe
 /// dropped early or ignored frees its slot and counts toward nothing; an
-/// abandoned one (its caller gave up on a call that hung) is a failure.
+/// abandoned one (its caller gave up on a call that hung) is a failure. A
+/// slow failure counts toward both limits, as Resilience4j's `SLOW_ERROR`
+/// does; a success, fast or slow, counts as one (the round's answers are
+/// its successes and its failures).
 fn rule_verdict(
     s: Snapshot,
     verdict: Verdict,
@@ -424,31 +433,27 @@ fn rule_verdict(
     reopen: impl Fn(Reason) -> Next<Option<Reason>>,
     close: impl Fn() -> Next<Option<Reason>>,
 ) -> Next<Option<Reason>> {
-    let (next, reason) = match verdict {
+    let (next, abandoned) = match verdict {
         Verdict::Ignored | Verdict::Neutral | Verdict::Dropped => {
             return Next::Count(s.with_count(s.count().saturating_sub(1)), None);
         }
-        Verdict::Failure | Verdict::Panicked => (s.with_rule_failure(), Reason::ProbeFailed),
+        Verdict::Failure | Verdict::Panicked => (s.with_rule_failure(), false),
         Verdict::AbandonedSlow | Verdict::AbandonedFailure | Verdict::Unanswered => {
-            (s.with_rule_failure(), Reason::ProbeAbandoned)
+            (s.with_rule_failure(), true)
         }
-        Verdict::Success if slow => (s.with_rule_slow(), Reason::ProbeSlow),
-        Verdict::Success => (s.with_successes(s.successes() + 1), Reason::ProbesSucceeded),
+        Verdict::Success => (s.with_successes(s.successes() + 1), false),
     };
+    let next = if slow { next.with_rule_slow() } else { next };
     match rule.decide(
         probes,
-        next.successes(),
+        next.successes() + next.rule_failed(),
         next.rule_failed(),
         next.rule_slow(),
     ) {
-        Some(false) => reopen(if next.rule_failed() >= rule.failed_limit {
-            if reason == Reason::ProbeAbandoned {
-                Reason::ProbeAbandoned
-            } else {
-                Reason::ProbeFailed
-            }
-        } else {
-            Reason::ProbeSlow
+        Some(false) => reopen(match (next.rule_failed() >= rule.failed_limit, abandoned) {
+            (true, true) => Reason::ProbeAbandoned,
+            (true, false) => Reason::ProbeFailed,
+            (false, _) => Reason::ProbeSlow,
         }),
         Some(true) => close(),
         None => Next::Count(next, None),
@@ -781,6 +786,20 @@ mod tests {
             assert_eq!((open.state(), open.trips(), r), (State::Open, 4, reason));
             assert!(open.is_counted(), "the gate's slot stays with the ejection");
         }
+        // Step 4 opens for the cap (60 s, `Config::for_tests`): a failed
+        // round there reopens for the cap and counts no further.
+        let at_cap = round_start(open(4));
+        let Next::Enter(reopened, _) = probe_verdict(
+            at_cap,
+            at_cap.generation(),
+            Verdict::Failure,
+            false,
+            &config(1),
+            None,
+        ) else {
+            panic!("reopens")
+        };
+        assert_eq!(reopened.trips(), 4);
     }
 
     #[test]
@@ -854,12 +873,12 @@ mod tests {
     #[test]
     fn a_trip_in_the_ramp_takes_the_next_step_and_a_later_one_decays_first() {
         let c = ramped(1);
-        let kept = Snapshot::INITIAL.with_trips(4);
+        let kept = Snapshot::INITIAL.with_trips(3);
         let ramping = kept.with_ramp();
-        // A base open period is 10 s (`Config::for_tests`).
+        // A base open period is 10 s, the cap (60 s) step 4 (`Config::for_tests`).
         assert_eq!(
             trip_step(ramping, secs(0), secs(127), &c),
-            5,
+            4,
             "a failed recovery"
         );
         assert_eq!(
@@ -869,11 +888,20 @@ mod tests {
         );
         assert_eq!(
             trip_step(kept, secs(0), secs(19), &c),
-            4,
+            3,
             "one period: one off"
         );
-        assert_eq!(trip_step(kept, secs(0), secs(9), &c), 5);
+        assert_eq!(trip_step(kept, secs(0), secs(9), &c), 4);
         assert_eq!(trip_step(Snapshot::INITIAL, secs(0), secs(0), &c), 1);
+        // At the cap step the step counts no further, ramping or not.
+        let at_cap = Snapshot::INITIAL.with_trips(4);
+        assert_eq!(trip_step(at_cap.with_ramp(), secs(0), secs(1), &c), 4);
+        assert_eq!(trip_step(at_cap, secs(0), secs(9), &c), 4);
+        assert_eq!(
+            trip_step(at_cap, secs(0), secs(40), &c),
+            1,
+            "cap step × base of health: back to the base"
+        );
     }
 
     #[test]
@@ -919,8 +947,8 @@ mod tests {
         };
         assert_eq!(
             (slow.rule_slow(), slow.successes()),
-            (1, 0),
-            "no slow rate: counted only"
+            (1, 1),
+            "no slow rate: a slow success is counted as slow and as a success"
         );
         assert_eq!(
             probe_verdict(one, g, Verdict::Dropped, false, &c, None),
@@ -933,13 +961,107 @@ mod tests {
             panic!("an abandoned probe is a failure: the second reopens")
         };
         assert_eq!((reopened.state(), reopened.trips()), (State::Open, 2));
-        let good = slow.with_successes(1);
-        let Next::Enter(closed, Some(Reason::ProbesSucceeded)) =
-            probe_verdict(good, g, Verdict::Success, false, &c, None)
+        let Next::Count(three, None) = probe_verdict(slow, g, Verdict::Success, false, &c, None)
         else {
-            panic!("1 failure, 1 slow, 2 fast of 4: closes")
+            panic!("1 failure, 1 slow success, 1 fast of 4: a second failure could still come")
+        };
+        let Next::Enter(closed, Some(Reason::ProbesSucceeded)) =
+            probe_verdict(three, g, Verdict::Success, false, &c, None)
+        else {
+            panic!("1 failure of 4 answers: closes")
         };
         assert!(closed.is_closed());
+    }
+
+    #[test]
+    fn under_the_rule_a_round_closes_once_no_answer_to_come_can_reopen_it() {
+        let c = ruled(10, 0.5); // five failures of ten reopen
+        let round = round_start(open(1)).with_count(10);
+        let g = round.generation();
+        let mut s = round;
+        for i in 1..=5 {
+            let Next::Count(next, None) = probe_verdict(s, g, Verdict::Success, false, &c, None)
+            else {
+                panic!("{i} successes of 10: five failures could still come")
+            };
+            s = next;
+        }
+        let Next::Enter(closed, Some(Reason::ProbesSucceeded)) =
+            probe_verdict(s, g, Verdict::Success, false, &c, None)
+        else {
+            panic!("6 successes of 10: four answers to come cannot make five failures")
+        };
+        assert_eq!(
+            (closed.state(), closed.generation()),
+            (State::Closed, g + 1)
+        );
+        // With a failure among the answers, the sixth answer is not enough:
+        // 1 failed + 4 to come could still make five.
+        let one_failed = round.with_rule_failure().with_successes(4);
+        let Next::Count(six, None) =
+            probe_verdict(one_failed, g, Verdict::Success, false, &c, None)
+        else {
+            panic!("1 failure and 5 successes of 10 do not decide")
+        };
+        let Next::Enter(_, Some(Reason::ProbesSucceeded)) =
+            probe_verdict(six, g, Verdict::Success, false, &c, None)
+        else {
+            panic!("1 failure and 6 successes: 1 + 3 to come < 5, closes")
+        };
+        // A slow failure to come counts toward both limits: with a slow
+        // limit of three in ten, three answers to come keep it open.
+        let mut both = ruled(10, 0.5);
+        both.rule = Some(crate::policy::RoundRule::new(
+            10,
+            crate::policy::Rate::new(0.5),
+            Some(crate::policy::Rate::new(0.3)),
+        ));
+        let Next::Count(seven, None) = probe_verdict(
+            round.with_successes(6),
+            g,
+            Verdict::Success,
+            false,
+            &both,
+            None,
+        ) else {
+            panic!("7 of 10 fast: three slow failures could still reopen it")
+        };
+        let Next::Enter(_, Some(Reason::ProbesSucceeded)) =
+            probe_verdict(seven, g, Verdict::Success, false, &both, None)
+        else {
+            panic!("8 of 10 fast: two to come reach neither limit")
+        };
+    }
+
+    #[test]
+    fn under_the_rule_a_slow_failure_counts_toward_both_limits() {
+        let mut c = ruled(10, 0.5);
+        c.rule = Some(crate::policy::RoundRule::new(
+            10,
+            crate::policy::Rate::new(0.5),
+            Some(crate::policy::Rate::new(0.3)),
+        ));
+        let round = round_start(open(1)).with_count(10).with_successes(7);
+        let g = round.generation();
+        let Next::Count(one, None) = probe_verdict(round, g, Verdict::Failure, true, &c, None)
+        else {
+            panic!()
+        };
+        assert_eq!(
+            (one.rule_failed(), one.rule_slow(), one.successes()),
+            (1, 1, 7)
+        );
+        let Next::Count(two, None) = probe_verdict(one, g, Verdict::Failure, true, &c, None) else {
+            panic!()
+        };
+        // The third slow failure: 3 of 10 slow reaches 30 % (Resilience4j's
+        // SLOW_ERROR), though 3 of 10 failed is short of 50 %.
+        let Next::Enter(reopened, Some(Reason::ProbeSlow)) =
+            probe_verdict(two, g, Verdict::Failure, true, &c, None)
+        else {
+            panic!("three slow failures of ten reopen at a 30 % slow limit")
+        };
+        assert_eq!(reopened.state(), State::Open);
     }
 
     #[test]
@@ -964,10 +1086,11 @@ mod tests {
     #[test]
     fn under_the_rule_the_lease_adds_the_probes_out_to_the_failures_already_counted() {
         let c = ruled(10, 0.3); // three failures of ten reopen
-                                // Six taken: three fast, one failed, one slow answered; one out.
+                                // Six taken: three fast, one failed, one slow success
+                                // answered (successes 4, slow 1); one out.
         let round = round_start(open(1))
             .with_count(6)
-            .with_successes(3)
+            .with_successes(4)
             .with_rule_failure()
             .with_rule_slow();
         let Next::Enter(next, Admission::Round(Reason::ProbeLeaseExpired)) =

@@ -13,14 +13,15 @@
 //! window, failure rate, slow-call rate, all combined, defaults, one to three
 //! probes, a probe lease, backoff multiplier and cap, jitter, call counters,
 //! and the recovery settings of issue 27: a ramp (slow start), the half-open
-//! rate rule (with up to 31 probes), upstream hints (off by default, `hints()`,
-//! `max_hint`, `hints_off()`).
+//! rate rule (with up to 31 probes), upstream hints (a tripping verdict's by
+//! default, remembered with `hints()` and `max_hint`, none with `hints_off()`).
 //!
 //! # Recovery (issue 27)
 //!
 //! * **Decay.** A close keeps the backoff step; a trip from Closed opens at
 //!   one past it, less one step per base open duration of healthy time since
-//!   the close. A transition into Closed reports 0 trips in a row; the
+//!   the close. The step counts no further than the cap step (the first
+//!   whose period is the cap). A transition into Closed reports 0 trips in a row; the
 //!   snapshot's `backoff_step` is the decayed step; `is_pristine_at` needs it
 //!   back at 0.
 //! * **The ramp.** A round that closes with a ramp configured admits a share
@@ -36,17 +37,22 @@
 //!   which permits exist (and so which verdicts count, which trip); accepting
 //!   either outcome would also stop it noticing a ramp that admits everyone.
 //!   The turn is per thread, so each case runs on a fresh thread (turn 0).
-//! * **The rate rule.** A round of P probes counts its fast successes, failed
-//!   and slow probes, and is decided as soon as certain (`RoundRule`). At the
+//! * **The rate rule.** A round of P probes counts its successes, failed
+//!   and slow probes (a slow failure is failed and slow), and is decided as
+//!   soon as certain: it closes once the answers still to come, were they
+//!   all slow failures, could reach neither limit (`RoundRule`). At the
 //!   lease's end the probes still out count as failures: if that fails the
 //!   round, the admission reopens it (`ProbeAbandoned`, turned away `Open`
 //!   for the new period), else a new round starts.
-//! * **Hints.** `record_hinted_at` remembers `now + min(hint, max_hint)`
-//!   (the latest wins, stale verdicts too). A trip from Closed, or a probe's
-//!   verdict that fails the round, opens for what is left of it when that is
-//!   longer than the schedule's step, held as whole 2²⁴ ns units rounded up
-//!   (exact, no jitter), and forgets it either way. The lease's reopen under
-//!   the rule reads no hint.
+//! * **Hints.** With hints remembered (`hints()`, `max_hint`),
+//!   `record_hinted_at` remembers `now + min(hint, max_hint)` (the latest
+//!   wins, stale verdicts too). A trip from Closed, or a probe's verdict
+//!   that fails the round, opens for what is left of the remembered hint or
+//!   of the verdict's own (by default the only one taken, capped at 10
+//!   min), whichever is longer, when that is longer than the schedule's
+//!   step, held as whole 2²⁴ ns units rounded up (exact, no jitter), and
+//!   forgets the remembered one either way. The lease's reopen under the
+//!   rule reads no hint. With `hints_off()` no hint counts.
 //!
 //! # Open durations and jitter
 //!
@@ -72,8 +78,11 @@
 //!   next failure or slow call; invariant 8 keeps successes to one write).
 //! * A neutral verdict (the caller's or the client's fault) is not counted
 //!   and ends no run; a probe's frees its slot.
-//! * The unanswered rule, when on: a drop before the slow-call threshold and
-//!   `abandoned_after` but after the rule's age is *unanswered*; it extends a
+//! * The unanswered rule, on by default (20 calls, 250 ms or half the
+//!   shorter of the slow-call threshold and `abandoned_after`) unless
+//!   `unanswered_off()`: a drop with a known age, before the slow-call
+//!   threshold and `abandoned_after` but after the rule's age, is
+//!   *unanswered*; it extends a
 //!   run of unanswered calls that any reported success, failure or business
 //!   error ends, and that trips the breaker (`Unresponsive`) at the rule's
 //!   count; an unanswered probe fails its round (`ProbeAbandoned`).
@@ -85,7 +94,8 @@
 //!   failure (it has none), and a probe fails its round; dropped while the
 //!   thread panics it is a failure. A permit whose admission did not read
 //!   the clock (`try_acquire` in CLOSED without a slow-call threshold, an
-//!   explicit `abandoned_after` or the unanswered rule) has no age: its drop
+//!   explicit `abandoned_after` or an unanswered rule set explicitly; the
+//!   default rule reads no clock) has no age: its drop
 //!   is neutral unless the thread panics.
 //!
 //! # What the model chooses not to compare
@@ -166,11 +176,12 @@ struct Spec {
     probes: u32,
     lease_ms: Option<u64>,
     abandoned_after_ms: Option<u64>,
-    /// `unanswered(calls, after)`, only where valid (after shorter than
+    /// The unanswered rule: the default, `unanswered_off()`, or
+    /// `unanswered(calls, after)` only where valid (after shorter than
     /// `abandoned_after` and the slow-call threshold).
-    unanswered: Option<(u32, u64)>,
+    unanswered: UnansweredSpec,
     base_ms: u64,
-    /// `backoff(multiplier, base × cap_factor)`, or the default (2, max(base, 300 s)).
+    /// `backoff(multiplier, base × cap_factor)`, or the default (2, 3 × base).
     backoff: Option<(Multiplier, u64)>,
     jitter: f64,
     id: u32,
@@ -189,12 +200,26 @@ struct Spec {
     hints: HintSpec,
 }
 
+/// How the builder is told about the unanswered rule.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum UnansweredSpec {
+    /// Not set: the default rule (20 calls, 250 ms or half the shorter of
+    /// the slow-call threshold and `abandoned_after`), judging only the
+    /// drops of calls whose admission read the clock anyway.
+    Default,
+    /// `unanswered_off()`.
+    Off,
+    /// `unanswered(calls, after_ms)`: every admission reads the clock.
+    Rule(u32, u64),
+}
+
 /// How the builder is told about upstream hints.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum HintSpec {
-    /// Not set: hints off (the default).
+    /// Not set: a tripping verdict's hint only, capped at 10 minutes (the
+    /// default).
     Unset,
-    /// `hints()`: on, `max_hint` 10 minutes.
+    /// `hints()`: remembered, `max_hint` 10 minutes.
     On,
     /// `max_hint(ms)`.
     Max(u64),
@@ -241,8 +266,12 @@ impl Spec {
         if let Some(a) = self.abandoned_after_ms {
             b = b.abandoned_after(Duration::from_millis(a));
         }
-        if let Some((calls, after_ms)) = self.unanswered {
-            b = b.unanswered(calls, Duration::from_millis(after_ms));
+        match self.unanswered {
+            UnansweredSpec::Default => {}
+            UnansweredSpec::Off => b = b.unanswered_off(),
+            UnansweredSpec::Rule(calls, after_ms) => {
+                b = b.unanswered(calls, Duration::from_millis(after_ms));
+            }
         }
         if let Some((m, factor)) = self.backoff {
             b = b.backoff(m.as_f64(), Duration::from_millis(self.base_ms * factor));
@@ -335,7 +364,13 @@ fn spec_strategy() -> impl Strategy<Value = Spec> {
                     probes,
                     lease_ms,
                     abandoned_after_ms,
-                    unanswered: None,
+                    // Left unset: the default rule, or (a quarter of the
+                    // cases) turned off.
+                    unanswered: if id % 4 == 3 {
+                        UnansweredSpec::Off
+                    } else {
+                        UnansweredSpec::Default
+                    },
                     base_ms,
                     backoff,
                     jitter,
@@ -372,7 +407,10 @@ fn spec_strategy() -> impl Strategy<Value = Spec> {
                         .unwrap_or(lease_ms);
                     let limit = s.slow_threshold_ms.map_or(abandoned, |t| t.min(abandoned));
                     if limit > 1 {
-                        s.unanswered = Some((calls, 1 + after_ix.index(limit as usize - 1) as u64));
+                        s.unanswered = UnansweredSpec::Rule(
+                            calls,
+                            1 + after_ix.index(limit as usize - 1) as u64,
+                        );
                     }
                 }
                 if set_min {
@@ -471,6 +509,11 @@ struct Policy {
     rule: Option<RoundRule>,
     /// The longest open period a hint may ask for; `None`: hints off.
     max_hint: Option<Duration>,
+    /// Hints of verdicts that do not trip are remembered (`hints()`,
+    /// `max_hint`); else only a tripping verdict's own counts.
+    remembers_hints: bool,
+    /// The first backoff step that opens for the cap.
+    cap_step: u32,
 }
 
 /// The ramp's curve as `Builder::ramp_curve` documents it (Envoy's
@@ -527,8 +570,9 @@ fn ramp_admits(turn: u32, id: u32, fraction: u32) -> bool {
 
 /// The half-open rate rule as the builder documents it: a round of P
 /// probes reopens once its failed probes reach the failure rate of P, or its
-/// slow ones the slow-call rate of P, and closes once all P answered short of
-/// both; decided as soon as certain.
+/// slow ones (a slow failure is both) the slow-call rate of P, and closes
+/// once no answer still to come can reach either; decided as soon as
+/// certain.
 #[derive(Clone, Copy, Debug)]
 struct RoundRule {
     /// The least number of failed probes whose share of P reaches the rate.
@@ -550,11 +594,16 @@ impl RoundRule {
         }
     }
 
-    /// `Some(false)` reopens, `Some(true)` closes, `None` goes on.
-    fn decide(self, probes: u32, good: u32, failed: u32, slow: u32) -> Option<bool> {
+    /// `Some(false)` reopens, `Some(true)` closes, `None` goes on, once
+    /// `answered` of the P probes answered, `failed` of them failed and
+    /// `slow` were slow: it closes as soon as the answers still to come
+    /// (`P − answered`), were they all slow failures, could reach neither
+    /// limit.
+    fn decide(self, probes: u32, answered: u32, failed: u32, slow: u32) -> Option<bool> {
+        let to_come = probes - answered;
         if failed >= self.failed_limit || slow >= self.slow_limit {
             Some(false)
-        } else if good + failed + slow >= probes {
+        } else if failed + to_come < self.failed_limit && slow + to_come < self.slow_limit {
             Some(true)
         } else {
             None
@@ -593,9 +642,9 @@ impl Policy {
         let base_ns = u128::from(s.base_ms * MS);
         let (multiplier, cap_ns) = match s.backoff {
             Some((m, factor)) => (m, base_ns * u128::from(factor)),
-            None => (Multiplier(2, 1), base_ns.max(300_000 * u128::from(MS))),
+            None => (Multiplier(2, 1), base_ns * 3),
         };
-        let lease = Duration::from_millis(s.lease_ms.unwrap_or(s.base_ms));
+        let lease = Duration::from_millis(s.lease_ms.unwrap_or(s.base_ms.max(30_000)));
         let abandoned_after = match (s.abandoned_after_ms, s.slow_threshold_ms) {
             (Some(a), _) | (None, Some(a)) => Duration::from_millis(a),
             (None, None) => lease,
@@ -610,10 +659,21 @@ impl Policy {
             probes: s.probes,
             lease,
             abandoned_after,
-            unanswered: s
-                .unanswered
-                .map(|(calls, ms)| (calls, Duration::from_millis(ms))),
-            dates_drops: s.abandoned_after_ms.is_some() || s.unanswered.is_some(),
+            unanswered: match s.unanswered {
+                UnansweredSpec::Off => None,
+                UnansweredSpec::Rule(calls, ms) => Some((calls, Duration::from_millis(ms))),
+                UnansweredSpec::Default => {
+                    // Fitted below the drops already counted.
+                    let limit = s
+                        .slow_threshold_ms
+                        .map(Duration::from_millis)
+                        .map_or(abandoned_after, |t| t.min(abandoned_after));
+                    let after = Duration::from_millis(250).min(limit / 2);
+                    (!after.is_zero()).then_some((20, after))
+                }
+            },
+            dates_drops: s.abandoned_after_ms.is_some()
+                || matches!(s.unanswered, UnansweredSpec::Rule(..)),
             base_ns,
             multiplier,
             cap_ns,
@@ -631,11 +691,22 @@ impl Policy {
                 )
             }),
             max_hint: match s.hints {
-                HintSpec::On => Some(Duration::from_secs(600)),
+                HintSpec::On | HintSpec::Unset => Some(Duration::from_secs(600)),
                 HintSpec::Max(ms) => Some(Duration::from_millis(ms)),
-                HintSpec::Unset | HintSpec::Off => None,
+                HintSpec::Off => None,
             },
+            remembers_hints: matches!(s.hints, HintSpec::On | HintSpec::Max(_)),
+            cap_step: 0,
         }
+        .with_cap_step()
+    }
+
+    /// The first step whose period is the schedule's longest: the step
+    /// counts no further.
+    fn with_cap_step(mut self) -> Policy {
+        let longest = self.step(63);
+        self.cap_step = (1..=63).find(|&k| self.step(k) == longest).unwrap_or(63);
+        self
     }
 
     /// The un-jittered open duration after `trips` trips in a row:
@@ -692,12 +763,10 @@ enum Ending {
 enum ProbeEnd {
     /// Dropped early, neutral or ignored: its slot is free again.
     Freed,
-    /// Failed (`ProbeFailed`) or abandoned (`ProbeAbandoned`).
-    Failed(Reason),
-    /// Succeeded slowly.
-    Slow,
-    /// Succeeded fast.
-    Good,
+    /// Failed (`ProbeFailed`) or abandoned (`ProbeAbandoned`), slowly or not.
+    Failed(Reason, bool),
+    /// Succeeded, slowly or not.
+    Succeeded(bool),
 }
 
 /// An admission as the model predicts it: a ticket, or why not and when to retry.
@@ -764,6 +833,9 @@ struct Model {
     turn: u32,
     /// The remembered hint: the instant it ends (`Nanos::ZERO`: none).
     hint_until: Nanos,
+    /// The hint of the verdict being recorded: the instant it ends
+    /// (`Nanos::ZERO`: none), for the trip that verdict may cause.
+    own_hint_until: Nanos,
     /// When the current state (or probe round) began.
     since: Nanos,
     /// How long the current Open period lasts (jitter included).
@@ -789,6 +861,7 @@ impl Model {
             ramping: false,
             turn: 0,
             hint_until: Nanos::ZERO,
+            own_hint_until: Nanos::ZERO,
             since: Nanos::ZERO,
             open_for: Duration::ZERO,
             calls: Vec::new(),
@@ -875,7 +948,8 @@ impl Model {
     /// than the schedule's step, clamped to `max_hint` and held as whole
     /// 2²⁴ ns units (rounded up); and forgets the hint either way.
     fn trip_open(&mut self, reason: Reason, now: Nanos, window: WindowCounts) -> Expected {
-        let hint = (self.hint_until > now).then(|| self.hint_until.saturating_duration_since(now));
+        let until = self.hint_until.max(self.own_hint_until);
+        let hint = (until > now).then(|| until.saturating_duration_since(now));
         self.hint_until = Nanos::ZERO;
         let mut e = self.enter(State::Open, reason, now, window);
         let step = self.p.step(self.trips);
@@ -891,12 +965,22 @@ impl Model {
         e
     }
 
-    /// An upstream's hint with a verdict at `now`: remembered until
-    /// `now + min(hint, max_hint)`, the latest winning (hints on only).
-    fn remember_hint(&mut self, hint: Duration, now: Nanos) {
+    /// An upstream's hint with a verdict at `now`, before the verdict:
+    /// the verdict's own until `now + min(hint, max_hint)` (hints not off),
+    /// and remembered as long when the policy remembers hints, the latest
+    /// winning.
+    fn hinted(&mut self, hint: Duration, now: Nanos) {
         if let Some(max) = self.p.max_hint {
-            self.hint_until = now + hint.min(max);
+            self.own_hint_until = now + hint.min(max);
+            if self.p.remembers_hints {
+                self.hint_until = self.own_hint_until;
+            }
         }
+    }
+
+    /// The verdict that came with a hint is recorded: its own hint is gone.
+    fn hinted_done(&mut self) {
+        self.own_hint_until = Nanos::ZERO;
     }
 
     /// Whether the breaker ramps at `now`: closed by a round with a ramp,
@@ -946,7 +1030,7 @@ impl Model {
     /// The step a trip from Closed at `now` opens at: one past the backoff
     /// step; a trip during the ramp is a failed recovery (no decay).
     fn trip_step(&self, now: Nanos) -> u32 {
-        (self.backoff_step(now) + 1).min(63)
+        (self.backoff_step(now) + 1).min(self.p.cap_step)
     }
 
     /// The backoff step at `now` while Closed: the step the close kept,
@@ -1032,12 +1116,13 @@ impl Model {
                         // failures: if that fails the round, this
                         // admission reopens it (no hint read) and is
                         // turned away for the new open period.
-                        let answered = self.successes + self.failed + self.slow;
-                        let failed = self.failed + self.taken.saturating_sub(answered);
-                        if rule.decide(self.p.probes, self.successes, failed, self.slow)
+                        let answered = self.successes + self.failed;
+                        let out = self.taken.saturating_sub(answered);
+                        let failed = self.failed + out;
+                        if rule.decide(self.p.probes, answered + out, failed, self.slow)
                             == Some(false)
                         {
-                            self.trips = (self.trips + 1).min(63);
+                            self.trips = (self.trips + 1).min(self.p.cap_step);
                             let z = WindowCounts::default();
                             let t = self.enter(State::Open, Reason::ProbeAbandoned, now, z);
                             self.counters.rejected += 1;
@@ -1169,8 +1254,8 @@ impl Model {
             State::HalfOpen if t.probe => self.probe_ends(
                 match ending {
                     Ending::Dropped => ProbeEnd::Freed,
-                    Ending::Panicked => ProbeEnd::Failed(Reason::ProbeFailed),
-                    _ => ProbeEnd::Failed(Reason::ProbeAbandoned),
+                    Ending::Panicked => ProbeEnd::Failed(Reason::ProbeFailed, slow),
+                    _ => ProbeEnd::Failed(Reason::ProbeAbandoned, slow),
                 },
                 now,
             ),
@@ -1232,10 +1317,8 @@ impl Model {
     fn record_probe(&mut self, outcome: Outcome, slow: bool, now: Nanos) -> Option<Expected> {
         let end = match outcome {
             Outcome::Ignored | Outcome::Neutral => ProbeEnd::Freed,
-            // A slow failure is a failure.
-            Outcome::Failure => ProbeEnd::Failed(Reason::ProbeFailed),
-            Outcome::Success if slow => ProbeEnd::Slow,
-            Outcome::Success => ProbeEnd::Good,
+            Outcome::Failure => ProbeEnd::Failed(Reason::ProbeFailed, slow),
+            Outcome::Success => ProbeEnd::Succeeded(slow),
         };
         self.probe_ends(end, now)
     }
@@ -1259,8 +1342,8 @@ impl Model {
         }
         let decided = match self.p.rule {
             None => match end {
-                ProbeEnd::Failed(reason) => Err(reason),
-                ProbeEnd::Slow => Err(Reason::ProbeSlow),
+                ProbeEnd::Failed(reason, _) => Err(reason),
+                ProbeEnd::Succeeded(true) => Err(Reason::ProbeSlow),
                 _ => {
                     self.successes += 1;
                     if self.successes < self.p.probes {
@@ -1270,16 +1353,25 @@ impl Model {
                 }
             },
             Some(rule) => {
+                // A slow failure counts toward both limits (Resilience4j's
+                // SLOW_ERROR); a success, slow or not, is one more success.
                 match end {
-                    ProbeEnd::Failed(_) => self.failed += 1,
-                    ProbeEnd::Slow => self.slow += 1,
-                    _ => self.successes += 1,
+                    ProbeEnd::Failed(_, slow) => {
+                        self.failed += 1;
+                        self.slow += u32::from(slow);
+                    }
+                    ProbeEnd::Succeeded(slow) => {
+                        self.successes += 1;
+                        self.slow += u32::from(slow);
+                    }
+                    ProbeEnd::Freed => unreachable!(),
                 }
-                match rule.decide(self.p.probes, self.successes, self.failed, self.slow) {
+                let answered = self.successes + self.failed;
+                match rule.decide(self.p.probes, answered, self.failed, self.slow) {
                     None => return None,
                     Some(true) => Ok(()),
                     Some(false) if self.failed >= rule.failed_limit => Err(match end {
-                        ProbeEnd::Failed(Reason::ProbeAbandoned) => Reason::ProbeAbandoned,
+                        ProbeEnd::Failed(Reason::ProbeAbandoned, _) => Reason::ProbeAbandoned,
                         _ => Reason::ProbeFailed,
                     }),
                     Some(false) => Err(Reason::ProbeSlow),
@@ -1288,7 +1380,7 @@ impl Model {
         };
         match decided {
             Err(reason) => {
-                self.trips = (self.trips + 1).min(63);
+                self.trips = (self.trips + 1).min(self.p.cap_step);
                 Some(self.trip_open(reason, now, z))
             }
             Ok(()) => {
@@ -1689,8 +1781,9 @@ impl Pair {
                 };
                 self.end_call(ticket, took);
                 let real = permit.record_hinted_at(outcome, Some(hint), self.now);
-                self.model.remember_hint(hint, self.now);
+                self.model.hinted(hint, self.now);
                 let expected = self.model.verdict(ticket, outcome, self.now);
+                self.model.hinted_done();
                 (Returned::Transition(real), expected)
             }
             Op::Drop(which, took) | Op::Panic(which, took) => {

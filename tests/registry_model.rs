@@ -22,7 +22,8 @@
 //!   the bounds.
 //! * **Eviction by information** (the registry's module docs): no handle
 //!   held; CLOSED and idle past `forget_after`, or past the TTL and
-//!   pristine; OPEN/HALF_OPEN and idle past the TTL plus the backoff cap;
+//!   pristine; OPEN and idle past the TTL plus its open period (learned
+//!   from the breaker), HALF_OPEN past the TTL plus the backoff cap;
 //!   never a manual mode or a pinned key. Idle time restarts on a lookup
 //!   and when a handle is released.
 //! * **Departures**: `remove`, `retain` and a replacing `insert_with` count
@@ -368,6 +369,10 @@ struct Book {
     /// breaker turns pristine by itself once its step is back at the base.
     state: State,
     pristine_from: Option<Nanos>,
+    /// While OPEN, its open period in whole ticks (truncated, as the
+    /// registry counts it): the backoff step, or the span a tripping
+    /// verdict's hint set.
+    open_ticks: u64,
     /// The tick it was last looked up or released at.
     seen: u64,
     in_map: bool,
@@ -381,6 +386,7 @@ impl Book {
             calls: CallCounts::default(),
             state: State::Closed,
             pristine_from: Some(Nanos::ZERO),
+            open_ticks: 0,
             seen: now,
             in_map: matches!(kind, Kind::Tracked | Kind::Pinned),
         }
@@ -529,7 +535,8 @@ impl Model {
                 let pristine = book.pristine_from.is_some_and(|t| at(self.now) >= t);
                 idle > s.forget.max(s.ttl) || ((pressure || idle > s.ttl) && pristine)
             }
-            State::Open | State::HalfOpen => idle > s.ttl + s.open * s.cap_factor,
+            State::Open => idle > s.ttl + book.open_ticks,
+            State::HalfOpen => idle > s.ttl + s.open * s.cap_factor,
             _ => false,
         }
     }
@@ -758,14 +765,23 @@ fn act_on(b: &Breaker<ManualClock>, act: Act, now: Nanos) -> Option<bool> {
 struct Learned {
     state: State,
     pristine_from: Option<Nanos>,
+    /// An OPEN breaker's period, when its end is still ahead (seen from
+    /// the act that opened it, at the latest: the calls here take no time).
+    open_ticks: Option<u64>,
     calls: Option<CallCounts>,
 }
 
 fn learn(b: &Breaker<ManualClock>, now: Nanos) -> Learned {
+    let s = b.snapshot_at(now);
+    let open_for = s
+        .retry_after
+        .filter(|left| !left.is_zero())
+        .map(|left| s.time_in_state + left);
     Learned {
         state: b.state(),
         pristine_from: pristine_from(b, now),
-        calls: b.snapshot_at(now).calls,
+        open_ticks: open_for.map(|d| (d.as_nanos() / u128::from(TICK)) as u64),
+        calls: s.calls,
     }
 }
 
@@ -829,6 +845,9 @@ impl Pair {
         let book = &mut self.model.books[b];
         book.state = learned.state;
         book.pristine_from = learned.pristine_from;
+        if let Some(ticks) = learned.open_ticks {
+            book.open_ticks = ticks;
+        }
         assert_eq!(
             learned.calls,
             Some(book.calls),

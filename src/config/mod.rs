@@ -29,8 +29,9 @@
 //! shards = 256                    # .shards(256)
 //!
 //! ## Outlier detection: each host judged against its pool
-//! ## (RegistryBuilder::outliers(Outliers)); an empty table is Envoy's defaults.
+//! ## (RegistryBuilder::outliers(Outliers)); an empty table is the defaults.
 //! [outliers]
+//! # preset = "envoy"                      # Outliers::envoy(): Envoy's rules exactly
 //! interval = "10s"                        # .interval(10 s)
 //! success_rate_request_volume = 100       # .success_rate_request_volume(100)
 //! success_rate_minimum_hosts = 5          # .success_rate_minimum_hosts(5)
@@ -45,6 +46,8 @@
 //! enforcing_slow = 100                    # .enforcing_slow(100)
 //! max_ejection_percent = 10               # .max_ejection_percent(10)
 //! panic_threshold = 50                    # .panic_threshold(50)
+//! significance = 1e-6                     # .significance(1e-6); or "off" (Envoy's rules alone)
+//! ejection_time = { base = "30s", max = "5m" }  # .ejection_time(30 s, 5 min); or "breaker"
 //!
 //! ## The template of every host's breaker (Builder).
 //! [breaker]
@@ -58,7 +61,7 @@
 //! half_open_probes = 3            # .half_open_probes(3)
 //! probe_lease = "10s"             # .probe_lease(10 s)
 //! abandoned_after = "3s"          # .abandoned_after(3 s)
-//! unanswered = { calls = 5, after = "500ms" }     # .unanswered(5, 500 ms)
+//! unanswered = { calls = 5, after = "500ms" }     # .unanswered(5, 500 ms); or "off": .unanswered_off()
 //! open_duration = "30s"           # .open_duration(30 s)
 //! backoff = { multiplier = 2.0, cap = "5m" }      # .backoff(2.0, 5 min); or "off"
 //! jitter = 0.2                    # .jitter(0.2)
@@ -67,7 +70,7 @@
 //! half_open_rate_rule = true      # .half_open_rate_rule()
 //! half_open_failure_rate = 0.3    # .half_open_failure_rate(0.3) (turns the rule on)
 //! half_open_slow_call_rate = 0.6  # .half_open_slow_call_rate(0.6) (turns the rule on)
-//! max_hint = "5m"                 # .max_hint(5 min): hints on; "off" (the default): .hints_off()
+//! max_hint = "5m"                 # .max_hint(5 min): hints remembered; "off": .hints_off()
 //! ## id = 7                       # .id(7): tests and simulations only
 //!
 //! ## One host's own breaker (RegistryBuilder::override_key): laid over [breaker].
@@ -114,17 +117,19 @@
 //!   them all.
 //! - **One window**: `count_window = N` or `time_window = { length, buckets }`,
 //!   not both. Set neither, and a rate gets the builder's default window.
-//! - **The unanswered rule**: `{ calls, after }`, both required; left out,
-//!   it is off.
+//! - **The unanswered rule**: `"off"` or `{ calls, after }` (both
+//!   required); left out, the builder's default rule (fitted to the
+//!   slow-call threshold and `abandoned_after`).
 //! - **Backoff**: `"off"` or `{ multiplier, cap }` (both required); left out,
-//!   the builder's default (×2 up to 5 min) or the preset's.
+//!   the builder's default (×2 up to 3 × the base) or the preset's.
 //! - **Recovery**: `ramp = "off"` or `{ window, min_fraction, aggression }`
 //!   (`window` required; the other two default to Envoy's 0.1 and 1.0); left
 //!   out, no ramp. The half-open rate rule is on with
 //!   `half_open_rate_rule = true` or with either of its rates;
 //!   `half_open_rate_rule = false` beside a rate in the same table is
-//!   refused. `max_hint` is a duration (hints taken, capped at it) or
-//!   `"off"`; left out, off. A bad value is the builder's error, naming `ramp.window`,
+//!   refused. `max_hint` is a duration (hints remembered, capped at it) or
+//!   `"off"` (no hint taken); left out, a tripping verdict's hint is taken,
+//!   capped at 10 min. A bad value is the builder's error, naming `ramp.window`,
 //!   `ramp.min_fraction`, `ramp.aggression`, `half_open_probes` (at most 31
 //!   under the rule), `half_open_failure_rate`, `half_open_slow_call_rate`
 //!   or `max_hint`.
@@ -176,7 +181,9 @@ mod registry;
 use core::fmt;
 
 pub use breaker::BreakerConfig;
-pub use outliers::{OutliersConfig, SlowOutliersConfig};
+pub use outliers::{
+    EjectionTimeConfig, OutliersConfig, OutliersPreset, SignificanceConfig, SlowOutliersConfig,
+};
 pub use parts::{BackoffConfig, Preset, RampConfig, TimeWindowConfig, UnansweredConfig};
 pub use registry::RegistryConfig;
 

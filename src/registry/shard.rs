@@ -82,10 +82,11 @@ impl Evict {
     ///   and pristine ([`Breaker::is_pristine_at`](crate::Breaker::is_pristine_at):
     ///   not within a ramp's window, and a backoff step kept by its last
     ///   close decayed back to the base, besides a clean window and no run);
-    /// * OPEN or HALF_OPEN: idle past the TTL plus the longest open period
-    ///   (the backoff's cap, or `max_hint` when hints may hold it open
-    ///   longer): nobody asked for the host through a whole open period and
-    ///   a TTL;
+    /// * OPEN or HALF_OPEN: idle past the TTL plus an open period (an OPEN
+    ///   breaker's own, however it was set: the backoff step, an upstream's
+    ///   hint, another replica's news; the backoff's cap for a HALF_OPEN
+    ///   one): nobody asked for the host through a whole open period and a
+    ///   TTL;
     /// * manual modes (forced open, disabled, metrics only), pinned and
     ///   shared breakers: never.
     fn is_stale<K, C: Clock>(&self, e: &Entry<K, C>) -> bool {
@@ -100,12 +101,7 @@ impl Evict {
                     || ((self.pressure || idle > self.ttl_ticks) && b.is_pristine_at(self.now))
             }
             State::Open | State::HalfOpen => {
-                // A hinted trip may hold it open up to `max_hint`.
-                let config = b.config();
-                let longest = config.max_hint().map_or(config.open_duration_cap(), |max| {
-                    max.max(config.open_duration_cap())
-                });
-                let open_for = ticks(longest);
+                let open_for = ticks(b.unvisited_open_period());
                 idle > self.ttl_ticks.saturating_add(open_for).min(MAX_AGE_TICKS)
             }
             State::ForcedOpen | State::Disabled | State::MetricsOnly => false,
@@ -295,6 +291,29 @@ impl<K, C: Clock> Shard<K, C> {
     #[cfg(all(test, not(failfast_loom)))]
     pub(crate) fn pause_writers(&self) -> impl Drop + '_ {
         self.books.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Evicts `victim` now as a sweep does once it found the entry stale,
+    /// whoever holds a clone of it: a test stages the handshake's race by
+    /// holding a reader's clone (`registry::lock_free_reads`).
+    #[cfg(all(test, not(failfast_loom)))]
+    pub(crate) fn evict_now(
+        &self,
+        victim: &EntryArc<Entry<K, C>>,
+        now: Nanos,
+        fleet: &Fleet,
+        budget: &Budget<K>,
+    ) -> bool {
+        let mut books = self.write();
+        self.evict(&mut books, victim, now, fleet, budget, true)
+    }
+
+    /// This shard's entries (a test's view).
+    #[cfg(all(test, not(failfast_loom)))]
+    pub(crate) fn entries(&self) -> Vec<EntryArc<Entry<K, C>>> {
+        let mut all = Vec::new();
+        self.map.for_each(|e| all.push(e.clone()));
+        all
     }
 
     /// The breaker new keys of this shard share while the registry is full.
