@@ -298,9 +298,11 @@ async fn run(args: Args) -> i32 {
     }
     text.push_str(&format!(
         "\nThe gate (a failfast proxy lets at most {:.0} % + {} more load reach the sick \
-         upstream than the best incumbent, and recovers no later than the slowest): {}\n",
+         upstream than the best incumbent, plus {} calls per second of the outage per sick host \
+         for the default schedule's probes, and recovers no later than the slowest): {}\n",
         report::MARGIN * 100.0,
         report::SLACK,
+        report::PROBES_PER_SECOND,
         if failures.is_empty() {
             "passed".to_owned()
         } else {
