@@ -467,7 +467,9 @@
 //! evicts an idle Closed breaker early only when it is pristine, keeps a
 //! flapping host's history until it has been healthy long enough to lose it
 //! anyway. A Closed breaker idle past `forget_after` is evicted whatever it
-//! holds, its step included.
+//! holds, its step included. An upstream's hint remembered from a verdict
+//! that did not trip is kept by the same rule: it would lengthen the next
+//! trip, so the breaker is not pristine until the hint has run out.
 //!
 //! # Many breakers
 //!

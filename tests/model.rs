@@ -46,7 +46,8 @@
 //!   verdict that fails the round, opens for what is left of it when that is
 //!   longer than the schedule's step, held as whole 2²⁴ ns units rounded up
 //!   (exact, no jitter), and forgets it either way. The lease's reopen under
-//!   the rule reads no hint.
+//!   the rule reads no hint. A breaker with a hint still running is not
+//!   pristine (`is_pristine_at`).
 //!
 //! # Open durations and jitter
 //!
@@ -931,7 +932,8 @@ impl Model {
 
     /// Indistinguishable from a fresh breaker at `now` (what a registry
     /// may evict): Closed and not ramping, no run, the backoff step decayed
-    /// to the base, no failure or slow call in the window.
+    /// to the base, no hint remembered that is still running, no failure or
+    /// slow call in the window.
     fn is_pristine(&self, now: Nanos) -> bool {
         let w = self.window(now);
         self.mode == State::Closed
@@ -939,6 +941,7 @@ impl Model {
             && self.run == 0
             && self.unanswered == 0
             && self.backoff_step(now) == 0
+            && self.hint_until <= now
             && w.failures == 0
             && w.slow == 0
     }

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use failfast::{Breaker, ManualClock, Nanos, Registry, State};
+use failfast::{Breaker, ManualClock, Nanos, Outcome, Registry, State};
 
 type Reg = Registry<u64, std::collections::hash_map::RandomState, ManualClock>;
 
@@ -177,4 +177,56 @@ fn information_is_forgotten_only_past_its_edges() {
     );
     assert_eq!(r.sweep_at(1, at(8 * TICK)), 1, "one tick longer: gone");
     assert!(r.is_empty());
+}
+
+#[test]
+fn a_remembered_hint_keeps_its_breaker_until_it_runs_out() {
+    // An upstream said "not for 100 s" with a failure that did not trip, and
+    // a success ended the run: the breaker is CLOSED with a clean run, but
+    // its next trip opens for what is left of the hint. A fresh breaker's
+    // would not, so an idle sweep keeps it until the hint has run out.
+    let clock = ManualClock::new();
+    let r = Registry::<u64>::builder(
+        Breaker::builder()
+            .consecutive_failures(2)
+            .open_duration(Duration::from_secs(10))
+            .hints(),
+    )
+    .idle_ttl(Duration::from_secs(1))
+    .shards(1)
+    .build_with_clock(clock.clone())
+    .unwrap();
+    let start = Nanos::ZERO;
+    for key in [1, 2] {
+        r.with_at(&key, start, |b| {
+            b.try_acquire_at(start).unwrap().record_hinted_at(
+                Outcome::Failure,
+                Some(Duration::from_secs(100)),
+                start,
+            );
+            b.try_acquire_at(start).unwrap().success_at(start);
+        });
+    }
+    let idle = Nanos::from_secs(50);
+    assert_eq!(
+        r.sweep_at(1, idle),
+        0,
+        "idle past the TTL, with 50 s of a hint left: kept"
+    );
+    let host = r.handle_at(&1, idle);
+    for _ in 0..2 {
+        host.try_acquire_at(idle).unwrap().failure_at(idle);
+    }
+    let open_for = host.snapshot_at(idle).retry_after.unwrap();
+    assert!(
+        open_for >= Duration::from_secs(50),
+        "the kept breaker opens for the rest of the hint, not the base 10 s: {open_for:?}"
+    );
+    drop(host);
+    assert_eq!(
+        r.sweep_at(1, Nanos::from_secs(101)),
+        1,
+        "the other key, once its hint has run out"
+    );
+    assert_eq!(r.len(), 1);
 }

@@ -80,8 +80,9 @@ impl Evict {
     ///   holds is that old, and whatever is left of a decaying backoff step
     ///   goes with it — or idle past the TTL (any idle time under pressure)
     ///   and pristine ([`Breaker::is_pristine_at`](crate::Breaker::is_pristine_at):
-    ///   not within a ramp's window, and a backoff step kept by its last
-    ///   close decayed back to the base, besides a clean window and no run);
+    ///   not within a ramp's window, a backoff step kept by its last close
+    ///   decayed back to the base, and no upstream's hint still remembered,
+    ///   besides a clean window and no run);
     /// * OPEN or HALF_OPEN: idle past the TTL plus the longest open period
     ///   (the backoff's cap, or `max_hint` when hints may hold it open
     ///   longer): nobody asked for the host through a whole open period and
