@@ -225,9 +225,10 @@ impl<C: Clock> Breaker<C> {
     /// [`OnTransition`] for an example.
     ///
     /// A breaker of a [`Registry`](crate::Registry) shares its hooks with
-    /// every breaker of the registry: add them with
-    /// [`Registry::on_transition`](crate::Registry::on_transition), which
-    /// names each by its key.
+    /// every breaker of the registry: a hook added here hears all of them,
+    /// each named `upstream`. Add it with
+    /// [`Registry::on_transition`](crate::Registry::on_transition) instead
+    /// to hear each by its key.
     pub fn on_transition(&self, upstream: impl Into<std::sync::Arc<str>>, hook: impl OnTransition) {
         self.shared.hooks.keep(upstream.into(), hook);
     }

@@ -72,10 +72,12 @@ where
     }
 }
 
-/// A hook with the name it calls its breaker by (unless the registry names
-/// the breaker by its key).
+/// A hook with the name it calls its breaker by: the name it was given
+/// (`None`: the breaker's key, for a registry's own hooks and a keyed
+/// layer's). A breaker hook keeps its name in a registry's list, whatever
+/// hooks by key are added beside it.
 pub(crate) struct Registration {
-    name: Arc<str>,
+    name: Option<Arc<str>>,
     hook: Arc<dyn OnTransition>,
 }
 
@@ -151,20 +153,45 @@ impl<B: 'static> Hooks<B> {
         }
     }
 
-    /// Adds `hook`, heard from now on for as long as the list lives.
+    /// Adds `hook`, heard from now on for as long as the list lives, named
+    /// `name`.
     pub(crate) fn keep(&self, name: Arc<str>, hook: impl OnTransition) {
+        self.keep_named(Some(name), hook);
+    }
+
+    /// Adds `hook` as [`keep`](Self::keep) does, named by the breaker's key.
+    pub(crate) fn keep_by_key(&self, hook: impl OnTransition) {
+        self.keep_named(None, hook);
+    }
+
+    fn keep_named(&self, name: Option<Arc<str>>, hook: impl OnTransition) {
         self.add(Held::Kept(Arc::new(Registration {
             name,
             hook: Arc::new(hook),
         })));
     }
 
-    /// Adds a shared `hook`, heard while the returned lease (or a clone) lives.
+    /// Adds a shared `hook`, heard while the returned lease (or a clone)
+    /// lives, named `name`.
     #[cfg_attr(
         not(any(feature = "tower", all(test, not(failfast_loom)))),
         allow(dead_code)
     )]
     pub(crate) fn lend(&self, name: Arc<str>, hook: Arc<dyn OnTransition>) -> Lease {
+        self.lend_named(Some(name), hook)
+    }
+
+    /// Lends `hook` as [`lend`](Self::lend) does, named by the breaker's key.
+    #[cfg(feature = "tower")]
+    pub(crate) fn lend_by_key(&self, hook: Arc<dyn OnTransition>) -> Lease {
+        self.lend_named(None, hook)
+    }
+
+    #[cfg_attr(
+        not(any(feature = "tower", all(test, not(failfast_loom)))),
+        allow(dead_code)
+    )]
+    fn lend_named(&self, name: Option<Arc<str>>, hook: Arc<dyn OnTransition>) -> Lease {
         let registration = Arc::new(Registration { name, hook });
         self.add(Held::Lent(Arc::downgrade(&registration)));
         Lease(registration)
@@ -187,6 +214,13 @@ impl<B: 'static> Hooks<B> {
     /// a registry installs the same one each time).
     pub(crate) fn name_by(&self, namer: impl FnOnce() -> Box<dyn Namer<B>>) {
         let _ = self.namer.get_or_init(namer);
+    }
+
+    /// How many hooks the list holds, the dead ones not yet pruned
+    /// included (the hook model checks the pruning with it).
+    #[cfg(all(test, feature = "tower", not(failfast_loom)))]
+    pub(crate) fn held(&self) -> usize {
+        self.list.load().len()
     }
 
     /// Tells `observer` and then every hook about `transition` of
@@ -223,14 +257,9 @@ impl<B: 'static> Hooks<B> {
         transition: &Transition,
         mut panic: Option<Box<dyn core::any::Any + Send>>,
     ) {
-        let mut key = NameBuf::new();
-        let named = match self.namer.get() {
-            Some(namer) => {
-                namer.name(breaker, &mut key);
-                true
-            }
-            None => false,
-        };
+        // The breaker's key, found and formatted once, for the first hook
+        // named by it.
+        let mut key: Option<NameBuf> = None;
         for held in list {
             let lent;
             let r: &Registration = match held {
@@ -243,7 +272,18 @@ impl<B: 'static> Hooks<B> {
                     None => continue, // its layer is gone
                 },
             };
-            let upstream = if named { key.as_str() } else { &r.name };
+            let upstream = match &r.name {
+                Some(name) => name,
+                None => key
+                    .get_or_insert_with(|| {
+                        let mut key = NameBuf::new();
+                        if let Some(namer) = self.namer.get() {
+                            namer.name(breaker, &mut key);
+                        }
+                        key
+                    })
+                    .as_str(),
+            };
             let call = std::panic::AssertUnwindSafe(|| r.hook.on_transition(upstream, transition));
             if let Err(p) = std::panic::catch_unwind(call) {
                 panic.get_or_insert(p);

@@ -34,6 +34,12 @@
 //!   failure (or a slow call) once it is older than the breaker's
 //!   [`abandoned_after`](crate::Builder::abandoned_after) or slow-call
 //!   threshold.
+//! - **Where a timeout goes.** A timeout middleware *before* this one drops
+//!   the call when it fires: judged by its age, as above. reqwest's own
+//!   timeout (`RequestBuilder::timeout`, `ClientBuilder::timeout`) is a
+//!   reqwest error: a failure. A timeout middleware *after* this one returns
+//!   its own error, another middleware's: neutral, however long the
+//!   upstream hung, so a hung upstream behind it never opens its breaker.
 //!
 //! ```no_run
 //! use failfast::registry::HostKey;

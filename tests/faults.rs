@@ -239,6 +239,22 @@ impl Body for Upload {
     }
 }
 
+/// A body the test feeds through a channel: a frame per message, `Pending`
+/// while none is there, the end when the sender goes.
+struct Fed(tokio::sync::mpsc::UnboundedReceiver<Bytes>);
+
+impl Body for Fed {
+    type Data = Bytes;
+    type Error = io::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
+        self.0.poll_recv(cx).map(|m| m.map(|b| Ok(Frame::data(b))))
+    }
+}
+
 fn chunk(s: &'static str) -> Result<Frame<Bytes>, io::Error> {
     Ok(Frame::data(Bytes::from_static(s.as_bytes())))
 }
@@ -259,13 +275,27 @@ async fn a_downstream_body_marks_stalls_breaks_and_excess_as_the_clients() {
         "idle from the last frame"
     );
 
-    // Each frame moves the idle deadline on.
-    let mut body = DownstreamBody::new(Upload {
-        frames: vec![chunk("a")],
-    })
-    .idle_timeout(Duration::from_secs(2));
-    let frame = body.frame().await.unwrap().unwrap();
-    assert_eq!(frame.into_data().unwrap(), "a");
+    // Each frame moves the idle deadline on. The first wait arms the timer
+    // (2 s); frames come 1.5 s into it and 1.5 s after that (past the first
+    // deadline); the body stalls 2 s after the last.
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let client = tokio::spawn(async move {
+        for chunk in ["a", "b"] {
+            tokio::time::sleep(Duration::from_millis(1500)).await;
+            tx.send(Bytes::from_static(chunk.as_bytes())).unwrap();
+        }
+        std::future::pending::<()>().await
+    });
+    let mut body = DownstreamBody::new(Fed(rx)).idle_timeout(Duration::from_secs(2));
+    let started = tokio::time::Instant::now();
+    for chunk in ["a", "b"] {
+        let frame = body.frame().await.unwrap().unwrap();
+        assert_eq!(frame.into_data().unwrap(), chunk);
+    }
+    let err = body.frame().await.unwrap().unwrap_err();
+    assert_eq!(err.kind(), DownstreamKind::Stalled(Duration::from_secs(2)));
+    assert_eq!(started.elapsed(), Duration::from_secs(5));
+    client.abort();
 
     // Broken: the inner error, kept as the source.
     let body = DownstreamBody::new(Upload {

@@ -100,6 +100,8 @@ needs!(
     "tower" + "redis",
     "needs --features tower,redis"
 );
+needs!(downstream_time, "tower", "needs --features tower");
+needs!(reqwest_chain, "reqwest", "needs --features reqwest");
 
 /// Every `[[test]]` of `Cargo.toml` with `required-features` has its
 /// `needs!` line above, naming the same features (joined by `+`).

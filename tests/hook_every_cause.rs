@@ -356,3 +356,33 @@ fn outlier_ejections_reach_every_hook_once() {
         (1, 1)
     );
 }
+
+/// A hook added through one of a registry's breakers hears every breaker of
+/// the registry by the name it was given, before and after the registry's
+/// own hooks (named by key) arrive: which name a hook hears does not depend
+/// on what other code added.
+#[test]
+fn a_breaker_hook_in_a_registry_keeps_its_name_beside_key_named_hooks() {
+    let registry = Registry::<HostKey>::builder(Breaker::builder().consecutive_failures(1))
+        .build()
+        .unwrap();
+    let by_breaker: Heard = Arc::default();
+    registry
+        .handle_from("a:80")
+        .on_transition("payments", recording(&by_breaker));
+    registry.handle_from("a:80").force_open();
+    let by_registry: Heard = Arc::default();
+    registry.on_transition(recording(&by_registry));
+    registry.handle_from("b:80").force_open();
+    assert_eq!(
+        *by_breaker.lock().unwrap(),
+        [
+            ("payments".to_owned(), Reason::ForceOpen),
+            ("payments".to_owned(), Reason::ForceOpen)
+        ]
+    );
+    assert_eq!(
+        *by_registry.lock().unwrap(),
+        [("b:80".to_owned(), Reason::ForceOpen)]
+    );
+}

@@ -338,7 +338,8 @@ async fn a_503s_retry_after_opens_the_breaker_for_the_hint() {
     up.retry_after("1000000000000");
     let before = failfast::hint::hints_ignored_total();
     client.get(up.url("/")).send().await.unwrap();
-    assert!(failfast::hint::hints_ignored_total() > before);
+    // The only bad hint of this file's tests: counted once.
+    assert_eq!(failfast::hint::hints_ignored_total(), before + 1);
     assert!(within(wait(&up), 5), "{:?}", wait(&up));
 
     // Not read on other statuses: a 500 opens for the breaker's own.

@@ -673,13 +673,13 @@ where
     /// # Ok::<(), failfast::ConfigError>(())
     /// ```
     pub fn on_transition(&self, hook: impl OnTransition) {
-        self.named_hooks().keep(std::sync::Arc::from(""), hook);
+        self.named_hooks().keep_by_key(hook);
     }
 
     /// Adds a layer's hook, heard while the lease lives.
     #[cfg(feature = "tower")]
     pub(crate) fn lend_hook(&self, hook: std::sync::Arc<dyn OnTransition>) -> crate::hooks::Lease {
-        self.named_hooks().lend(std::sync::Arc::from(""), hook)
+        self.named_hooks().lend_by_key(hook)
     }
 
     /// The registry's hooks, naming breakers by their keys.

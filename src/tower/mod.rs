@@ -78,6 +78,8 @@ mod fallback;
 mod from_tower_http;
 mod future;
 mod hook;
+#[cfg(all(test, not(failfast_loom)))]
+mod hook_model;
 mod keyed;
 mod layer;
 mod mode;
