@@ -346,18 +346,49 @@
 //!   chain says whose it is ([`Fault::of`](crate::Fault::of)): a
 //!   [`DownstreamError`](crate::DownstreamError) anywhere (a client's request
 //!   body that broke, stalled or grew too large, marked by `DownstreamBody`,
-//!   feature `tower`) is the client's; an I/O error of a local resource
-//!   running out (`EMFILE`, `ENFILE`, `ENOBUFS`, memory, local ports) is the
-//!   caller's; anything else is the upstream's. The shipped classifiers
-//!   record the first two as [`Outcome::Neutral`](crate::Outcome::Neutral):
-//!   not counted, and — unlike `Ignored`, which proves the upstream
-//!   answered — ending no run, so a client mixing broken requests into a
-//!   failing upstream's traffic cannot keep it closed. The layers box the
-//!   inner error before they classify (they return it boxed anyway), so
-//!   every classifier can read the chain; recognising another client
-//!   library's errors needs no dependency of ours: its errors wrap the
-//!   body's error or the connector's `io::Error`, and a classifier's `fault`
-//!   hook can add more.
+//!   feature `tower`) is the client's; so is a `hyper::Error` of the
+//!   request's own making (`is_user`: its body's stream failed or ended
+//!   early; feature `hyper`, on with `tower` and `reqwest`); an I/O error of
+//!   a local resource running out (`EMFILE`, `ENFILE`, `ENOBUFS`, memory,
+//!   local ports) is the caller's; anything else is the upstream's. The
+//!   shipped classifiers record the first two as
+//!   [`Outcome::Neutral`](crate::Outcome::Neutral): not counted, and —
+//!   unlike `Ignored`, which proves the upstream answered — ending no run,
+//!   so a client mixing broken requests into a failing upstream's traffic
+//!   cannot keep it closed. The layers box the inner error before they
+//!   classify (they return it boxed anyway), so every classifier can read
+//!   the chain; other client libraries' errors are known by what they wrap
+//!   (the body's error, the connector's `io::Error`), and a classifier's
+//!   `fault` hook can add more.
+//! * **A client's broken upload is the client's, with nothing wrapped.**
+//!   hyper's error for a call whose request body failed carries only the
+//!   body's own error — for a client gone mid-upload, an `io::Error` of kind
+//!   `UnexpectedEof`, which is also what an upstream that hung up looks
+//!   like — so before `Fault::of` read hyper's kind, five such uploads
+//!   through a plain `FailFastLayer` or `KeyedLayer` over hyper-util's
+//!   client, or through the reqwest middleware (whose error keeps hyper's
+//!   inside), opened a healthy upstream's breaker; so did five stalled or
+//!   oversized ones, cut by the server's idle or size limit. Two ways were
+//!   weighed. *The layer wrapping each request body* to mark its errors
+//!   changes the request type the inner service gets: every user's client
+//!   type (`Client<_, Incoming>`, tonic's `Channel`, which takes only its
+//!   own body) stops compiling, the layers (generic over the request, for
+//!   non-HTTP services too) cannot wrap only HTTP requests without a second
+//!   type of layer, and the plain layer with the default classifier would
+//!   still be wrong. *Reading hyper's own kind* needs none of that: hyper
+//!   is in every hyper-based client's build already, this one has none of
+//!   hyper's features (its error type over crates `tower` has; about 1.6 s
+//!   of a debug build), it works for any request type and any body, and it
+//!   costs nothing until a call has failed (the `ff_keyed` row is
+//!   unchanged). reqwest's own kinds are not read: its `is_body` is also a
+//!   response body that broke, the upstream's doing. What it cannot see:
+//!   a stalled body that nothing limits (set an idle limit below the
+//!   layer's timeout), and HTTP/2, where hyper answers a body's error with a
+//!   reset of the stream and the call's error carries no mark, with
+//!   `DownstreamBody` or without. `tests/client_uploads.rs` sends each kind
+//!   of upload five times through each door to a healthy server on
+//!   loopback, and five clients hanging up on a hyper proxy; the catalogue's
+//!   `hyper-user-errors-narrowed` is caught by them.
 //! * **Silence is evidence.** A hung upstream behind clients more impatient
 //!   than the slow-call threshold sees only early drops, each neutral. The
 //!   unanswered rule ([`Builder::unanswered`](crate::Builder::unanswered))
@@ -685,7 +716,12 @@
 //!   `tokio::time::Sleep` for the layers' optional timeout and one reusable
 //!   `Sleep` per ejected endpoint so a balancer is woken at the probe time.
 //!   No task or thread is spawned. Also `http-body` 1 (the `Body` trait,
-//!   for the body that carries a permit to the end of the stream).
+//!   for the body that carries a permit to the end of the stream), and
+//!   `hyper` (below).
+//! * `hyper`: `hyper` 1 with none of its features (no client, server or
+//!   protocol code: its error type over `http`, `http-body`, `bytes` and
+//!   tokio's `sync`), for `Fault::of` to read `hyper::Error::is_user`. On
+//!   with `tower` and `reqwest`; every hyper-based client has it already.
 //! * `tower-http`: `tower-http` 0.7 with no default features (its
 //!   `classify` module only), for the `ClassifyResponse` adapter.
 //! * `tracing`: `tracing` 0.1, one event per transition; with `tower`, the
@@ -702,8 +738,9 @@
 //! * `reqwest`: `reqwest` 0.13 with no default features (no TLS stack; the
 //!   application's own reqwest picks one, and Cargo unifies the two),
 //!   `reqwest-middleware` 0.5 (the `Middleware` trait) and `async-trait`
-//!   (the trait's form); it turns on `http` for `HttpClassifier`, which
-//!   adds no crate, reqwest depending on `http`. reqwest 0.13
+//!   (the trait's form); it turns on `http` for `HttpClassifier` and
+//!   `hyper` for `Fault::of`, which add no crate, reqwest depending on
+//!   both. reqwest 0.13
 //!   declares rust-version 1.85; reqwest-middleware declares none (edition
 //!   2018). Each request's future is boxed by `async-trait`, as every
 //!   reqwest middleware's is.

@@ -45,8 +45,10 @@ pub enum Fault {
     /// buffers (`ENOBUFS`), memory, or local ports (`EADDRNOTAVAIL`).
     /// Neutral.
     Local,
-    /// The client a proxy serves: its request body failed, stalled, or was
-    /// too large ([`DownstreamError`] in the chain). Neutral.
+    /// The request's own side, the client a proxy serves: its body failed,
+    /// stalled, ended early or was too large ([`DownstreamError`] in the
+    /// chain, or hyper's error for a request of the caller's own making,
+    /// feature `hyper`). Neutral.
     Downstream,
 }
 
@@ -55,19 +57,54 @@ pub enum Fault {
 const MAX_DEPTH: usize = 32;
 
 impl Fault {
-    /// Walks `error` and its `source()` chain: a [`DownstreamError`]
-    /// anywhere makes it [`Downstream`](Fault::Downstream); a
-    /// [`std::io::Error`] of a local resource kind makes it
-    /// [`Local`](Fault::Local); anything else is the
-    /// [`Upstream`](Fault::Upstream)'s. An `io::Error` that wraps another
-    /// error (`io::Error::other`) is looked through, as its `source()` skips
-    /// the wrapped error itself.
+    /// Walks `error` and its `source()` chain; the first error that tells
+    /// decides:
     ///
-    /// This reads the standard library's errors only, so it knows hyper's,
-    /// reqwest's and tonic's errors by what they wrap: a connect error
-    /// carries the `io::Error`, and a request body wrapped in
+    /// | in the chain | fault |
+    /// |---|---|
+    /// | a [`DownstreamError`] | [`Downstream`](Fault::Downstream) |
+    /// | a `hyper::Error` whose [`is_user`] holds (feature `hyper`, on with `tower` and `reqwest`): the request body's own stream failed — a client gone mid-upload, an idle or size limit that cut it — or it ended before its declared length; or hyper refused the request as built, or the caller's runtime dropped the connection's task | [`Downstream`](Fault::Downstream) |
+    /// | a [`std::io::Error`] of a local resource running out | [`Local`](Fault::Local) |
+    /// | none of these | [`Upstream`](Fault::Upstream) |
+    ///
+    /// An `io::Error` that wraps another error (`io::Error::other`) is
+    /// looked through, as its `source()` skips the wrapped error itself.
+    ///
+    /// hyper's is the one client library's error read by kind: hyper-util's
+    /// client and reqwest keep it in their errors' chains, and without it a
+    /// broken upload shows only the body's own error — often an `io::Error`
+    /// of kind `UnexpectedEof`, the same as an upstream that hung up.
+    /// reqwest's own kinds are not read: its `is_body` is also a *response*
+    /// body that broke, the upstream's doing.
+    /// Any other library's errors are known by what they wrap: a connect
+    /// error carries the `io::Error`, and a request body wrapped in
     /// [`DownstreamBody`](crate::tower::DownstreamBody) (feature `tower`)
     /// carries its [`DownstreamError`] into the client's error.
+    ///
+    /// ```
+    /// # #[cfg(feature = "hyper")] {
+    /// use failfast::Fault;
+    /// use http_body_util::{BodyExt, Full, Limited};
+    /// use hyper_util::client::legacy::Client;
+    /// use hyper_util::rt::TokioExecutor;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// # let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    /// # let addr = listener.local_addr().unwrap();
+    /// # tokio::spawn(async move { let _kept = listener.accept().await; std::future::pending::<()>().await });
+    /// // An upload past the sender's size limit: hyper fails the call with
+    /// // the body's own error, and says whose it is.
+    /// let client = Client::builder(TokioExecutor::new()).build_http();
+    /// let body = Limited::new(Full::new(hyper::body::Bytes::from("0123456789")), 4);
+    /// let request = http::Request::post(format!("http://{addr}/")).body(body).unwrap();
+    /// let err = client.request(request).await.unwrap_err();
+    /// assert_eq!(Fault::of(&err), Fault::Downstream);
+    /// # }
+    /// # }
+    /// ```
+    ///
+    /// [`is_user`]: https://docs.rs/hyper/1/hyper/struct.Error.html#method.is_user
     pub fn of(error: &(dyn Error + 'static)) -> Fault {
         let mut next = Some(error);
         for _ in 0..MAX_DEPTH {
@@ -83,6 +120,10 @@ impl Fault {
     /// The fault one error of a chain shows by itself, if any.
     fn of_one(e: &(dyn Error + 'static)) -> Option<Fault> {
         if e.is::<DownstreamError>() {
+            return Some(Fault::Downstream);
+        }
+        #[cfg(feature = "hyper")]
+        if is_the_requests_own(e) {
             return Some(Fault::Downstream);
         }
         let io = e.downcast_ref::<io::Error>()?;
@@ -101,6 +142,17 @@ impl Fault {
     pub const fn is_upstream(self) -> bool {
         matches!(self, Fault::Upstream)
     }
+}
+
+/// Whether `e` is hyper's error for a call of the request's own making
+/// (`hyper::Error::is_user`): its body's stream failed, or the body ended
+/// before its declared length, or hyper refused the request as built, or
+/// the caller's runtime dropped the connection's task. The caller's side
+/// in every case, never the upstream's.
+#[cfg(feature = "hyper")]
+fn is_the_requests_own(e: &(dyn Error + 'static)) -> bool {
+    e.downcast_ref::<hyper::Error>()
+        .is_some_and(hyper::Error::is_user)
 }
 
 /// Whether an I/O error is a local resource running out.
@@ -132,7 +184,8 @@ const LOCAL_ERRNOS: [i32; 0] = [];
 /// [`DownstreamBody`](crate::tower::DownstreamBody) (feature `tower`) wraps
 /// a request body so its errors are these; an HTTP client that fails a call
 /// because the body it sends failed keeps the body's error as the source of
-/// its own.
+/// its own. A hyper-based client needs no mark: its own error says the body
+/// failed, and [`Fault::of`] reads it (feature `hyper`).
 ///
 /// ```
 /// use failfast::{DownstreamError, Fault};

@@ -16,8 +16,11 @@
 //! - **Classification**, as [`HttpClassifier`] does: 5xx and 429 are
 //!   failures, other 4xx are ignored, 1xx–3xx are successes; an error from
 //!   reqwest (a refused connection, a timeout, a reset) is a failure unless
-//!   [`Fault::of`](crate::Fault::of) puts it on this side (out of file
-//!   descriptors: neutral). A request reqwest could not build, and an error
+//!   [`Fault::of`](crate::Fault::of) puts it on this side: out of file
+//!   descriptors, or a request body whose own stream failed (a streaming
+//!   upload that broke, or that the sender's idle or size limit cut),
+//!   which reqwest reports through hyper's error for it, with nothing to
+//!   wrap — neutral. A request reqwest could not build, and an error
 //!   of another middleware further down the chain, never reached the
 //!   upstream: neutral. Another [`HttpClassifier`] changes any of these
 //!   ([`classify`](BreakerMiddleware::classify)).

@@ -96,6 +96,11 @@ needs!(
     "needs --features reqwest,tower"
 );
 needs!(
+    client_uploads,
+    "tower" + "reqwest",
+    "needs --features tower,reqwest"
+);
+needs!(
     redis_proxy,
     "tower" + "redis",
     "needs --features tower,redis"

@@ -28,8 +28,9 @@
 # copy's crates the same unit hashes as the checkout's (path crates hash
 # relative to the workspace), so a shared target dir would leave a patched
 # build where the checkout's cargo sees a fresh one. A missing scratch target
-# is seeded with a copy of the checkout's (target/loom, target/debug), so a CI
-# run that already built the models builds no dependency again.
+# is seeded with hard links to the dependencies the checkout's has built
+# (target/loom, target/debug; see `seed`), so a CI run that already built the
+# models builds no dependency again, and the seed takes no disk of its own.
 #
 # LOOM_MAX_PREEMPTIONS defaults to 2; the suite tests run with
 # PROPTEST_CASES=1000 and a fixed PROPTEST_RNG_SEED. A test still running
@@ -115,10 +116,27 @@ suite_cargo() {
     "${limit[@]}" cargo test -q --all-features "$@")
 }
 
-# Seeds the scratch target dir $1 (loom or debug) from the checkout's, once.
+# Seeds the scratch target dir $1 (loom or debug) from the checkout's, once:
+# hard links to the dependencies' units (cargo never rewrites a fresh unit),
+# and none of this workspace's own (failfast, its tests, examples, the loom
+# crate), which the scratch tree builds anew into files of its own. A full
+# copy cost the checkout's whole target again (10 GB and more); a link to one
+# of the workspace's own files would let a patched build write through it
+# into the checkout's target, since both trees give those units the same
+# hashes.
 seed() {
-  local from="$root/target/$1" to="$targets/$1"
-  if [ ! -d "$to" ] && [ -d "$from" ]; then cp -a "$from" "$to"; fi
+  local from="$root/target/$1" to="$targets/$1" profile h
+  if [ -d "$to" ] || [ ! -d "$from" ]; then return 0; fi
+  cp -al "$from" "$to"
+  while read -r profile; do
+    profile="$(dirname "$profile")"
+    for h in $(ls "$profile/.fingerprint" | sed -n 's/^failfast\(-loom-tests\)\?-\([0-9a-f]\{16\}\)$/\2/p'); do
+      find "$profile/deps" -maxdepth 1 -name "*-$h*" -delete
+    done
+    rm -rf "$profile"/.fingerprint/failfast-* "$profile"/build/failfast-* \
+      "$profile/examples" "$profile/incremental"
+    find "$profile" -maxdepth 1 -type f -delete
+  done < <(find "$to" -maxdepth 2 -type d -name .fingerprint)
 }
 
 # Builds the test binaries the catchers need; prints the seconds it took.

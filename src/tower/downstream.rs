@@ -22,11 +22,16 @@ pin_project! {
     /// no bytes for [`idle_timeout`](Self::idle_timeout), or more than
     /// [`max_bytes`](Self::max_bytes).
     ///
-    /// An HTTP client that fails a call because the body it was sending
-    /// failed keeps the body's error as the source of its own (hyper does),
-    /// so the shipped classifiers find the mark ([`Fault::of`]) and record
-    /// the call as [`Outcome::Neutral`]: a client that sends broken or
-    /// stalled uploads cannot open a healthy upstream's breaker.
+    /// Over a hyper-based client nothing needs it to be neutral: hyper's
+    /// own error already marks a call its request body failed, and
+    /// [`Fault::of`] reads it (feature `hyper`, on with `tower`). It serves
+    /// a proxy as its clients' idle and size limits, with the
+    /// [`DownstreamKind`](crate::DownstreamKind) to answer by (408 for a
+    /// stall, 413 for an excess, 400 for the rest), and any other HTTP
+    /// client that keeps the body's error as the source of its own: the
+    /// shipped classifiers find the mark and record the call as
+    /// [`Outcome::Neutral`], so a client that sends broken or stalled
+    /// uploads cannot open a healthy upstream's breaker.
     ///
     /// Set the idle timeout below the layer's call
     /// [`timeout`](super::FailFastLayer::timeout): a call the layer cuts

@@ -142,6 +142,12 @@ pub enum KeylessPolicy {
 /// # let _ = client;
 /// # Ok::<(), failfast::ConfigError>(())
 /// ```
+///
+/// The layer hands each request on unchanged. A call that fails because its
+/// own request body failed (a client gone mid-upload, an upload cut by an
+/// idle or size limit) is neutral with every shipped classifier, the
+/// default one included: hyper says so in its error, and
+/// [`Fault::of`](crate::Fault::of) reads it (see [who failed](super#who-failed)).
 pub struct KeyedLayer<
     K,
     Kf = AuthorityKey,

@@ -42,6 +42,12 @@ use crate::http::{Classify, DefaultClassifier};
 ///
 /// `M` is when the verdict is taken: [`AtHead`] (the default), or [`AtEnd`]
 /// after [`classify_at_end`](Self::classify_at_end).
+///
+/// The layer takes any request and hands it on unchanged. A call that fails
+/// because its own request body failed (a client gone mid-upload, an upload
+/// cut by an idle or size limit) is neutral with every shipped classifier,
+/// the default one included: hyper says so in its error, and
+/// [`Fault::of`](crate::Fault::of) reads it (see [who failed](super#who-failed)).
 #[derive(Clone, Debug)]
 pub struct FailFastLayer<Cl = DefaultClassifier, C: Clock = QuantaClock, M = AtHead> {
     breaker: Arc<Breaker<C>>,

@@ -30,9 +30,29 @@
 //! classifier reads its `source()` chain. The shipped classifiers count an
 //! error against the upstream only when [`Fault::of`](crate::Fault::of)
 //! blames it: the caller's own resources running out (`EMFILE`, `ENOBUFS`)
-//! and a client's request body that broke, stalled or grew too large
-//! ([`DownstreamBody`] marks them) are [`Outcome::Neutral`](crate::Outcome::Neutral),
-//! so a client cannot open a healthy upstream's breaker with broken uploads.
+//! and a client's request body that broke, stalled or grew too large are
+//! [`Outcome::Neutral`](crate::Outcome::Neutral), so a client cannot open a
+//! healthy upstream's breaker with broken uploads.
+//!
+//! **Nothing needs wrapping for that.** A hyper-based client (hyper-util's,
+//! reqwest) fails a call whose request body failed with an error of the
+//! request's own making, `hyper::Error::is_user`, which `Fault::of` reads
+//! (feature `hyper`, on with `tower`). The layers leave the request alone:
+//! they are generic over it, and the inner service takes the request type
+//! the user gave it, HTTP or not. A body that *stalls* or grows too large
+//! is a body error once something limits it: the server's idle and size
+//! limits on its clients' bodies (tower-http's `RequestBodyTimeoutLayer`
+//! and `RequestBodyLimitLayer`, or [`DownstreamBody`], which also says
+//! which limit it was), the idle limit below the layer's
+//! [`timeout`](FailFastLayer::timeout) — a call the layer cuts first counts
+//! against the upstream, since the layer cannot tell whose wait it was.
+//! `tests/client_uploads.rs` sends broken, stalled and oversized uploads
+//! through both layers over hyper-util's client and through the reqwest
+//! middleware to a healthy server on loopback: none opens its breaker.
+//!
+//! Over HTTP/2 hyper answers a request body's error by resetting the
+//! stream, and the call's error says only that the stream was reset: it
+//! counts against the upstream, `DownstreamBody` or not.
 //!
 //! # Classifiers
 //!
