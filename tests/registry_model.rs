@@ -133,8 +133,8 @@
 //!
 //! A model proves nothing about a case its scripts never reach. The test
 //! counts, over its run, the seams it is here for ([`SEAMS`]: an open
-//! period a hint held past the backoff cap, an idle OPEN breaker kept by
-//! its hint cap alone, a CLOSED one kept by its step, its window or its
+//! period a hint held past the backoff cap, an idle OPEN breaker kept past
+//! its backoff cap, a CLOSED one kept by its step, its window or its
 //! hint alone, a half-open round under way and one idle past the TTL, an
 //! ejection and an ejected host leaving the map, an overridden key made
 //! again, evictions of each kind) and fails if one was never reached.
@@ -339,6 +339,11 @@ impl BreakerSpec {
         })
     }
 
+    /// The backoff's cap (the base with `backoff_off`).
+    fn cap(&self) -> Duration {
+        ticks(self.open * self.cap_factor.unwrap_or(1))
+    }
+
     /// The longest a breaker of this configuration, left alone, may take
     /// to show pristine (see [`pristine_after`]).
     fn horizon(&self) -> Duration {
@@ -352,16 +357,26 @@ impl BreakerSpec {
 }
 
 /// The longest open period a breaker of `spec` may be held in: the
-/// backoff's cap, or the hint cap when hints may hold it open longer. The
-/// registry keeps an idle OPEN or HALF_OPEN breaker for the TTL past it.
-///
-/// **The one place** that knows what may lengthen an open period: a change
-/// of that (a tripping verdict's hint honoured with hints off, a new cap on
-/// the schedule) is made here, and until it is, the model's own check that
-/// no eviction ends a running open period fails.
+/// backoff's cap, or the hint cap when hints may hold it open longer.
 fn longest_open(spec: &BreakerSpec) -> Duration {
-    let cap = ticks(spec.open * spec.cap_factor.unwrap_or(1));
+    let cap = spec.cap();
     spec.max_hint().map_or(cap, |max| max.max(cap))
+}
+
+/// How long past the TTL the registry keeps an idle OPEN or HALF_OPEN
+/// breaker of `spec`, whose own open period (while OPEN) is `own`, in whole
+/// ticks: the longest open period its configuration allows
+/// ([`longest_open`]).
+///
+/// **The one place** that knows the rule: a change of it (the breaker's
+/// own period instead, `own`, learned in the act that opened it; or of
+/// what may lengthen an open period: a tripping verdict's hint honoured
+/// with hints off, a new cap on the schedule) is made here, and until it
+/// is, the model disagrees with the registry's sweeps, or its own check
+/// that no eviction ends a running open period fails.
+fn kept_past_ttl(spec: &BreakerSpec, state: State, own: Option<Duration>) -> u64 {
+    let _ = (state, own);
+    whole_ticks(longest_open(spec))
 }
 
 #[derive(Clone, Debug)]
@@ -823,6 +838,8 @@ struct Book {
     state: State,
     generation: u32,
     open_until: Option<Nanos>,
+    /// While OPEN: the length of its open period.
+    open_period: Option<Duration>,
     /// The generation of the outlier ejection that holds its pool's place.
     ejected_in: Option<u32>,
     /// When the upstream's remembered hint ends (`Nanos::ZERO`: none):
@@ -849,6 +866,7 @@ impl Book {
             state: State::Closed,
             generation: 0,
             open_until: None,
+            open_period: None,
             ejected_in: None,
             hint_until: Nanos::ZERO,
             pristine: Pristine::FRESH,
@@ -1045,7 +1063,9 @@ impl Model {
                 let pristine = book.pristine.at(at(self.now));
                 idle > s.forget.max(s.ttl) || ((pressure || idle > s.ttl) && pristine)
             }
-            State::Open | State::HalfOpen => idle > s.ttl + whole_ticks(longest_open(self.conf(b))),
+            State::Open | State::HalfOpen => {
+                idle > s.ttl + kept_past_ttl(self.conf(b), book.state, book.open_period)
+            }
             _ => false,
         }
     }
@@ -1472,6 +1492,9 @@ struct Learned {
     state: State,
     generation: u32,
     open_until: Option<Nanos>,
+    /// While OPEN: how long its open period lasts, if the act opened it
+    /// (what it has been open for, and what is left).
+    open_period: Option<Duration>,
     /// Ejected as an outlier (its snapshot names the rule).
     ejected: bool,
     pristine: Pristine,
@@ -1485,6 +1508,7 @@ fn learn(b: &Breaker<ManualClock>, acted: Acted, now: Nanos, horizon: Duration) 
         state: s.state,
         generation: s.generation,
         open_until: s.retry_after.map(|left| now + left),
+        open_period: s.retry_after.map(|left| s.time_in_state + left),
         ejected: s.outlier_ejection.is_some(),
         pristine: pristine_after(b, now, horizon),
         calls: s.calls,
@@ -1536,22 +1560,26 @@ impl Pair {
         }
         let now = self.now();
         let max_hint = self.model.conf(b).max_hint();
-        let cap = longest_open(&BreakerSpec {
-            hints: Hints::Off,
-            ..self.model.conf(b).clone()
-        });
+        let cap = self.model.conf(b).cap();
         let book = &mut self.model.books[b];
         book.hint_until = learned.acted.hint_after(book.hint_until, now, max_hint);
+        if learned.state == State::HalfOpen && book.state == State::HalfOpen {
+            reached("a half-open round of several probes under way");
+        }
         book.state = learned.state;
         book.open_until = learned.open_until.filter(|_| learned.state == State::Open);
+        if learned.state != State::Open {
+            book.open_period = None;
+        } else if book.open_period.is_none() || book.generation != learned.generation {
+            // Learned in the act that opened it (its whole period still
+            // ahead): its length.
+            book.open_period = learned.open_period;
+        }
         if learned.ejected && book.ejected_in != Some(learned.generation) {
             reached("an outlier ejected");
         }
         if learned.open_until.is_some_and(|u| u > now + cap) {
             reached("an open period past the backoff cap (a hint)");
-        }
-        if learned.state == State::HalfOpen && book.state == State::HalfOpen {
-            reached("a half-open round of several probes under way");
         }
         if learned.ejected {
             book.ejected_in = Some(learned.generation);
@@ -1928,9 +1956,9 @@ impl Pair {
                 }
                 State::Open | State::HalfOpen => {
                     let conf = m.conf(b);
-                    let cap = conf.open * conf.cap_factor.unwrap_or(1);
-                    if idle > s.ttl + cap && idle <= s.ttl + whole_ticks(longest_open(conf)) {
-                        reached("an idle open breaker kept by its hint cap alone");
+                    let kept = kept_past_ttl(conf, book.state, book.open_period);
+                    if idle > s.ttl + whole_ticks(conf.cap()) && idle <= s.ttl + kept {
+                        reached("an idle open breaker kept past its backoff cap");
                     }
                     if book.state == State::HalfOpen && idle > s.ttl {
                         reached("a half-open breaker idle past the TTL");
@@ -2012,7 +2040,7 @@ fn config() -> ProptestConfig {
 const SEAMS: [(&str, Share); 13] = [
     ("an open period past the backoff cap (a hint)", Share::Some),
     (
-        "an idle open breaker kept by its hint cap alone",
+        "an idle open breaker kept past its backoff cap",
         Share::Some,
     ),
     ("a breaker kept by its hint alone", Share::Some),
