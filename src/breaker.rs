@@ -19,6 +19,7 @@ use crate::hooks::{Hooks, OnTransition};
 use crate::machine::{self, Admission, Decided, TripAt};
 use crate::observe::{BreakerSnapshot, Observer, Reason, Transition};
 use crate::outcome::{Outcome, Verdict};
+use crate::outlier::mark::{Evidence, Mark};
 use crate::outlier::tally::{Counts, Tally};
 use crate::outlier::{self, OutlierRule, Pool};
 use crate::policy::{Config, Flags, SuccessPath};
@@ -330,22 +331,32 @@ impl<C: Clock> Breaker<C> {
         let Some((pool, slots)) = self.pool() else {
             return;
         };
-        self.end_ejection(pool, slots, was.generation());
+        self.end_ejection(pool, slots, was.generation(), None);
         pool.left(was.state());
     }
 
     /// Gives back the pool's place of the ejection that held generation
-    /// `generation`, if the mark still names it: one CAS, so whoever ends
-    /// the ejection first gives the place back, once.
-    fn end_ejection(&self, pool: &Pool, slots: PoolSlots<'_>, generation: u32) {
-        let mark = slots.mark.load(Ordering::Acquire);
-        if ejection_of(mark).0 == Some(generation)
-            && slots
+    /// `generation`, if the mark still names it: one CAS (again if another
+    /// field changed under it), so whoever ends the ejection first gives the
+    /// place back, once. `ended`: the interval it ends in, for the
+    /// multiplier's decay (none when the breaker leaves its pool).
+    fn end_ejection(&self, pool: &Pool, slots: PoolSlots<'_>, generation: u32, ended: Option<u64>) {
+        let mut mark = slots.mark.load(Ordering::Acquire);
+        while Mark(mark).names(generation) {
+            let over = match ended {
+                Some(epoch) => Mark(mark).ended(epoch),
+                None => Mark(mark).without_ejection(),
+            };
+            match slots
                 .mark
-                .compare_exchange(mark, 0, Ordering::AcqRel, Ordering::Relaxed)
-                .is_ok()
-        {
-            pool.release_ejection();
+                .compare_exchange(mark, over.0, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => {
+                    pool.release_ejection();
+                    return;
+                }
+                Err(seen) => mark = seen,
+            }
         }
     }
 
@@ -861,24 +872,33 @@ impl<C: Clock> Breaker<C> {
     }
 
     /// This breaker rolled its tally out of interval `epoch − 1` with
-    /// `counts`: the pool adds them and judges it; an enforced outlier is
-    /// ejected (the admission that rolled still runs: the ejection rejects
-    /// the calls after it; every hook and the observer see it).
+    /// `counts`: the pool adds them and judges it, with the evidence its
+    /// mark keeps; an enforced outlier is ejected (the admission that
+    /// rolled still runs: the ejection rejects the calls after it; every
+    /// hook and the observer see it).
     #[cold]
     #[inline(never)]
     fn judged(&self, pool: &Pool, slots: PoolSlots<'_>, epoch: u64, counts: Counts, now: Nanos) {
-        if let Some(rule) = pool.roll(self.id, epoch, counts) {
-            self.eject(pool, slots, rule, now);
+        // Relaxed: the evidence is this host's own, read back by its next
+        // roll; the CAS that wrote it ordered it with every other change.
+        let before = Mark(slots.mark.load(Ordering::Relaxed)).evidence();
+        let (rule, after) = pool.roll(self.id, epoch, counts, before);
+        if after != before {
+            remember(slots, after);
+        }
+        if let Some(rule) = rule {
+            self.eject(pool, slots, rule, epoch, now);
         }
     }
 
-    /// Ejects this breaker as an outlier by `rule`: CLOSED → OPEN, if the
-    /// pool's cap and panic mode allow it and the trip gate admits it.
+    /// Ejects this breaker as an outlier by `rule` in interval `epoch`:
+    /// CLOSED → OPEN, if the pool's cap and panic mode allow it and the trip
+    /// gate admits it, for the pool's ejection time.
     ///
-    /// The mark (the OPEN word's generation and the rule) is written before
-    /// the trip's CAS, so that whatever moves the breaker out of that
-    /// generation finds it and gives the pool's place back; a trip that
-    /// does not happen takes its own mark back.
+    /// The mark (the OPEN word's generation, the rule, the ejection's
+    /// multiplier) is set before the trip's CAS, so that whatever moves the
+    /// breaker out of that generation finds it and gives the pool's place
+    /// back; a trip that does not happen takes its own mark back.
     ///
     /// If another trip (a failure's, a forced open) wins that generation
     /// instead, the mark names an ordinary OPEN until this call takes it
@@ -890,6 +910,7 @@ impl<C: Clock> Breaker<C> {
         pool: &Pool,
         slots: PoolSlots<'_>,
         rule: OutlierRule,
+        epoch: u64,
         now: Nanos,
     ) -> Option<Transition> {
         let s = self.cell.load();
@@ -897,28 +918,63 @@ impl<C: Clock> Breaker<C> {
         if s.state() != State::Closed || s.is_detached() || !pool.reserve_ejection() {
             return None;
         }
-        let mark = mark_of(s.enter(State::Open).generation(), rule);
-        // Release: the mark is published before the trip's CAS, which a
-        // reader of the word then acquires with it.
-        slots.mark.store(mark, Ordering::Release);
+        let generation = s.enter(State::Open).generation();
+        let rules = pool.rules();
+        // AcqRel: the mark is published before the trip's CAS, which a
+        // reader of the word then acquires with it; a CAS, so that a racing
+        // end of an earlier ejection is either before it or finds it.
+        let mut old = slots.mark.load(Ordering::Acquire);
+        let mark = loop {
+            let m = Mark(old);
+            let new = m.ejected(generation, rule, rules.next_times(m.times_at(epoch)));
+            match slots
+                .mark
+                .compare_exchange(old, new.0, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => break new,
+                Err(seen) => old = seen,
+            }
+        };
+        if Mark(old).rule().is_some() {
+            // An earlier ejection whose generation this CLOSED breaker has
+            // left, its end still on its way: replaced here, so its place
+            // is given back here (its own CAS finds the mark changed).
+            pool.release_ejection();
+        }
         let reason = match rule {
             OutlierRule::Slow => Reason::SlowOutlier,
             _ => Reason::Outlier,
         };
         let counts = self.window().counts(now);
-        let t = self.trip(s.generation(), reason, now, counts, s, Decided::Outlier);
+        let span = rules.ejection_nanos(mark.times());
+        let t = self.trip(
+            s.generation(),
+            reason,
+            now,
+            counts,
+            s,
+            Decided::Outlier(span),
+        );
         if t.is_some_and(|t| t.to == State::Open) {
             pool.enforced(rule);
             return t;
         }
         // No trip (the word moved, or the gate refused): the mark is ours
-        // to take back, unless something already did.
-        if slots
-            .mark
-            .compare_exchange(mark, 0, Ordering::AcqRel, Ordering::Relaxed)
-            .is_ok()
-        {
-            pool.release_ejection();
+        // to take back as it was, unless something already ended it.
+        let mut current = mark.0;
+        while Mark(current).names(generation) {
+            match slots.mark.compare_exchange(
+                current,
+                Mark(old).without_ejection().0,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => {
+                    pool.release_ejection();
+                    break;
+                }
+                Err(seen) => current = seen,
+            }
         }
         t
     }
@@ -932,18 +988,19 @@ impl<C: Clock> Breaker<C> {
             return false;
         };
         s.is_open()
-            && ejection_of(slots.mark.load(Ordering::Acquire)).0 == Some(s.generation())
+            && Mark(slots.mark.load(Ordering::Acquire)).names(s.generation())
             && pool.panicking()
     }
 
-    /// A published transition of a pooled breaker: the pool's health count,
-    /// and the end of an outlier ejection (the mark of the generation left).
-    fn left_generation(&self, from: Snapshot, to: Snapshot) {
+    /// A published transition of a pooled breaker at `now`: the pool's
+    /// health count, and the end of an outlier ejection (the mark of the
+    /// generation left).
+    fn left_generation(&self, from: Snapshot, to: Snapshot, now: Nanos) {
         let Some((pool, slots)) = self.pool() else {
             return;
         };
         pool.on_transition(from.state(), to.state());
-        self.end_ejection(pool, slots, from.generation());
+        self.end_ejection(pool, slots, from.generation(), Some(pool.epoch(now)));
     }
 
     /// A success on the plainest breaker (no window, no timing, no
@@ -1261,7 +1318,7 @@ impl<C: Clock> Breaker<C> {
             );
         }
         if self.flags.pooled() && !from.is_detached() {
-            self.left_generation(from, to);
+            self.left_generation(from, to, now);
         }
         let transition = self.describe(from, to, reason, now, window);
         let observer = self.shared.observer.as_deref();
@@ -1448,10 +1505,10 @@ impl<C: Clock> Breaker<C> {
         if !self.flags.pooled() {
             return None;
         }
-        // Acquire: pairs with the mark's Release store in `eject`, as the
+        // Acquire: pairs with the mark's release in `eject`, as the
         // admission's read in `lifted` does.
-        let (generation, rule) = ejection_of(self.pool_slots()?.mark.load(Ordering::Acquire));
-        rule.filter(|_| generation == Some(s.generation()))
+        let mark = Mark(self.pool_slots()?.mark.load(Ordering::Acquire));
+        mark.rule().filter(|_| mark.names(s.generation()))
     }
 
     /// The backoff step of the word `s` (stamped `since`) at `now`: while
@@ -1509,17 +1566,23 @@ impl<C: Clock> Breaker<C> {
     }
 }
 
-/// An outlier ejection's mark: the OPEN word's generation + 1 in the low 32
-/// bits (0 is no ejection), the rule's index above.
-fn mark_of(generation: u32, rule: OutlierRule) -> u64 {
-    (u64::from(generation) + 1) | (rule.index() as u64) << 32
-}
-
-/// The generation and rule of an ejection mark, if it holds one.
-fn ejection_of(mark: u64) -> (Option<u32>, Option<OutlierRule>) {
-    let generation = (mark as u32).checked_sub(1);
-    let rule = OutlierRule::ALL.get((mark >> 32) as usize).copied();
-    (generation.filter(|_| mark != 0), rule.filter(|_| mark != 0))
+/// Keeps evidence `e` in a host's mark: one CAS from the word read, again
+/// while other fields change under it.
+fn remember(slots: PoolSlots<'_>, e: Evidence) {
+    let mut mark = slots.mark.load(Ordering::Relaxed);
+    loop {
+        // Relaxed: the evidence publishes nothing; an RMW keeps the order of
+        // the word's other changes (an ejection's release included).
+        match slots.mark.compare_exchange_weak(
+            mark,
+            Mark(mark).with_evidence(e).0,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        ) {
+            Ok(_) => return,
+            Err(seen) => mark = seen,
+        }
+    }
 }
 
 /// A pooled breaker leaves its pool: its health, and its place under the
@@ -1533,7 +1596,7 @@ impl<C: Clock> Drop for Breaker<C> {
         if s.is_detached() {
             return; // it left the pool when its registry removed it
         }
-        self.end_ejection(pool, slots, s.generation());
+        self.end_ejection(pool, slots, s.generation(), None);
         pool.left(s.state());
     }
 }

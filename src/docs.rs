@@ -555,6 +555,27 @@
 //!   path, and the panic check is on the out-of-line rejection path, which
 //!   an outlier ejection reaches because its open period is held as the
 //!   word's span.
+//! - **Evidence, by default.** Envoy's stdev threshold ignores how many
+//!   calls a rate rests on, so a tight healthy pool ejects hosts for their
+//!   noise. Every rule of the default also asks for evidence: a CUSUM of
+//!   the host's log-likelihood ratios (failing, or slow, twice as often as
+//!   its pool against as often), each interval's ratio that of the
+//!   conditional test of two Poisson rates given the host's calls and the
+//!   pool's (`outlier::evidence`), kept in 11 bits of the host's mark and
+//!   stepped at its roll. Ejection needs the sum at `ln(1/α)` (α = 10⁻⁶)
+//!   *and* the rule's usual test in the deciding interval. Ville's
+//!   inequality bounds a healthy host's false ejections by α per interval,
+//!   whatever its volume or its pool's size; the trade-off harness
+//!   (`examples/outlier_tradeoff.rs`, its table in `benches/README.md`)
+//!   measured it against Envoy's rule over 48 pools. `Outliers::envoy()`
+//!   asks for no evidence: Envoy's rule exactly.
+//! - **Envoy's ejection time**, by default for pools: `base × n` capped at
+//!   `max`, `n` raised at each ejection and lowered once per interval the
+//!   host is back, kept lazily in the mark (the multiplier and the interval
+//!   the last ejection ended in). The ejection's span is the OPEN word's,
+//!   so the breaker's own backoff (and its decay) is not touched;
+//!   `Outliers::ejection_time_of_breaker` makes an ejection one more trip
+//!   of it instead.
 //! - **Fleet safety** is the pool's: per-rule enforcement percentages (a
 //!   deterministic draw per host and interval), a cap on ejected hosts
 //!   (`max_ejection_percent`, at least one), and panic mode: below

@@ -316,10 +316,11 @@ pub(crate) enum Decided {
     /// A run of at least this many unanswered calls.
     Unanswered(u32),
     /// The pool found the host an outlier (`outlier`): decided on the last
-    /// interval, beside the word. Its open period is held as the word's
-    /// span, so that its rejections leave the inline path, where a pool in
-    /// panic lifts them.
-    Outlier,
+    /// interval, beside the word. Its open period (the pool's ejection time
+    /// in nanoseconds, or the backoff step's when `None`) is held as the
+    /// word's span, so that its rejections leave the inline path, where a
+    /// pool in panic lifts them; an upstream's longer hint still wins.
+    Outlier(Option<u64>),
 }
 
 impl Decided {
@@ -328,7 +329,7 @@ impl Decided {
     /// and the trip's CAS makes the trip moot.
     const fn holds(self, s: Snapshot) -> bool {
         match self {
-            Decided::Window | Decided::Outlier => true,
+            Decided::Window | Decided::Outlier(_) => true,
             Decided::Failures(k) => s.count() >= k,
             Decided::Unanswered(calls) => s.unanswered() >= calls,
         }
@@ -354,8 +355,9 @@ pub(crate) fn trip(
         State::Closed => {
             let trips = trip_step(s, at.since, at.now, at.config);
             let mut open = open_word(s, trips, at.config, at.hint);
-            if matches!(decided, Decided::Outlier) && open.open_span() == 0 {
-                open = open.with_open_span(span_of(at.config.backoff.step_nanos(trips), 0));
+            if let Decided::Outlier(ejection) = decided {
+                let nanos = ejection.unwrap_or_else(|| at.config.backoff.step_nanos(trips));
+                open = open.with_open_span(open.open_span().max(span_of(nanos, 0)));
             }
             Next::Enter(open.with_counted(counted && !s.is_detached()), true)
         }

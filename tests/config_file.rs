@@ -1449,13 +1449,20 @@ fn every_outliers_field() -> Outliers {
         .enforcing_slow(0)
         .max_ejection_percent(100)
         .panic_threshold(0)
+        .significance(1e-12)
+        .ejection_time(Duration::from_millis(1), Duration::from_millis(254))
 }
 
 #[test]
 fn outliers_survive_a_round_trip_through_toml() {
     for outliers in [
         every_outliers_field(),
+        every_outliers_field().significance_off(),
+        every_outliers_field().ejection_time_of_breaker(),
         Outliers::new(),
+        Outliers::envoy(),
+        Outliers::envoy().significance(0.01),
+        Outliers::envoy().ejection_time(Duration::from_secs(10), Duration::from_secs(10)),
         Outliers::new().slow_outliers(1.0, 0.0),
         Outliers::new().interval(Duration::from_secs(86_400)),
     ] {
@@ -1489,6 +1496,10 @@ fn outliers_survive_a_round_trip_through_toml() {
         ["slow_outliers", "stdev_factor"],
         "{text}"
     );
+    // Envoy's preset is written as the preset and what moved off it.
+    let text =
+        toml::to_string(&OutliersConfig::from(&Outliers::envoy().stdev_factor(1.5))).unwrap();
+    assert_eq!(text, "preset = \"envoy\"\nstdev_factor = 1.5\n");
     // "off" reads as written, and is the default rule.
     let off: OutliersConfig = toml::from_str("slow_outliers = \"off\"").unwrap();
     assert_eq!(off.slow_outliers, Some(SlowOutliersConfig::Off));

@@ -242,7 +242,7 @@ fn outlier_ejections_reach_every_hook_once() {
                 .observer(move |t: &Transition| log.lock().unwrap().push(t.reason)),
         )
         .outliers(
-            Outliers::new()
+            Outliers::envoy()
                 .interval(INTERVAL)
                 .slow_outliers(3.0, 0.1)
                 .max_ejection_percent(50),

@@ -322,7 +322,7 @@ fn outlier_pools_are_exported_with_their_ejections_by_rule() {
     let interval = Duration::from_secs(10);
     let clock = ManualClock::new();
     let registry = Registry::<u64>::builder(Breaker::builder().consecutive_failures(1000))
-        .outliers(Outliers::new().interval(interval))
+        .outliers(Outliers::envoy().interval(interval))
         .build_with_clock(clock.clone())
         .unwrap();
     for _ in 0..2 {

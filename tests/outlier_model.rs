@@ -35,6 +35,22 @@
 //!   the failure percentage, or above the slow limit. Reports after their
 //!   interval's seal would be refused and counted late (a single thread on
 //!   a clock that never goes back sends none: the model says 0).
+//! * **Evidence** (when the generated settings ask for it: significance
+//!   10⁻⁶ or 0.01, or none as Envoy's preset). The figures also keep the
+//!   pool's mean failure rate (`PPM − ⌊S₁/n⌋`), mean slow rate (rounded
+//!   up) and the calls of the hosts with a success rate. A judged host's
+//!   evidence steps by `k·ln 2 − (k + rate·calls)·n / (n + calls)` in
+//!   1/64 nat (`ln 2` rounded down to 2⁻¹⁶, the pool's term up), capped at
+//!   `⌈ln(1/α)·64⌉`, for its failures (at either rule's volume) and its
+//!   slow calls; each rule then also asks its sum to reach the cap. An
+//!   ejection starts the evidence over.
+//! * **Ejection time.** Envoy's schedule when the settings give one: the
+//!   host's multiplier less one for each interval after the one following
+//!   its last ejection's end, plus one while `times × base < max + base`;
+//!   OPEN for `min(base × times, max)`. Otherwise (and for every ordinary
+//!   trip) the breaker's open duration.
+//! * **A per-host override** (generated or not): one key's breaker built
+//!   from its own `consecutive_failures` and open duration, in the same pool.
 //! * **Ejection.** Every rule that finds a host counts in `detected`. The
 //!   first enforced one (enforcements are 0 % or 100 % here, so the
 //!   deterministic draw is not mirrored) ejects it if it is CLOSED at that
@@ -85,7 +101,8 @@
 //!
 //! Concurrency (the loom models of `src/outlier/loom_models.rs` and
 //! `loom-tests/tests/outliers.rs`), the enforcement draw between 0 and
-//! 100 %, named pools (`tests/outliers.rs`), the registry's eviction (the
+//! 100 %, named pools (`tests/outliers.rs`), the 2¹⁵-interval wrap of the
+//! mark's end and the multiplier's 255 cap, the registry's eviction (the
 //! idle TTL is a year) and `max_open`, permits dropped without a verdict,
 //! and the 1,024-interval wrap of the tally's tag (a case spans a few
 //! hundred intervals at most).
@@ -100,7 +117,11 @@
 //! off by one; the minimum gap ignored; an ejection lifted without a
 //! panic; a verdict, or a call taken back, landing in a tally that rolled
 //! since its admission; the slow limit and the failure percentage compared
-//! the wrong way at their edges.
+//! the wrong way at their edges; `ln 2` off by 3 % in the evidence's step;
+//! the failure percentage ejecting without its evidence. (The multiplier's
+//! decay off by one interval and its rise past the cap are rarely reached
+//! here: `tests/outlier_evidence.rs` and the schedule's unit test catch
+//! them.)
 //!
 //! # Running
 //!
@@ -178,6 +199,14 @@ struct Spec {
     slow_enforced: bool,
     max_ejection_percent: u8,
     panic_threshold: u8,
+    /// The significance of the evidence asked (`None`: Envoy's rules).
+    significance: Option<f64>,
+    /// Envoy's ejection time (base, max) in ticks; `None`: the breaker's
+    /// backoff (here: its open duration).
+    ejection: Option<(u64, u64)>,
+    /// A key whose breaker is built from its own configuration (a per-host
+    /// override): its `consecutive_failures` and open duration (ticks).
+    overridden: Option<(u64, u32, u64)>,
 }
 
 fn percent(on: bool) -> u8 {
@@ -207,13 +236,37 @@ impl Spec {
         if let Some((factor, floor)) = self.slow {
             o = o.slow_outliers(factor as f64 / 1000.0, floor as f64 / PPM as f64);
         }
-        o
+        o = match self.significance {
+            Some(alpha) => o.significance(alpha),
+            None => o.significance_off(),
+        };
+        match self.ejection {
+            Some((base, max)) => o.ejection_time(ticks(base), ticks(max)),
+            None => o.ejection_time_of_breaker(),
+        }
+    }
+
+    /// Key `key`'s `consecutive_failures` and open duration (ticks).
+    fn breaker_of(&self, key: u64) -> (u32, u64) {
+        match self.overridden {
+            Some((k, consecutive, open)) if k == key => (consecutive, open),
+            _ => (self.consecutive, self.open),
+        }
+    }
+
+    /// The evidence a host must carry, in 1/64 nat (`⌈ln(1/α) · 64⌉`).
+    fn evidence(&self) -> Option<u32> {
+        self.significance.map(|a| (-a.ln() * 64.0).ceil() as u32)
     }
 
     fn template(&self) -> failfast::Builder {
+        self.builder(self.consecutive, self.open)
+    }
+
+    fn builder(&self, consecutive: u32, open: u64) -> failfast::Builder {
         let b = Breaker::builder()
-            .consecutive_failures(self.consecutive)
-            .open_duration(ticks(self.open))
+            .consecutive_failures(consecutive)
+            .open_duration(ticks(open))
             .backoff_off();
         if self.timed {
             b.slow_call_threshold(ticks(SLOW))
@@ -224,8 +277,11 @@ impl Spec {
 
     fn build(&self, clock: &ManualClock) -> Reg {
         let year = Duration::from_secs(365 * 86_400);
-        Registry::<u64>::builder(self.template())
-            .outliers(self.outliers())
+        let mut b = Registry::<u64>::builder(self.template());
+        if let Some((key, consecutive, open)) = self.overridden {
+            b = b.override_key(key, self.builder(consecutive, open));
+        }
+        b.outliers(self.outliers())
             .shards(1)
             .idle_ttl(year)
             .forget_after(year)
@@ -275,6 +331,23 @@ fn spec_strategy() -> impl Strategy<Value = Spec> {
         ),
         prop_oneof![Just(0u8), Just(10), Just(34), Just(50), Just(100)],
         prop_oneof![Just(0u8), Just(30), Just(50), Just(80), Just(100)],
+        (
+            prop_oneof![2 => Just(None), 1 => Just(Some(1e-6)), 3 => Just(Some(0.01))],
+            prop_oneof![
+                1 => Just(None),
+                1 => Just(Some((4u64, 4u64))),
+                2 => Just(Some((4, 12))),
+                2 => Just(Some((1, 40))),
+            ],
+            prop::option::weighted(
+                0.5,
+                (
+                    0u64..3,
+                    prop_oneof![Just(2u32), Just(1_000)],
+                    prop_oneof![Just(4u64), Just(24)],
+                ),
+            ),
+        ),
     )
         .prop_map(
             |(
@@ -284,6 +357,7 @@ fn spec_strategy() -> impl Strategy<Value = Spec> {
                 (slow, slow_enforced),
                 max_ejection_percent,
                 panic_threshold,
+                (significance, ejection, overridden),
             )| Spec {
                 keys,
                 consecutive,
@@ -303,6 +377,9 @@ fn spec_strategy() -> impl Strategy<Value = Spec> {
                 slow_enforced,
                 max_ejection_percent,
                 panic_threshold,
+                significance,
+                ejection,
+                overridden,
             },
         )
 }
@@ -412,7 +489,7 @@ fn op_strategy(keys: u64) -> BoxedStrategy<Op> {
             .prop_map(|(key, verdict, slow)| Op::Call { key, verdict, slow }),
         8 => key
             .clone()
-            .prop_flat_map(|k| (Just(k), verdict_for(k), 2u32..=6))
+            .prop_flat_map(|k| (Just(k), verdict_for(k), 2u32..=16))
             .prop_map(|(key, verdict, calls)| Op::Burst { key, verdict, calls }),
         4 => key.clone().prop_map(Op::Start),
         5 => (any::<Index>(), finished()).prop_map(|(i, v)| Op::Finish(i, v)),
@@ -486,6 +563,8 @@ struct Totals {
     failure_hosts: u64,
     slow_hosts: u128,
     slow_sum: u128,
+    /// The calls of the hosts with a success rate.
+    calls: u128,
 }
 
 /// What hosts are judged against in one interval.
@@ -494,6 +573,24 @@ struct Figures {
     success_threshold: Option<u64>,
     failure_rule: bool,
     slow_limit: Option<u64>,
+    /// The pool's mean failure rate (ppm, rounded up) and its calls, when
+    /// a host had a success rate.
+    failures: Option<(u64, u128)>,
+    /// The pool's mean slow rate (ppm, rounded up) and its calls, with the
+    /// slow limit.
+    slow: Option<(u64, u128)>,
+}
+
+/// One interval's step of a host's evidence (1/64 nat), `before` and
+/// capped at `cap`: `events·ln 2 − (events + rate·calls)·n / (n + calls)`,
+/// `ln 2` rounded down to 2⁻¹⁶ and the pool's term up, never below 0.
+fn step(before: u32, events: u32, n: u32, (rate_ppm, calls): (u64, u128), cap: u32) -> u32 {
+    let (k, n) = (u128::from(events), u128::from(n));
+    let gain = k * 45_426;
+    let pool = k * u128::from(PPM) + u128::from(rate_ppm) * calls;
+    let cost = ((pool * n) << 16).div_ceil((n + calls).max(1) * u128::from(PPM));
+    let s = ((u128::from(before) << 10) + gain).saturating_sub(cost) >> 10;
+    s.min(u128::from(cap)) as u32
 }
 
 /// `part / whole` in ppm, floored (0 for no calls).
@@ -546,6 +643,17 @@ struct Book {
     /// generation, if one does (it holds a place under the cap).
     ejection: Option<OutlierRule>,
     tally: Tally,
+    /// Its `consecutive_failures` and base open duration (ticks).
+    consecutive: u32,
+    base_open: u64,
+    /// How long its current OPEN lasts (ticks).
+    open_len: u64,
+    /// Envoy's multiplier of its last ejection, and the interval that
+    /// ejection ended in.
+    times: u32,
+    ended: u64,
+    /// Its evidence (failures, slow calls), in 1/64 nat.
+    evidence: (u32, u32),
     /// Out of the map (removed).
     departed: bool,
     /// Permits out on it.
@@ -642,6 +750,7 @@ impl Model {
             return b;
         }
         let b = self.books.len();
+        let (consecutive, base_open) = self.spec.breaker_of(key);
         self.books.push(Book {
             key,
             state: State::Closed,
@@ -654,6 +763,12 @@ impl Model {
                 interval: self.interval(self.now),
                 counts: Counts::default(),
             },
+            consecutive,
+            base_open,
+            open_len: base_open,
+            times: 0,
+            ended: 0,
+            evidence: (0, 0),
             departed: false,
             permits: 0,
             in_pool: true,
@@ -678,10 +793,17 @@ impl Model {
     }
 
     /// Breaker `b` enters `to` (a new generation): every transition leaves
-    /// the generation an ejection held, so the ejection ends with it.
+    /// the generation an ejection held, so the ejection ends with it (in
+    /// the interval of now, for the multiplier's decay). An OPEN it enters
+    /// lasts its base open duration unless an ejection says otherwise.
     fn enter(&mut self, b: usize, to: State, reason: Reason) {
         let now = self.now;
+        let k = self.interval(now);
         let book = &mut self.books[b];
+        if book.ejection.is_some() && book.in_pool {
+            book.ended = k;
+        }
+        book.open_len = book.base_open;
         let name = if book.departed {
             REMOVED_NAME.to_string()
         } else {
@@ -701,12 +823,13 @@ impl Model {
     /// An admission on breaker `b` now: its generation and whether it is a
     /// probe, or the rejection's reason.
     fn admit(&mut self, b: usize) -> Result<(u32, bool), RejectReason> {
-        let (now, open) = (self.now, self.spec.open);
+        let now = self.now;
         let book = &self.books[b];
+        let open = book.base_open;
         let admitted = match book.state {
             State::Closed => (book.generation, false),
             State::ForcedOpen => return Err(RejectReason::ForcedOpen),
-            State::Open if now >= book.since + open => {
+            State::Open if now >= book.since + book.open_len => {
                 self.enter(b, State::HalfOpen, Reason::OpenElapsed);
                 self.books[b].probes = 1;
                 (self.books[b].generation, true)
@@ -774,6 +897,7 @@ impl Model {
                     t.hosts += 1;
                     t.success_sum += u128::from(r);
                     t.success_squares += u128::from(r) * u128::from(r);
+                    t.calls += u128::from(c.calls);
                 }
                 t.failure_hosts += u64::from(failure_volume);
                 if let Some(r) = slow {
@@ -786,20 +910,37 @@ impl Model {
             return;
         };
         let f = self.figures(before);
+        // The evidence, stepped when the rules ask for it.
+        let (mut fail, mut slow_e) = self.books[b].evidence;
+        if let Some(h) = s.evidence() {
+            if let Some(pool) = f.failures {
+                if c.calls >= s.sr_volume.min(s.fp_volume) {
+                    fail = step(fail, c.failures, c.calls, pool, h);
+                }
+            }
+            if let Some(pool) = f.slow {
+                if judged {
+                    slow_e = step(slow_e, c.slow, c.calls, pool, h);
+                }
+            }
+        }
+        self.books[b].evidence = (fail, slow_e);
+        let evident = |sum: u32| s.evidence().is_none_or(|h| sum >= h);
         let mut found = Vec::new();
         if let Some(t) = f.success_threshold {
-            if judged && ppm(c.calls - c.failures, c.calls) < t {
+            if judged && ppm(c.calls - c.failures, c.calls) < t && evident(fail) {
                 found.push(OutlierRule::SuccessRate);
             }
         }
         if f.failure_rule
             && failure_volume
             && ppm(c.failures, c.calls) >= u64::from(s.fp_percent) * (PPM / 100)
+            && evident(fail)
         {
             found.push(OutlierRule::FailurePercentage);
         }
         if let Some(limit) = f.slow_limit {
-            if judged && ppm(c.slow, c.calls) > limit {
+            if judged && ppm(c.slow, c.calls) > limit && evident(slow_e) {
                 found.push(OutlierRule::Slow);
             }
         }
@@ -807,7 +948,7 @@ impl Model {
             self.detected[rule_index(*rule)] += 1;
         }
         if let Some(rule) = found.into_iter().find(|r| self.spec.enforced(*r)) {
-            self.eject(b, rule);
+            self.eject(b, rule, k);
         }
     }
 
@@ -834,18 +975,35 @@ impl Model {
                 times.max(u128::from(floor)).min(u128::from(PPM)) as u64
             })
         });
+        let calls = t.calls.min((1 << 28) - 1);
+        let failures = (t.hosts > 0 && calls > 0).then(|| {
+            (
+                PPM - (t.success_sum / t.hosts).min(u128::from(PPM)) as u64,
+                calls,
+            )
+        });
+        let slow = slow_limit.and((t.slow_hosts > 0 && calls > 0).then(|| {
+            let mean = t.slow_sum.div_ceil(t.slow_hosts).min(u128::from(PPM));
+            (mean as u64, calls)
+        }));
         let f = Figures {
             success_threshold,
             failure_rule: t.failure_hosts >= u64::from(s.fp_min_hosts),
             slow_limit,
+            failures,
+            slow,
         };
         self.sealed.insert(k, f);
         f
     }
 
-    /// Ejects `b` by `rule`, if it is CLOSED, the pool is not panicking, and
-    /// the cap has room.
-    fn eject(&mut self, b: usize, rule: OutlierRule) {
+    /// Ejects `b` by `rule` in interval `k`, if it is CLOSED, the pool is
+    /// not panicking, and the cap has room: for Envoy's ejection time (the
+    /// multiplier less one for each interval after the one following the
+    /// last ejection's end, then one more while `times × base < max +
+    /// base`; `min(base × times, max)`), or the breaker's open duration.
+    /// Its evidence starts over.
+    fn eject(&mut self, b: usize, rule: OutlierRule, k: u64) {
         if self.books[b].state != State::Closed || self.panicking() || self.ejected() >= self.cap()
         {
             return;
@@ -854,8 +1012,23 @@ impl Model {
             OutlierRule::Slow => Reason::SlowOutlier,
             _ => Reason::Outlier,
         };
+        let ejection = self.spec.ejection;
         self.enter(b, State::Open, reason);
-        self.books[b].ejection = Some(rule);
+        let book = &mut self.books[b];
+        book.ejection = Some(rule);
+        book.evidence = (0, 0);
+        let healthy = k.saturating_sub(book.ended + 1);
+        let left = u64::from(book.times).saturating_sub(healthy) as u32;
+        if let Some((base, max)) = ejection {
+            book.times = if u64::from(left) * base < max + base {
+                left + 1
+            } else {
+                left
+            };
+            book.open_len = (base * u64::from(book.times)).min(max);
+        } else {
+            book.times = left + 1;
+        }
         self.enforced[rule_index(rule)] += 1;
     }
 
@@ -878,8 +1051,8 @@ impl Model {
                 }
             }
         }
-        let consecutive = self.spec.consecutive;
         let book = &mut self.books[b];
+        let consecutive = book.consecutive;
         if book.generation != p.generation {
             return;
         }

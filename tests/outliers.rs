@@ -1,5 +1,7 @@
-//! Issue 28: each host judged against its pool (Envoy's outlier detection,
-//! with no timer), end to end through a registry on a `ManualClock`.
+//! Each host judged against its pool (Envoy's outlier detection, with no
+//! timer), end to end through a registry on a `ManualClock`, under Envoy's
+//! preset (`Outliers::envoy()`: its rules with no evidence asked, and its
+//! ejection time). What the default adds is in `tests/outlier_evidence.rs`.
 //!
 //! Envoy's own cases, translated: a success rate of 50 among four of 100
 //! gives a threshold of 52 and is ejected; `minimum_hosts` and
@@ -135,7 +137,7 @@ fn judge(r: &Reg, clock: &ManualClock, hosts: &[Host]) -> Vec<(u64, Transition)>
 
 #[test]
 fn envoys_success_rate_case_ejects_the_host_at_50() {
-    let (r, clock) = registry(Outliers::new());
+    let (r, clock) = registry(Outliers::envoy());
     let hosts = envoys_five();
     let ejected = judge(&r, &clock, &hosts);
     assert_eq!(ejected.len(), 1, "{ejected:?}");
@@ -159,7 +161,7 @@ fn envoys_success_rate_case_ejects_the_host_at_50() {
 
 #[test]
 fn minimum_hosts_gates_the_success_rate_rule() {
-    let (r, clock) = registry(Outliers::new());
+    let (r, clock) = registry(Outliers::envoy());
     let hosts = [
         host(100, 50),
         host(100, 100),
@@ -172,7 +174,7 @@ fn minimum_hosts_gates_the_success_rate_rule() {
     );
     // With four hosts, one can be at most √3 ≈ 1.73 standard deviations
     // from the mean (population stdev): a factor of 1.9 never ejects.
-    let lower = Outliers::new()
+    let lower = Outliers::envoy()
         .success_rate_minimum_hosts(4)
         .stdev_factor(1.5);
     let (r, clock) = registry(lower);
@@ -181,7 +183,7 @@ fn minimum_hosts_gates_the_success_rate_rule() {
 
 #[test]
 fn request_volume_gates_the_success_rate_rule() {
-    let (r, clock) = registry(Outliers::new());
+    let (r, clock) = registry(Outliers::envoy());
     // The bad host has 99 calls: not judged, and only four hosts qualify.
     let hosts = [
         host(99, 50),
@@ -198,7 +200,7 @@ fn request_volume_gates_the_success_rate_rule() {
 fn the_pools_cap_limits_the_ejections() {
     // Twenty hosts, two bad (mean 94, stdev 18: both below 59.8). At 5 %,
     // one host at a time.
-    let (r, clock) = registry(Outliers::new().max_ejection_percent(5));
+    let (r, clock) = registry(Outliers::envoy().max_ejection_percent(5));
     let mut hosts = vec![host(100, 100); 20];
     for h in &mut hosts[..2] {
         *h = host(100, 40);
@@ -210,7 +212,7 @@ fn the_pools_cap_limits_the_ejections() {
     assert_eq!(pool.enforced(OutlierRule::SuccessRate), 1);
     assert_eq!(pool.ejected, 1);
     // At the default 10 %, both go.
-    let (r, clock) = registry(Outliers::new());
+    let (r, clock) = registry(Outliers::envoy());
     assert_eq!(judge(&r, &clock, &hosts).len(), 2);
 }
 
@@ -224,14 +226,14 @@ fn failure_percentage_ejects_at_85_and_only_observes_at_0_percent() {
         host(50, 100),
     ];
     // Observed only (Envoy's default enforcement), the success-rate rule off.
-    let (r, clock) = registry(Outliers::new().success_rate_off());
+    let (r, clock) = registry(Outliers::envoy().success_rate_off());
     assert!(judge(&r, &clock, &hosts).is_empty());
     let pool = &r.outlier_pools()[0];
     assert_eq!(pool.detected(OutlierRule::FailurePercentage), 1);
     assert_eq!(pool.enforced(OutlierRule::FailurePercentage), 0);
     // Enforced.
     let (r, clock) = registry(
-        Outliers::new()
+        Outliers::envoy()
             .success_rate_off()
             .enforcing_failure_percentage(100),
     );
@@ -243,7 +245,7 @@ fn failure_percentage_ejects_at_85_and_only_observes_at_0_percent() {
     );
     // 84 % failures is under the threshold.
     let (r, clock) = registry(
-        Outliers::new()
+        Outliers::envoy()
             .success_rate_off()
             .enforcing_failure_percentage(100),
     );
@@ -259,7 +261,7 @@ fn failure_percentage_ejects_at_85_and_only_observes_at_0_percent() {
 
 #[test]
 fn panic_mode_lifts_the_ejections_and_restores_them() {
-    let (r, clock) = registry(Outliers::new().max_ejection_percent(100));
+    let (r, clock) = registry(Outliers::envoy().max_ejection_percent(100));
     let hosts = envoys_five();
     assert_eq!(judge(&r, &clock, &hosts).len(), 1);
     assert!(r.handle(&0).try_acquire().is_err(), "ejected: rejected");
@@ -282,7 +284,7 @@ fn panic_mode_lifts_the_ejections_and_restores_them() {
 
 #[test]
 fn no_host_is_ejected_while_the_pool_panics() {
-    let (r, clock) = registry(Outliers::new().max_ejection_percent(100));
+    let (r, clock) = registry(Outliers::envoy().max_ejection_percent(100));
     let seen = ejections(&r);
     let mut hosts = vec![host(100, 100); 6];
     hosts[0] = host(100, 50);
@@ -300,7 +302,7 @@ fn no_host_is_ejected_while_the_pool_panics() {
 
 #[test]
 fn a_silent_host_is_never_ejected_for_its_silence() {
-    let (r, clock) = registry(Outliers::new());
+    let (r, clock) = registry(Outliers::envoy());
     let seen = ejections(&r);
     let hosts = envoys_five();
     interval(&r, &clock, &hosts);
@@ -320,7 +322,7 @@ fn a_silent_host_is_never_ejected_for_its_silence() {
 
 #[test]
 fn an_ejected_host_recovers_through_the_probe() {
-    let (r, clock) = registry(Outliers::new());
+    let (r, clock) = registry(Outliers::envoy());
     let hosts = envoys_five();
     assert_eq!(judge(&r, &clock, &hosts).len(), 1);
     // The open period is held as the word's span, in 2²⁴ ns units rounded
@@ -351,7 +353,7 @@ fn the_slow_rule_ejects_a_host_twice_as_slow() {
     let slow = Duration::from_millis(100);
     let (r, clock) = registry_with(
         template().slow_call_threshold(slow),
-        Outliers::new().slow_outliers(3.0, 0.1),
+        Outliers::envoy().slow_outliers(3.0, 0.1),
     );
     // Every host answers in 60 ms but one in ten in 120 ms; host 0 is twice
     // as slow: 120 ms, and one in ten 240 ms. Slow rates 10 % against 100 %.
@@ -395,7 +397,7 @@ fn named_pools_judge_their_own_hosts_only() {
     // services, the whole second one would look bad.
     let clock = ManualClock::new();
     let mut builder =
-        Registry::<u64>::builder(template()).outliers(Outliers::new().interval(INTERVAL));
+        Registry::<u64>::builder(template()).outliers(Outliers::envoy().interval(INTERVAL));
     for key in 5..10 {
         builder = builder.override_key(key, template().outlier_pool("second"));
     }
@@ -424,7 +426,7 @@ fn bad_pool_configurations_are_refused() {
         .unwrap_err();
     assert_eq!(e.field(), "outlier_pool", "a pool name without outliers");
     let e = Registry::<u64>::builder(template())
-        .outliers(Outliers::new().slow_outliers(2.0, 0.1))
+        .outliers(Outliers::envoy().slow_outliers(2.0, 0.1))
         .build()
         .unwrap_err();
     assert_eq!(
@@ -433,7 +435,7 @@ fn bad_pool_configurations_are_refused() {
         "the latency rule needs timed calls"
     );
     let e = Registry::<u64>::builder(template())
-        .outliers(Outliers::new().stdev_factor(-1.0))
+        .outliers(Outliers::envoy().stdev_factor(-1.0))
         .build()
         .unwrap_err();
     assert_eq!(e.field(), "outliers.stdev_factor");
@@ -444,7 +446,7 @@ fn a_removed_host_leaves_its_pool_at_once() {
     // The failure percentage alone, enforced, one call and one host enough:
     // five hosts, so the cap is one.
     let (r, clock) = registry(
-        Outliers::new()
+        Outliers::envoy()
             .success_rate_off()
             .enforcing_failure_percentage(100)
             .failure_percentage_threshold(50)

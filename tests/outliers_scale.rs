@@ -69,7 +69,7 @@ fn one_bad_host_among_many_is_ejected_within_one_interval_with_no_thread() {
     )
     .capacity(HOSTS as usize)
     .outliers(
-        Outliers::new()
+        Outliers::envoy()
             .interval(INTERVAL)
             .success_rate_request_volume(CALLS)
             .success_rate_minimum_hosts(5),

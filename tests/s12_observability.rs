@@ -252,10 +252,11 @@ fn the_snapshot_names_the_outlier_rule_while_the_ejection_holds() {
             .open_duration(OPEN),
     )
     .outliers(
-        Outliers::new()
+        Outliers::envoy()
             .interval(interval)
             .success_rate_off()
-            .enforcing_failure_percentage(100),
+            .enforcing_failure_percentage(100)
+            .ejection_time_of_breaker(),
     )
     .build_with_clock(clock.clone())
     .unwrap();

@@ -21,15 +21,19 @@
 //! rate ≥ 50 % of the last 100 calls, judged from 20, a call slow from
 //! 120 ms (just above the healthy hosts' p99), open 30 s doubling per trip
 //! in a row. **fixed**: that alone.
-//! **outliers**: the same, plus [`RegistryBuilder::outliers`] with Envoy's
-//! defaults (success rate below the pool's mean − 1.9 stdev, at least 100
-//! calls and 5 such hosts, at most 10 % of the pool ejected) and the
-//! latency rule `slow_outliers(3.0, 0.05)`: a host whose share of slow
-//! calls exceeds 3 × the pool's mean share, and 5 %, is ejected.
+//! **outliers**: the same, plus [`RegistryBuilder::outliers`] with the
+//! defaults (Envoy's: success rate below the pool's mean − 1.9 stdev, at
+//! least 100 calls and 5 such hosts, at most 10 % of the pool ejected; and
+//! evidence asked at one in a million) and the latency rule
+//! `slow_outliers(3.0, 0.05)`: a host whose share of slow calls exceeds
+//! 3 × the pool's mean share, and 5 %, is ejected. A third run,
+//! `Outliers::envoy()`, shows what Envoy's rule alone does to this pool.
 //!
 //! A host's calls of interval k are judged at its first verdict of k + 1,
 //! against the pool's figures of k − 1: the pool needs two intervals of
-//! traffic before it judges anyone, so the first ejection can come at 20 s.
+//! traffic before it judges anyone, so the first ejection can come at 20 s;
+//! A's 16 failures in 200 calls are 10 nats of evidence, which its second
+//! interval makes enough, at 30 s.
 //!
 //! [`RegistryBuilder::outliers`]: failfast::RegistryBuilder::outliers
 
@@ -67,10 +71,6 @@ const A_FAILS_PPM: u64 = 80_000;
 /// The latency rule: `factor × the pool's mean slow share`, at least `floor`.
 const SLOW_FACTOR: f64 = 3.0;
 const SLOW_FLOOR: f64 = 0.05;
-/// The success-rate rule's minimum gap below the pool's mean: without it, Envoy's rule
-/// ejects healthy hosts of this tight pool for one failure too many (see the
-/// scene's last lines).
-const GAP: f64 = 0.02;
 
 type Hosts = Registry<u32, RandomState, ManualClock>;
 
@@ -97,7 +97,13 @@ fn template() -> Builder {
 fn outliers() -> Outliers {
     Outliers::new()
         .interval(INTERVAL)
-        .success_rate_minimum_gap(GAP)
+        .slow_outliers(SLOW_FACTOR, SLOW_FLOOR)
+}
+
+/// Envoy's rule alone, with the same latency rule.
+fn envoys() -> Outliers {
+    Outliers::envoy()
+        .interval(INTERVAL)
         .slow_outliers(SLOW_FACTOR, SLOW_FLOOR)
 }
 
@@ -416,8 +422,7 @@ pub fn show() -> bool {
         OPEN.as_secs()
     );
     println!(
-        "  success-rate rule (mean − 1.9 stdev, and {:.0} points below the mean: success_rate_minimum_gap({GAP:.2}))",
-        GAP * 100.0
+        "  success-rate rule (mean − 1.9 stdev) with evidence asked (the default: one false ejection in 10⁶ intervals)"
     );
     println!(
         "  and slow_outliers({SLOW_FACTOR:.1}, {SLOW_FLOOR:.2}) over {} s intervals.",
@@ -425,7 +430,7 @@ pub fn show() -> bool {
     );
     println!();
     let mut runs = [run(None), run(Some(outliers()))];
-    let envoy = run(Some(outliers().success_rate_minimum_gap(0.0)));
+    let envoy = run(Some(envoys()));
     let latencies: Vec<String> = runs
         .iter_mut()
         .map(|r| {
@@ -550,14 +555,14 @@ pub fn show() -> bool {
         last.map_or(0, |p| p.late_reports),
     );
     println!(
-        "  {} healthy hosts were ejected. At Envoy's bare defaults (no minimum gap) the same run ejects {}, all",
+        "  {} healthy hosts were ejected. Envoy's rule alone (Outliers::envoy()) ejects {} in the same run, all",
         healthy_out.len(),
         envoy.healthy_out().len()
     );
     println!("  by the success rate: while A is out of the figures, the pool's spread is the noise of 0.1 % failures");
     println!("  over 200 calls (0 or 1 failure, a stdev of ~0.2 points), and a host that fails 2 of its 200 calls falls");
-    println!("  1.9 stdevs below the mean (envoyproxy/envoy#37723: healthy pods ejected, still at a factor of 5). The gap");
-    println!("  asks a host to be {:.0} points below the mean as well; A, 8 points below, is still found.", GAP * 100.0);
+    println!("  1.9 stdevs below the mean (envoyproxy/envoy#37723: healthy pods ejected, still at a factor of 5). The");
+    println!("  default also asks for evidence: 2 failures in 200 against a pool failing 0.1 % are none; A's 16 are.");
     if !pooled.b_kept.is_empty() {
         println!(
             "  B, slow until {} s, was found {} more times after its probe and not ejected (the cap, {} of {}).",
@@ -573,7 +578,7 @@ pub fn show() -> bool {
     if failed.is_empty() {
         println!("  Checked: fixed thresholds never take A or B out; the pool ejects A (outlier) and B (slow_outlier)");
         println!(
-            "  by {}, no healthy host (Envoy's bare rule does eject some), and never more than the cap.",
+            "  by {}, no healthy host (Envoy's rule alone does eject some), and never more than the cap.",
             secs(first_judged_by())
         );
     } else {
@@ -639,10 +644,10 @@ fn show_intervals(run: &Run) {
     t.print();
 }
 
-/// Both are judged at their first verdict after 20 s; allow the first
-/// second of that interval.
+/// Both are judged at their first verdict after 20 s, and their second
+/// interval is evidence enough; allow the first second of that interval.
 fn first_judged_by() -> Nanos {
-    Nanos::from_duration(2 * INTERVAL + Duration::from_secs(1))
+    Nanos::from_duration(3 * INTERVAL + Duration::from_secs(1))
 }
 
 /// The scene's claims; the ones that do not hold.
@@ -678,18 +683,15 @@ fn checks(fixed: &Run, pooled: &Run, envoy: &Run) -> Vec<String> {
     let healthy = pooled.healthy_out();
     claim(
         healthy.is_empty(),
-        format!(
-            "{} healthy hosts ejected with the minimum gap",
-            healthy.len()
-        ),
+        format!("{} healthy hosts ejected by the default", healthy.len()),
     );
-    // Why the gap: Envoy's rule alone ejects healthy hosts of this pool,
-    // always by their success rate.
+    // Why the evidence: Envoy's rule alone ejects healthy hosts of this
+    // pool, always by their success rate.
     let bare = envoy.healthy_out();
     claim(
         !bare.is_empty() && bare.iter().all(|(_, t)| t.reason == Reason::Outlier),
         format!(
-            "Envoy's bare rule ejected {} healthy hosts, not by their success rate only",
+            "Envoy's rule alone ejected {} healthy hosts, not by their success rate only",
             bare.len()
         ),
     );
@@ -709,7 +711,7 @@ mod tests {
     fn the_scene_holds() {
         let fixed = super::run(None);
         let pooled = super::run(Some(super::outliers()));
-        let envoy = super::run(Some(super::outliers().success_rate_minimum_gap(0.0)));
+        let envoy = super::run(Some(super::envoys()));
         assert_eq!(super::checks(&fixed, &pooled, &envoy), Vec::<String>::new());
     }
 }

@@ -45,10 +45,17 @@ const fn interval(k: u64) -> Nanos {
 
 /// A registry of one pool ejecting by the failure percentage alone.
 fn registry() -> Arc<Reg> {
+    registry_capped(10)
+}
+
+/// The same, at most `percent` % of the pool ejected (at least one host).
+/// Envoy's preset: one failed call is enough, with no evidence asked.
+fn registry_capped(percent: u8) -> Arc<Reg> {
     let template = Breaker::builder()
         .consecutive_failures(30_000)
         .open_duration(Duration::from_secs(10));
-    let outliers = Outliers::new()
+    let outliers = Outliers::envoy()
+        .max_ejection_percent(percent)
         .interval(Duration::from_millis(1))
         .failure_percentage_threshold(50)
         .failure_percentage_request_volume(1)
@@ -230,3 +237,79 @@ fn an_ejection_racing_a_forced_open_gives_its_place_back_once() {
 }
 
 static FORCED: Cases = Mutex::new([false; 3]);
+
+/// Host 1 ejected at interval 2 (its ejecting call failed, so its tally of
+/// interval 2 is an outlier's again), at most every host ejected at once.
+/// Then, at interval 3, a reset of host 1 races host 1's admission on
+/// another thread (× 2 orders). The reset moves the word to Closed and then
+/// ends the ejection in the mark; an admission that finds the word Closed
+/// in between rolls the tally and ejects host 1 again while the first
+/// ejection's end is still on its way. Its mark's CAS then replaces a mark
+/// that still names the first ejection: it gives that place back itself,
+/// and the reset's CAS finds the mark changed. Either way each ejection's
+/// place is given back once, and the second ejection is the host's second
+/// in a row: 60 s of Envoy's ejection time.
+///
+/// Bug: `eject-stores-mark` (the mark set by a plain store: the first
+/// ejection's place is never given back).
+fn a_re_ejection_races_the_end_of_the_last(spawned_first: bool) {
+    let r = registry_capped(100);
+    let (one, two) = (r.handle_at(&1, interval(0)), r.handle_at(&2, interval(0)));
+    assert_eq!(call(&one, interval(0), true), None);
+    assert_eq!(call(&one, interval(1), true), None);
+    assert_eq!(call(&two, interval(1), false), None);
+    assert_eq!(call(&two, interval(2), false), None);
+    // The ejecting admission runs, and fails: interval 2 is 100 % failures.
+    let permit = one
+        .try_acquire_at(interval(2))
+        .expect("admitted, then ejected");
+    let _ = permit.failure_at(interval(2));
+    assert_eq!(one.state(), State::Open);
+    let caller = {
+        let one = one.clone();
+        thread::spawn(move || {
+            go_second(spawned_first);
+            if let Ok(permit) = one.try_acquire_at(interval(3)) {
+                permit.ignore_at(interval(3));
+            }
+        })
+    };
+    let reset = one.reset_at(interval(3)).expect("a reset is a transition");
+    caller.join().unwrap();
+    assert_eq!(reset.from, State::Open);
+    let p = pool(&r);
+    let open = one.state() == State::Open;
+    assert_eq!(
+        p.enforced(OutlierRule::FailurePercentage),
+        1 + u64::from(open),
+        "{p:?}"
+    );
+    if open {
+        let wait = one.try_acquire_at(interval(3)).unwrap_err().retry_after();
+        assert_eq!(
+            wait.map(|d| d.as_secs()),
+            Some(60),
+            "the second ejection in a row"
+        );
+    }
+    assert_eq!(
+        (p.ejected, p.unhealthy),
+        (u64::from(open), u64::from(open)),
+        "{p:?}"
+    );
+    let case = usize::from(open);
+    REEJECT.lock().unwrap_or_else(|e| e.into_inner())[case] = true;
+    assert!(r.remove_at(&1, interval(3)));
+    drop(one);
+    let p = pool(&r);
+    assert_eq!((p.members, p.ejected, p.unhealthy), (1, 0, 0), "{p:?}");
+}
+
+#[test]
+fn a_re_ejection_racing_the_end_of_the_last_gives_each_place_back_once() {
+    both_orders(a_re_ejection_races_the_end_of_the_last);
+    let seen = *REEJECT.lock().unwrap_or_else(|e| e.into_inner());
+    assert_eq!(seen, [true; 2], "Closed after the reset; ejected again");
+}
+
+static REEJECT: Mutex<[bool; 2]> = Mutex::new([false; 2]);

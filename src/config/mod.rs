@@ -29,8 +29,9 @@
 //! shards = 256                    # .shards(256)
 //!
 //! ## Outlier detection: each host judged against its pool
-//! ## (RegistryBuilder::outliers(Outliers)); an empty table is Envoy's defaults.
+//! ## (RegistryBuilder::outliers(Outliers)); an empty table is the defaults.
 //! [outliers]
+//! # preset = "envoy"                      # Outliers::envoy(): Envoy's rules exactly
 //! interval = "10s"                        # .interval(10 s)
 //! success_rate_request_volume = 100       # .success_rate_request_volume(100)
 //! success_rate_minimum_hosts = 5          # .success_rate_minimum_hosts(5)
@@ -45,6 +46,8 @@
 //! enforcing_slow = 100                    # .enforcing_slow(100)
 //! max_ejection_percent = 10               # .max_ejection_percent(10)
 //! panic_threshold = 50                    # .panic_threshold(50)
+//! significance = 1e-6                     # .significance(1e-6); or "off" (Envoy's rules alone)
+//! ejection_time = { base = "30s", max = "5m" }  # .ejection_time(30 s, 5 min); or "breaker"
 //!
 //! ## The template of every host's breaker (Builder).
 //! [breaker]
@@ -176,7 +179,9 @@ mod registry;
 use core::fmt;
 
 pub use breaker::BreakerConfig;
-pub use outliers::{OutliersConfig, SlowOutliersConfig};
+pub use outliers::{
+    EjectionTimeConfig, OutliersConfig, OutliersPreset, SignificanceConfig, SlowOutliersConfig,
+};
 pub use parts::{BackoffConfig, Preset, RampConfig, TimeWindowConfig, UnansweredConfig};
 pub use registry::RegistryConfig;
 

@@ -13,10 +13,11 @@ use crate::outlier::Outliers;
 
 /// Outlier detection as data: the `[outliers]` table of a
 /// [`RegistryConfig`](super::RegistryConfig), one field per [`Outliers`]
-/// method, every field optional (left out: Envoy's default, as
-/// [`Outliers::new`]). The table's presence turns detection on
+/// method, every field optional (left out: the default, as
+/// [`Outliers::new`], or the preset's: `preset = "envoy"` starts from
+/// [`Outliers::envoy`]). The table's presence turns detection on
 /// ([`RegistryBuilder::outliers`](crate::RegistryBuilder::outliers)): an
-/// empty `[outliers]` is Envoy's defaults.
+/// empty `[outliers]` is the defaults.
 ///
 /// [`to_outliers`](Self::to_outliers) checks it as the registry's `build`
 /// does, with the same [`ConfigError`]s (fields named `outliers.…`);
@@ -32,6 +33,8 @@ use crate::outlier::Outliers;
 ///     stdev_factor = 1.5
 ///     enforcing_failure_percentage = 100
 ///     slow_outliers = { factor = 3.0, floor = 0.1 }
+///     significance = 1e-9
+///     ejection_time = { base = "1m", max = "10m" }
 /// "#).unwrap();
 /// assert_eq!(config.slow_outliers, Some(SlowOutliersConfig::On { factor: 3.0, floor: 0.1 }));
 /// let outliers = config.to_outliers()?;
@@ -42,8 +45,19 @@ use crate::outlier::Outliers;
 ///         .stdev_factor(1.5)
 ///         .enforcing_failure_percentage(100)
 ///         .slow_outliers(3.0, 0.1)
+///         .significance(1e-9)
+///         .ejection_time(Duration::from_secs(60), Duration::from_secs(600))
 /// );
 /// assert_eq!(OutliersConfig::from(&outliers), config);
+///
+/// // Envoy's rule exactly, and the ejections of the breaker's backoff:
+/// let envoy: OutliersConfig = toml::from_str(r#"
+///     preset = "envoy"
+///     ejection_time = "breaker"
+/// "#).unwrap();
+/// let outliers = envoy.to_outliers()?;
+/// assert_eq!(outliers, Outliers::envoy().ejection_time_of_breaker());
+/// assert_eq!(OutliersConfig::from(&outliers), envoy);
 ///
 /// let err = toml::from_str::<OutliersConfig>("stdev_factor = -1.0").unwrap().to_outliers().unwrap_err();
 /// assert_eq!(err.field(), "outliers.stdev_factor");
@@ -53,6 +67,10 @@ use crate::outlier::Outliers;
 #[serde(default, deny_unknown_fields)]
 #[non_exhaustive]
 pub struct OutliersConfig {
+    /// Start from a preset instead of the defaults: `"envoy"` is
+    /// [`Outliers::envoy`]. The other fields override it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub preset: Option<OutliersPreset>,
     /// [`Outliers::interval`], as duration text.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub interval: Option<String>,
@@ -96,6 +114,23 @@ pub struct OutliersConfig {
     /// [`Outliers::panic_threshold`], a percentage.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub panic_threshold: Option<u8>,
+    /// [`Outliers::significance`]: a number (`1e-6`), or `"off"`
+    /// ([`Outliers::significance_off`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub significance: Option<SignificanceConfig>,
+    /// [`Outliers::ejection_time`]: `{ base = "30s", max = "5m" }`, or
+    /// `"breaker"` ([`Outliers::ejection_time_of_breaker`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ejection_time: Option<EjectionTimeConfig>,
+}
+
+/// A preset for `[outliers]`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum OutliersPreset {
+    /// [`Outliers::envoy`]: Envoy's rules exactly, no evidence asked.
+    Envoy,
 }
 
 impl OutliersConfig {
@@ -121,7 +156,10 @@ impl OutliersConfig {
     /// assert_eq!(config.to_outliers().unwrap_err().field(), "outliers.panic_threshold");
     /// ```
     pub fn to_outliers(&self) -> Result<Outliers, ConfigError> {
-        let mut o = Outliers::new();
+        let mut o = match self.preset {
+            None => Outliers::new(),
+            Some(OutliersPreset::Envoy) => Outliers::envoy(),
+        };
         if let Some(text) = &self.interval {
             o = o.interval(duration::parse("outliers.interval", text)?);
         }
@@ -165,12 +203,28 @@ impl OutliersConfig {
         if let Some(p) = self.panic_threshold {
             o = o.panic_threshold(p);
         }
+        match self.significance {
+            None => {}
+            Some(SignificanceConfig::Off) => o = o.significance_off(),
+            Some(SignificanceConfig::Alpha(alpha)) => o = o.significance(alpha),
+        }
+        match &self.ejection_time {
+            None => {}
+            Some(EjectionTimeConfig::Breaker) => o = o.ejection_time_of_breaker(),
+            Some(EjectionTimeConfig::Envoy { base, max }) => {
+                o = o.ejection_time(
+                    duration::parse("outliers.ejection_time.base", base)?,
+                    duration::parse("outliers.ejection_time.max", max)?,
+                );
+            }
+        }
         o.check()?;
         Ok(o)
     }
 }
 
-/// An [`Outliers`] written out: each field moved off Envoy's default, so
+/// An [`Outliers`] written out: `preset = "envoy"` when it asks no evidence,
+/// then each field moved off the default (or the preset), so
 /// [`to_outliers`](OutliersConfig::to_outliers) gives back the same value.
 /// The latency rule is written only when on (off is the default).
 impl From<&Outliers> for OutliersConfig {
@@ -178,8 +232,23 @@ impl From<&Outliers> for OutliersConfig {
         fn changed<T: PartialEq>(value: T, default: T) -> Option<T> {
             (value != default).then_some(value)
         }
-        let d = Outliers::default();
+        let (preset, d) = match o.significance {
+            None => (Some(OutliersPreset::Envoy), Outliers::envoy()),
+            Some(_) => (None, Outliers::default()),
+        };
         OutliersConfig {
+            preset,
+            significance: changed(o.significance, d.significance).map(|s| match s {
+                Some(alpha) => SignificanceConfig::Alpha(alpha),
+                None => SignificanceConfig::Off,
+            }),
+            ejection_time: changed(o.ejection_time, d.ejection_time).map(|e| match e {
+                Some((base, max)) => EjectionTimeConfig::Envoy {
+                    base: duration::format(base),
+                    max: duration::format(max),
+                },
+                None => EjectionTimeConfig::Breaker,
+            }),
             interval: changed(o.interval, d.interval).map(duration::format),
             success_rate_request_volume: changed(
                 o.success_rate_request_volume,
@@ -303,5 +372,151 @@ impl<'de> Visitor<'de> for SlowVisitor {
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<SlowOutliersConfig, A::Error> {
         let On { factor, floor } = On::deserialize(de::value::MapAccessDeserializer::new(map))?;
         Ok(SlowOutliersConfig::On { factor, floor })
+    }
+}
+
+/// The evidence asked ([`Outliers::significance`]): a number in
+/// `[1e-12, 0.01]`, or `"off"` (Envoy's rules alone).
+///
+/// ```
+/// use failfast::config::{OutliersConfig, SignificanceConfig};
+///
+/// let c: OutliersConfig = toml::from_str("significance = 1e-9").unwrap();
+/// assert_eq!(c.significance, Some(SignificanceConfig::Alpha(1e-9)));
+/// let c: OutliersConfig = toml::from_str(r#"significance = "off""#).unwrap();
+/// assert_eq!(c.significance, Some(SignificanceConfig::Off));
+/// assert!(toml::from_str::<OutliersConfig>(r#"significance = "on""#).is_err());
+/// ```
+#[derive(Copy, Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum SignificanceConfig {
+    /// No evidence asked: `"off"`.
+    Off,
+    /// The significance, a probability.
+    Alpha(f64),
+}
+
+impl Serialize for SignificanceConfig {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            SignificanceConfig::Off => serializer.serialize_str("off"),
+            SignificanceConfig::Alpha(alpha) => serializer.serialize_f64(*alpha),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for SignificanceConfig {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(SignificanceVisitor)
+    }
+}
+
+/// Reads `"off"` or a number.
+struct SignificanceVisitor;
+
+impl<'de> Visitor<'de> for SignificanceVisitor {
+    type Value = SignificanceConfig;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(r#""off" or a probability such as 1e-6"#)
+    }
+
+    fn visit_str<E: de::Error>(self, text: &str) -> Result<SignificanceConfig, E> {
+        match text {
+            "off" => Ok(SignificanceConfig::Off),
+            _ => Err(E::invalid_value(de::Unexpected::Str(text), &self)),
+        }
+    }
+
+    fn visit_f64<E: de::Error>(self, alpha: f64) -> Result<SignificanceConfig, E> {
+        Ok(SignificanceConfig::Alpha(alpha))
+    }
+
+    fn visit_i64<E: de::Error>(self, n: i64) -> Result<SignificanceConfig, E> {
+        Ok(SignificanceConfig::Alpha(n as f64))
+    }
+
+    fn visit_u64<E: de::Error>(self, n: u64) -> Result<SignificanceConfig, E> {
+        Ok(SignificanceConfig::Alpha(n as f64))
+    }
+}
+
+/// How long a pool ejects a host ([`Outliers::ejection_time`]):
+/// `ejection_time = { base = "30s", max = "5m" }` (both required), or
+/// `"breaker"`: the breaker's own open duration and backoff.
+///
+/// ```
+/// use failfast::config::{EjectionTimeConfig, OutliersConfig};
+///
+/// let c: OutliersConfig = toml::from_str(r#"ejection_time = { base = "10s", max = "2m" }"#).unwrap();
+/// assert_eq!(c.ejection_time, Some(EjectionTimeConfig::Envoy { base: "10s".into(), max: "2m".into() }));
+/// let c: OutliersConfig = toml::from_str(r#"ejection_time = "breaker""#).unwrap();
+/// assert_eq!(c.ejection_time, Some(EjectionTimeConfig::Breaker));
+/// let bad: OutliersConfig = toml::from_str(r#"ejection_time = { base = "1m", max = "10s" }"#).unwrap();
+/// assert_eq!(bad.to_outliers().unwrap_err().field(), "outliers.ejection_time.max");
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum EjectionTimeConfig {
+    /// The breaker's backoff: `"breaker"`.
+    Breaker,
+    /// Envoy's schedule, as duration text.
+    Envoy {
+        /// `base_ejection_time`.
+        base: String,
+        /// `max_ejection_time`.
+        max: String,
+    },
+}
+
+/// The table form of [`EjectionTimeConfig::Envoy`].
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Schedule {
+    base: String,
+    max: String,
+}
+
+impl Serialize for EjectionTimeConfig {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            EjectionTimeConfig::Breaker => serializer.serialize_str("breaker"),
+            EjectionTimeConfig::Envoy { base, max } => {
+                let mut table = serializer.serialize_struct("EjectionTimeConfig", 2)?;
+                table.serialize_field("base", base)?;
+                table.serialize_field("max", max)?;
+                table.end()
+            }
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for EjectionTimeConfig {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(ScheduleVisitor)
+    }
+}
+
+/// Reads `"breaker"` or `{ base, max }`.
+struct ScheduleVisitor;
+
+impl<'de> Visitor<'de> for ScheduleVisitor {
+    type Value = EjectionTimeConfig;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(r#""breaker" or a table { base = "30s", max = "5m" }"#)
+    }
+
+    fn visit_str<E: de::Error>(self, text: &str) -> Result<EjectionTimeConfig, E> {
+        match text {
+            "breaker" => Ok(EjectionTimeConfig::Breaker),
+            _ => Err(E::invalid_value(de::Unexpected::Str(text), &self)),
+        }
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<EjectionTimeConfig, A::Error> {
+        let Schedule { base, max } =
+            Schedule::deserialize(de::value::MapAccessDeserializer::new(map))?;
+        Ok(EjectionTimeConfig::Envoy { base, max })
     }
 }

@@ -300,7 +300,7 @@ mod tests {
             .open_duration(Duration::from_secs(30))
             .jitter(0.0);
         let registry = Registry::<u64>::builder(template)
-            .outliers(Outliers::new().interval(Duration::from_secs(10)))
+            .outliers(Outliers::envoy().interval(Duration::from_secs(10)))
             .build_with_clock(clock.clone())
             .unwrap();
         // Two intervals of traffic (host 0 succeeds half the time, the

@@ -14,8 +14,15 @@
 //! A host is an outlier when its rate is below it. Every reader of one interval
 //! computes the same threshold, and a direct computation over the same hosts
 //! gives it too (the property test in `tests/outliers.rs`).
+//!
+//! With a significance (the default), a host must also carry the
+//! [evidence](super::evidence) that it fails (or is slow) more often than
+//! its pool, given its calls: the figures keep the pool's mean failure and
+//! slow rates and its calls for that.
 
 use super::config::Rules;
+use super::evidence::{self, Reference};
+use super::mark::Evidence;
 use super::sums::{Totals, PPM};
 use super::tally::Counts;
 
@@ -29,7 +36,14 @@ pub(crate) struct Figures {
     /// The slow-rate limit (ppm), when the latency rule is on and enough
     /// hosts had the volume.
     pub(crate) slow_limit: Option<u32>,
+    /// The pool's failures, when one host at least had a success rate.
+    pub(crate) failures: Option<Reference>,
+    /// The pool's slow calls, with the slow limit.
+    pub(crate) slow: Option<Reference>,
 }
+
+/// The most calls the cached figures keep (fewer weigh as less certain).
+const CALLS_MAX: u64 = (1 << 28) - 1;
 
 impl Figures {
     /// The figures of `totals` under `rules`.
@@ -51,31 +65,67 @@ impl Figures {
                 mean_times.max(u128::from(floor_ppm)).min(u128::from(PPM)) as u32
             })
         });
+        let calls = totals.calls.min(CALLS_MAX);
+        // The pool's rates rounded up: a higher rate only weighs a host's
+        // events as less surprising.
+        let failures = (n > 0 && calls > 0).then(|| Reference {
+            rate_ppm: (PPM as u128 - (totals.success_sum / u128::from(n)).min(PPM as u128)) as u32,
+            calls,
+        });
+        let slow = slow_limit.and((totals.slow_hosts > 0 && calls > 0).then(|| {
+            Reference {
+                rate_ppm: totals
+                    .slow_sum
+                    .div_ceil(u128::from(totals.slow_hosts))
+                    .min(u128::from(PPM)) as u32,
+                calls,
+            }
+        }));
         Figures {
             success_threshold,
             failure_rule: totals.failure_hosts >= rules.fp_min_hosts,
             slow_limit,
+            failures,
+            slow,
         }
     }
 
-    /// Packed with interval tag `tag` (16 bits) for the pool's cache word.
-    pub(crate) fn pack(self, tag: u64) -> u64 {
-        let opt = |v: Option<u32>| v.map_or(0, |v| u64::from(v) | 1 << 20);
-        (tag & 0xffff)
+    /// Packed with interval tag `tag` (16 bits) for the pool's cache word:
+    /// tag (16) | threshold (21) | failure rule (1) | slow limit (21) |
+    /// failure rate (20) | slow rate (20) | calls (28); an absent reference
+    /// has 0 calls.
+    pub(crate) fn pack(self, tag: u64) -> u128 {
+        let opt = |v: Option<u32>| v.map_or(0, |v| u128::from(v) | 1 << 20);
+        let rate = |r: Option<Reference>| r.map_or(0, |r| u128::from(r.rate_ppm));
+        let calls = self.failures.map_or(0, |r| u128::from(r.calls));
+        u128::from(tag & 0xffff)
             | opt(self.success_threshold) << 16
-            | u64::from(self.failure_rule) << 37
+            | u128::from(self.failure_rule) << 37
             | opt(self.slow_limit) << 38
+            | rate(self.failures) << 59
+            | rate(self.slow) << 79
+            | calls << 99
     }
 
     /// The figures and tag of a packed word.
-    pub(crate) fn unpack(word: u64) -> (u64, Figures) {
-        let opt = |v: u64| (v & 1 << 20 != 0).then_some((v & ((1 << 20) - 1)) as u32);
+    pub(crate) fn unpack(word: u128) -> (u64, Figures) {
+        let field = |shift: u32, bits: u32| (word >> shift) & ((1 << bits) - 1);
+        let opt = |v: u128| (v & 1 << 20 != 0).then_some((v & ((1 << 20) - 1)) as u32);
+        let calls = field(99, 28) as u64;
+        let success_threshold = opt(field(16, 21));
+        let slow_limit = opt(field(38, 21));
+        let reference = |rate: u128| Reference {
+            rate_ppm: rate as u32,
+            calls,
+        };
         (
-            word & 0xffff,
+            field(0, 16) as u64,
             Figures {
-                success_threshold: opt(word >> 16),
-                failure_rule: word >> 37 & 1 != 0,
-                slow_limit: opt(word >> 38),
+                success_threshold,
+                failure_rule: field(37, 1) != 0,
+                slow_limit,
+                failures: (calls > 0).then(|| reference(field(59, 20))),
+                slow: (calls > 0 && slow_limit.is_some()).then(|| reference(field(79, 20))),
             },
         )
     }
@@ -139,31 +189,56 @@ pub(crate) fn ppm(part: u32, whole: u32) -> u32 {
 }
 
 /// The rules that find a host with `counts` an outlier against `figures`,
-/// in [`OutlierRule::ALL`]'s order, as a bit set.
-pub(crate) fn judge(counts: Counts, figures: &Figures, rules: &Rules) -> u8 {
+/// in [`OutlierRule::ALL`]'s order, as a bit set, and the host's evidence
+/// after this interval (`before`, stepped when the rules weigh evidence).
+pub(crate) fn judge(
+    counts: Counts,
+    figures: &Figures,
+    rules: &Rules,
+    before: Evidence,
+) -> (u8, Evidence) {
+    let mut e = before;
+    if let Some(h) = rules.evidence {
+        if let Some(pool) = figures.failures {
+            if counts.calls >= rules.sr_volume.min(rules.fp_volume) {
+                e.fail = evidence::step(e.fail, counts.failures, counts.calls, pool, h);
+            }
+        }
+        if let Some(pool) = figures.slow {
+            if counts.calls >= rules.sr_volume {
+                e.slow = evidence::step(e.slow, counts.slow, counts.calls, pool, h);
+            }
+        }
+    }
+    let evident = |sum: u32| rules.evidence.is_none_or(|h| sum >= h);
     let mut found = 0;
     let success = ppm(counts.calls - counts.failures, counts.calls);
     if let Some(t) = figures.success_threshold {
-        if counts.calls >= rules.sr_volume && success < t {
+        if counts.calls >= rules.sr_volume && success < t && evident(e.fail) {
             found |= 1 << OutlierRule::SuccessRate.index();
         }
     }
     if figures.failure_rule
         && counts.calls >= rules.fp_volume
         && u64::from(ppm(counts.failures, counts.calls)) >= rules.fp_threshold_ppm
+        && evident(e.fail)
     {
         found |= 1 << OutlierRule::FailurePercentage.index();
     }
     if let Some(limit) = figures.slow_limit {
-        if counts.calls >= rules.sr_volume && ppm(counts.slow, counts.calls) > limit {
+        if counts.calls >= rules.sr_volume
+            && ppm(counts.slow, counts.calls) > limit
+            && evident(e.slow)
+        {
             found |= 1 << OutlierRule::Slow.index();
         }
     }
-    found
+    (found, e)
 }
 
 #[cfg(all(test, not(failfast_loom)))]
 mod tests {
+    use super::super::evidence::Reference;
     use super::*;
     use crate::outlier::sums::Report;
     use crate::Outliers;
@@ -175,6 +250,7 @@ mod tests {
                 success_ppm: Some(r * 10_000),
                 failure_volume: true,
                 slow_ppm: None,
+                calls: 100,
             });
         }
         t
@@ -184,7 +260,7 @@ mod tests {
     /// mean of 90, a population stdev of 20, and 90 − 1.9·20 = 52.
     #[test]
     fn envoys_five_hosts_give_a_threshold_of_52() {
-        let rules = Outliers::new().rules();
+        let rules = Outliers::envoy().rules();
         let f = Figures::of(&totals(&[50, 100, 100, 100, 100]), &rules);
         assert_eq!(f.success_threshold, Some(520_000));
         let host = |ok: u32| Counts {
@@ -192,8 +268,24 @@ mod tests {
             failures: 100 - ok,
             slow: 0,
         };
-        assert_eq!(judge(host(50), &f, &rules), 1, "the host at 50 % is out");
-        assert_eq!(judge(host(52), &f, &rules), 0, "52 % is not below 52 %");
+        let judged = |ok| judge(host(ok), &f, &rules, Evidence::default()).0;
+        assert_eq!(judged(50), 1, "the host at 50 % is out");
+        assert_eq!(judged(52), 0, "52 % is not below 52 %");
+        // With evidence weighed, 50 failures of 100 against a pool failing
+        // 10 % of 500 calls are enough at once at one in a million
+        // (ℓ = 50·ln 2 − (50 + 50)·100/600 ≈ 18.0 nats ≥ 13.8), not at one
+        // in 10¹⁰ (23.0 nats), which a second such interval reaches.
+        let careful = Outliers::new().rules();
+        let f = Figures::of(&totals(&[50, 100, 100, 100, 100]), &careful);
+        assert_eq!(f.success_threshold, Some(520_000), "the same threshold");
+        let (found, e) = judge(host(50), &f, &careful, Evidence::default());
+        assert_eq!(found, 1);
+        assert!(e.fail >= careful.evidence.unwrap());
+        let strict = Outliers::new().significance(1e-10).rules();
+        let (found, e) = judge(host(50), &f, &strict, Evidence::default());
+        assert_eq!(found, 0, "not yet: {e:?}");
+        let (found, _) = judge(host(50), &f, &strict, e);
+        assert_eq!(found, 1, "the second interval adds to the first");
     }
 
     #[test]
@@ -204,10 +296,14 @@ mod tests {
             success_ppm: Some(990_000),
             failure_volume: true,
             slow_ppm: None,
+            calls: 100,
         });
-        let envoy = Figures::of(&t, &Outliers::new().rules());
+        let envoy = Figures::of(&t, &Outliers::envoy().rules());
         assert_eq!(envoy.success_threshold, Some(990_400));
-        let gapped = Figures::of(&t, &Outliers::new().success_rate_minimum_gap(0.02).rules());
+        let gapped = Figures::of(
+            &t,
+            &Outliers::envoy().success_rate_minimum_gap(0.02).rules(),
+        );
         assert_eq!(
             gapped.success_threshold,
             Some(978_000),
@@ -225,6 +321,7 @@ mod tests {
                     success_ppm: Some(1_000_000),
                     failure_volume: true,
                     slow_ppm: Some(r),
+                    calls: 100,
                 });
             }
             Figures::of(&t, &rules).slow_limit
@@ -263,11 +360,37 @@ mod tests {
                 success_threshold: Some(999_999),
                 failure_rule: true,
                 slow_limit: Some(0),
+                failures: Some(Reference {
+                    rate_ppm: 1_000_000,
+                    calls: CALLS_MAX,
+                }),
+                slow: Some(Reference {
+                    rate_ppm: 7,
+                    calls: CALLS_MAX,
+                }),
             },
             Figures {
                 success_threshold: Some(0),
                 failure_rule: false,
                 slow_limit: Some(1_000_000),
+                failures: Some(Reference {
+                    rate_ppm: 0,
+                    calls: 1,
+                }),
+                slow: Some(Reference {
+                    rate_ppm: 999_999,
+                    calls: 1,
+                }),
+            },
+            Figures {
+                success_threshold: None,
+                failure_rule: false,
+                slow_limit: None,
+                failures: Some(Reference {
+                    rate_ppm: 3,
+                    calls: 77,
+                }),
+                slow: None,
             },
         ] {
             assert_eq!(Figures::unpack(f.pack(0xbeef)), (0xbeef, f));

@@ -134,12 +134,13 @@ const K: u64 = 1000;
 
 /// Report `i` of a sums model: a host with every rule's volume and rates of
 /// `2^i` ppm, so that each word's sums name the reports in them (bit `i` of
-/// Σ success in word A, of Σ slow in word B).
+/// Σ success in word A, of Σ slow and of Σ calls in word B).
 fn report(i: u32) -> Report {
     Report {
         success_ppm: Some(1 << i),
         failure_volume: true,
         slow_ppm: Some(1 << i),
+        calls: 1 << i,
     }
 }
 
@@ -162,6 +163,7 @@ fn check_words(t: &Totals) {
     let b = t.slow_sum as u32;
     assert_eq!(u64::from(b.count_ones()), t.slow_hosts, "word B: {t:?}");
     assert_eq!(t.failure_hosts, t.slow_hosts, "word B: {t:?}");
+    assert_eq!(t.calls, u64::from(b), "word B's calls: {t:?}");
 }
 
 /// Whether the models accept a report that is in word A's sums and not in

@@ -4,17 +4,18 @@
 
 use crate::clock::Nanos;
 use crate::state::State;
-use crate::sync::{AtomicU64, Ordering};
+use crate::sync::{AtomicU128, AtomicU64, Ordering};
 
 use super::config::Rules;
 use super::figures::{self, Figures, OutlierRule};
+use super::mark::Evidence;
 #[cfg(test)]
 use super::sums::Totals;
 use super::sums::{Added, Report, Sums, STRIPES};
 use super::tally::Counts;
 
 /// Set in the cached figures' word once it holds figures.
-const FIGURES_VALID: u64 = 1 << 63;
+const FIGURES_VALID: u128 = 1 << 127;
 
 /// One pool's state (see the module's docs).
 pub(crate) struct Pool {
@@ -22,7 +23,7 @@ pub(crate) struct Pool {
     rules: Rules,
     sums: Sums,
     /// The last computed interval's [`Figures`], packed with its tag.
-    figures: AtomicU64,
+    figures: AtomicU128,
     /// Breakers in the pool now (built and not dropped).
     members: AtomicU64,
     /// Members open, half-open or forced open now.
@@ -49,7 +50,7 @@ impl Pool {
             name,
             rules,
             sums: Sums::new(epoch),
-            figures: AtomicU64::new(0),
+            figures: AtomicU128::new(0),
             members: AtomicU64::new(0),
             unhealthy: AtomicU64::new(0),
             ejected: AtomicU64::new(0),
@@ -82,18 +83,26 @@ impl Pool {
 
     /// A host (`id`) rolled out of interval `epoch − 1` with `counts`: adds
     /// its report to that interval's sums, then judges it against the
-    /// figures of `epoch − 2`. Returns the rule to eject it by, if one found
-    /// it an outlier and is enforced for it (the enforcement percentage
-    /// drawn from `id` and `epoch`, so a shadow roll-out is reproducible).
+    /// figures of `epoch − 2`, with its evidence so far (`evidence`).
+    /// Returns the rule to eject it by, if one found it an outlier and is
+    /// enforced for it (the enforcement percentage drawn from `id` and
+    /// `epoch`, so a shadow roll-out is reproducible), and its evidence
+    /// after this interval.
     #[cold]
     #[inline(never)]
-    pub(crate) fn roll(&self, id: u32, epoch: u64, counts: Counts) -> Option<OutlierRule> {
+    pub(crate) fn roll(
+        &self,
+        id: u32,
+        epoch: u64,
+        counts: Counts,
+        evidence: Evidence,
+    ) -> (Option<OutlierRule>, Evidence) {
         // Relaxed: a clock's high-water mark; no data is published by it.
         // A load first, so that only the first roll of an interval writes.
         let latest = self.latest.load(Ordering::Relaxed);
         if epoch < latest {
             self.late.fetch_add(1, Ordering::Relaxed);
-            return None;
+            return (None, evidence);
         }
         if epoch > latest {
             self.latest.fetch_max(epoch, Ordering::Relaxed);
@@ -103,8 +112,10 @@ impl Pool {
         if self.sums.add(epoch.wrapping_sub(1), stripe, report) != Added::Yes {
             self.late.fetch_add(1, Ordering::Relaxed);
         }
-        let figures = self.figures(epoch.checked_sub(2)?)?;
-        let found = figures::judge(counts, &figures, &self.rules);
+        let Some(figures) = epoch.checked_sub(2).and_then(|e| self.figures(e)) else {
+            return (None, evidence);
+        };
+        let (found, evidence) = figures::judge(counts, &figures, &self.rules, evidence);
         let mut eject = None;
         for rule in OutlierRule::ALL {
             if found & 1 << rule.index() == 0 {
@@ -116,7 +127,12 @@ impl Pool {
                 eject = Some(rule);
             }
         }
-        eject
+        (eject, evidence)
+    }
+
+    /// The rules (for the ejection schedule).
+    pub(crate) fn rules(&self) -> &Rules {
+        &self.rules
     }
 
     /// What a host with `counts` reports of its interval.
@@ -127,6 +143,7 @@ impl Pool {
             success_ppm: judged.then(|| figures::ppm(counts.calls - counts.failures, counts.calls)),
             failure_volume: counts.calls >= r.fp_volume,
             slow_ppm: (judged && r.slow.is_some()).then(|| figures::ppm(counts.slow, counts.calls)),
+            calls: if judged { counts.calls } else { 0 },
         }
     }
 

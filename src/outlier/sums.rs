@@ -7,15 +7,16 @@
 //!
 //! ```text
 //! word A: tag (13) | sealed (1) | hosts (18) | Σ success ppm (38) | Σ success ppm² (58)
-//! word B: tag (13) | sealed (1) | fp hosts (18) | slow hosts (18) | Σ slow ppm (38) | 0 (40)
+//! word B: tag (13) | sealed (1) | fp hosts (18) | slow hosts (18) | Σ slow ppm (38) | Σ calls (40)
 //! ```
 //!
 //! - **Exact.** Rates are integers in parts per million and sums are plain
 //!   integer sums, so they never drift and a direct computation over the
 //!   same hosts gives the same numbers. A field of 18 bits holds up to
-//!   262,143 hosts per stripe and interval; with those, Σ ppm < 2³⁸ and
-//!   Σ ppm² < 2⁵⁸, so no field carries into the next. A full stripe sends
-//!   its contribution to the next one.
+//!   262,143 hosts per stripe and interval; with those, Σ ppm < 2³⁸,
+//!   Σ ppm² < 2⁵⁸ and Σ calls < 2⁴⁰ (the calls of the hosts with the
+//!   success-rate volume, which word A counts), so no field carries into the
+//!   next. A full stripe sends its contribution to the next one.
 //! - **Tagged.** A word belongs to one interval (its number modulo 8192).
 //!   Two slots alternate by parity: one collects interval `k` while the
 //!   other, sealed, holds `k − 1`. The first contribution of a later
@@ -57,6 +58,7 @@ const A_SUM: u32 = 58;
 const B_FP_HOSTS: u32 = 96;
 const B_SLOW_HOSTS: u32 = 78;
 const B_SLOW_SUM: u32 = 40;
+const B_CALLS: u32 = 0;
 const _: () = assert!(A_HOSTS + COUNT_BITS == TAG_SHIFT - 1);
 
 /// Parts per million: the unit of every rate.
@@ -71,6 +73,8 @@ pub(crate) struct Report {
     pub(crate) failure_volume: bool,
     /// Its slow-call rate, in ppm, if it had the latency rule's volume.
     pub(crate) slow_ppm: Option<u32>,
+    /// Its calls, when it has a success rate (else 0).
+    pub(crate) calls: u32,
 }
 
 impl Report {
@@ -89,7 +93,11 @@ impl Report {
             Some(r) => (1 << B_SLOW_HOSTS) | (u128::from(r.min(PPM as u32)) << B_SLOW_SUM),
             None => 0,
         };
-        (u128::from(self.failure_volume) << B_FP_HOSTS) | slow
+        let calls = match self.success_ppm {
+            Some(_) => u128::from(self.calls) << B_CALLS,
+            None => 0,
+        };
+        (u128::from(self.failure_volume) << B_FP_HOSTS) | slow | calls
     }
 }
 
@@ -105,6 +113,9 @@ pub(crate) struct Totals {
     /// Hosts with the latency rule's volume and their Σ slow rate (ppm).
     pub(crate) slow_hosts: u64,
     pub(crate) slow_sum: u128,
+    /// The calls of the hosts with a success rate (word B's count of them:
+    /// a report split by a seal is in A's hosts and not here).
+    pub(crate) calls: u64,
 }
 
 impl Totals {
@@ -126,6 +137,7 @@ impl Totals {
         self.failure_hosts += field(payload, B_FP_HOSTS, COUNT_BITS) as u64;
         self.slow_hosts += field(payload, B_SLOW_HOSTS, COUNT_BITS) as u64;
         self.slow_sum += field(payload, B_SLOW_SUM, B_SLOW_HOSTS - B_SLOW_SUM);
+        self.calls += field(payload, B_CALLS, B_SLOW_SUM - B_CALLS) as u64;
     }
 }
 
@@ -315,6 +327,7 @@ mod tests {
             success_ppm: Some(r),
             failure_volume: true,
             slow_ppm: Some(r / 2),
+            calls: 250_000,
         }
     }
 
