@@ -360,6 +360,24 @@ impl<C: Clock> Breaker<C> {
         }
     }
 
+    /// The longest one open period of this breaker may last: its schedule's
+    /// cap, an upstream's hint up to `max_hint`, or its pool's longest
+    /// ejection (Envoy's ejection time is the pool's, not the schedule's).
+    /// A registry forgets an idle OPEN breaker only after this and its TTL.
+    pub(crate) fn longest_open_period(&self) -> Duration {
+        let config = &self.shared.config;
+        let mut longest = config.open_duration_cap();
+        if let Some(max) = config.max_hint {
+            longest = longest.max(max);
+        }
+        if let Some((pool, _)) = self.pool() {
+            if let Some((_, max)) = pool.rules().ejection {
+                longest = longest.max(Duration::from_nanos(max));
+            }
+        }
+        longest
+    }
+
     /// Bytes this breaker occupies: the struct plus its window and counters on
     /// the heap (the shared config is not counted: one per registry).
     pub fn memory_bytes(&self) -> usize {

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use failfast::{Breaker, ManualClock, Nanos, Outcome, Registry, State};
+use failfast::{Breaker, ManualClock, Nanos, Outcome, Outliers, Registry, State};
 
 type Reg = Registry<u64, std::collections::hash_map::RandomState, ManualClock>;
 
@@ -229,4 +229,70 @@ fn a_remembered_hint_keeps_its_breaker_until_it_runs_out() {
         "the other key, once its hint has run out"
     );
     assert_eq!(r.len(), 1);
+}
+
+#[test]
+fn an_ejected_host_is_kept_while_its_ejection_runs() {
+    // Envoy's ejection time (30 s the first time) is the pool's, not the
+    // breaker's: here a breaker's own open period is 1 s at most, and its
+    // registry forgets idle hosts after 1 s.
+    let clock = ManualClock::new();
+    let r = Registry::<u64>::builder(
+        Breaker::builder()
+            .consecutive_failures(1000)
+            .open_duration(Duration::from_secs(1))
+            .backoff_off(),
+    )
+    .idle_ttl(Duration::from_secs(1))
+    .shards(1)
+    .outliers(Outliers::envoy().interval(Duration::from_secs(10)))
+    .build_with_clock(clock.clone())
+    .unwrap();
+    // Two intervals of traffic: host 0 fails half its calls, 1..5 none.
+    for interval in 0..2 {
+        let now = Nanos::from_secs(10 * interval);
+        for key in 0..5u64 {
+            r.with_at(&key, now, |b| {
+                for i in 0..100 {
+                    let p = b.try_acquire_at(now).unwrap();
+                    let failed = key == 0 && i % 2 == 0;
+                    let outcome = if failed {
+                        Outcome::Failure
+                    } else {
+                        Outcome::Success
+                    };
+                    let _ = p.record_at(outcome, now);
+                }
+            });
+        }
+    }
+    // Its next call rolls its interval: ejected, for 30 s.
+    let ejected = Nanos::from_secs(20);
+    let open_for = r.with_at(&0, ejected, |b| {
+        b.try_acquire_at(ejected).unwrap().success_at(ejected);
+        b.snapshot_at(ejected).retry_after
+    });
+    assert!(
+        open_for.is_some_and(|d| d >= Duration::from_secs(30)),
+        "ejected for Envoy's 30 s (in whole 2^24 ns units): {open_for:?}"
+    );
+    let idle = Nanos::from_secs(25);
+    assert_eq!(
+        r.sweep_at(1, idle),
+        4,
+        "idle past the TTL and the breaker's own schedule: the healthy hosts go"
+    );
+    assert_eq!(
+        (r.len(), r.open_count()),
+        (1, 1),
+        "the ejected host stays while its ejection runs"
+    );
+    let mut kept = Vec::new();
+    r.for_each_snapshot(|k, snap| kept.push((*k, snap.outlier_ejection.is_some())));
+    assert_eq!(kept, [(0, true)], "still ejected");
+    // The rule waits out the longest ejection the pool may give (Envoy's
+    // 300 s) and the TTL.
+    assert_eq!(r.sweep_at(1, Nanos::from_secs(20 + 300)), 0);
+    assert_eq!(r.sweep_at(1, Nanos::from_secs(20 + 300 + 2)), 1);
+    assert!(r.is_empty());
 }

@@ -110,7 +110,9 @@
 //!     released; a kept entry is never evicted), and failures that old carry
 //!     no information about the host now;
 //!   * OPEN or HALF_OPEN and idle longer than the TTL **plus the longest open
-//!     period** (the configuration's backoff cap): nobody asked for the host
+//!     period** (the configuration's backoff cap; its `max_hint` when an
+//!     upstream's hint may hold it open longer; its outlier pool's longest
+//!     ejection when that is longer still): nobody asked for the host
 //!     through a whole open period, so a fresh breaker would admit its next
 //!     call just as this one would let it probe.
 //!

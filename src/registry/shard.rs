@@ -84,9 +84,9 @@ impl Evict {
     ///   decayed back to the base, and no upstream's hint still remembered,
     ///   besides a clean window and no run);
     /// * OPEN or HALF_OPEN: idle past the TTL plus the longest open period
-    ///   (the backoff's cap, or `max_hint` when hints may hold it open
-    ///   longer): nobody asked for the host through a whole open period and
-    ///   a TTL;
+    ///   (the backoff's cap, `max_hint` when hints may hold it open longer,
+    ///   its pool's longest ejection when that is longer still): nobody asked
+    ///   for the host through a whole open period and a TTL;
     /// * manual modes (forced open, disabled, metrics only), pinned and
     ///   shared breakers: never.
     fn is_stale<K, C: Clock>(&self, e: &Entry<K, C>) -> bool {
@@ -101,12 +101,7 @@ impl Evict {
                     || ((self.pressure || idle > self.ttl_ticks) && b.is_pristine_at(self.now))
             }
             State::Open | State::HalfOpen => {
-                // A hinted trip may hold it open up to `max_hint`.
-                let config = b.config();
-                let longest = config.max_hint().map_or(config.open_duration_cap(), |max| {
-                    max.max(config.open_duration_cap())
-                });
-                let open_for = ticks(longest);
+                let open_for = ticks(b.longest_open_period());
                 idle > self.ttl_ticks.saturating_add(open_for).min(MAX_AGE_TICKS)
             }
             State::ForcedOpen | State::Disabled | State::MetricsOnly => false,
