@@ -20,7 +20,9 @@
 //! way; and **outlier pools** or none (the `"default"` pool, and a named one
 //! that a breaker configuration may choose; low volumes, a bad host among
 //! the hot keys, and a warm-up of up to three intervals of traffic, so that
-//! it is judged and ejected early in the script). Half the registries are
+//! it is judged and ejected early in the script; Envoy's rules alone or
+//! with evidence asked; ejections for the default Envoy time, a shorter
+//! one, or the breaker's own backoff). Half the registries are
 //! *calm* (every pooled one): room for their keys and few departures, so
 //! that hosts live through trips, recoveries and decays.
 //!
@@ -51,9 +53,10 @@
 //! * **Eviction by information** (the registry's module docs): no handle
 //!   held; CLOSED and idle past `forget_after`, or past the TTL and
 //!   pristine; OPEN/HALF_OPEN and idle past the TTL plus the breaker's own
-//!   longest open period (its backoff cap, or its `max_hint` when hints may
-//!   hold it open longer: [`longest_open`], the one place that knows what
-//!   may lengthen an open period); never a manual mode or a pinned key.
+//!   longest open period (its backoff cap, its `max_hint` when hints may
+//!   hold it open longer, its pool's longest ejection: [`kept_past_ttl`],
+//!   the one place that knows the rule); never a manual mode or a pinned
+//!   key.
 //!   Idle time restarts on a lookup and when a handle is released.
 //! * **Pristine**, decided by the model from what the breaker shows, not by
 //!   asking [`Breaker::is_pristine_at`] (which the registry asks): CLOSED,
@@ -74,7 +77,9 @@
 //!   it predicts, that the period is over; a forced open is a manual mode
 //!   and never goes. This check does not use the eviction rule: if a change
 //!   lets something open a breaker for longer than [`longest_open`] says,
-//!   the model fails here, on the registry's rule and its own alike.
+//!   the model fails here, on the registry's rule and its own alike. (It
+//!   found that an ejection for Envoy's time, the pool's and not the
+//!   breaker's schedule, was cut short this way.)
 //! * **Outlier pools** ([`Registry::outlier_pools`]): a breaker of the
 //!   map whose configuration is pooled is a member of its pool (the
 //!   overflow and unkeyed breakers are in none); unhealthy while OPEN,
@@ -223,6 +228,13 @@ fn whole_ticks(d: Duration) -> u64 {
 // The defaults the model depends on: read from the crate, here only
 // ---------------------------------------------------------------------------
 
+/// The default ejection time of a pool, `(base, max)` (Envoy's).
+fn default_ejection_time() -> (Duration, Duration) {
+    Outliers::new()
+        .get_ejection_time()
+        .expect("ejections follow Envoy's schedule by default")
+}
+
 /// `hints()`'s cap on a hint (the crate's default `max_hint`).
 fn default_max_hint() -> Duration {
     static MAX: OnceLock<Duration> = OnceLock::new();
@@ -357,16 +369,21 @@ impl BreakerSpec {
 }
 
 /// The longest open period a breaker of `spec` may be held in: the
-/// backoff's cap, or the hint cap when hints may hold it open longer.
-fn longest_open(spec: &BreakerSpec) -> Duration {
-    let cap = spec.cap();
-    spec.max_hint().map_or(cap, |max| max.max(cap))
+/// backoff's cap, the hint cap when hints may hold it open longer, or its
+/// pool's longest ejection (`ejection`; Envoy's ejection time is the
+/// pool's, not the breaker's schedule).
+fn longest_open(spec: &BreakerSpec, ejection: Option<Duration>) -> Duration {
+    [Some(spec.cap()), spec.max_hint(), ejection]
+        .into_iter()
+        .flatten()
+        .max()
+        .expect("the cap at least")
 }
 
 /// How long past the TTL the registry keeps an idle OPEN or HALF_OPEN
-/// breaker of `spec`, whose own open period (while OPEN) is `own`, in whole
-/// ticks: the longest open period its configuration allows
-/// ([`longest_open`]).
+/// breaker of `spec` (in a pool whose longest ejection is `ejection`),
+/// whose own open period (while OPEN) is `own`, in whole ticks: the
+/// longest open period its configuration allows ([`longest_open`]).
 ///
 /// **The one place** that knows the rule: a change of it (the breaker's
 /// own period instead, `own`, learned in the act that opened it; or of
@@ -374,9 +391,37 @@ fn longest_open(spec: &BreakerSpec) -> Duration {
 /// with hints off, a new cap on the schedule) is made here, and until it
 /// is, the model disagrees with the registry's sweeps, or its own check
 /// that no eviction ends a running open period fails.
-fn kept_past_ttl(spec: &BreakerSpec, state: State, own: Option<Duration>) -> u64 {
+fn kept_past_ttl(
+    spec: &BreakerSpec,
+    ejection: Option<Duration>,
+    state: State,
+    own: Option<Duration>,
+) -> u64 {
     let _ = (state, own);
-    whole_ticks(longest_open(spec))
+    whole_ticks(longest_open(spec, ejection))
+}
+
+/// How long a pool ejects a host for.
+#[derive(Clone, Copy, Debug)]
+enum Ejection {
+    /// The default: Envoy's schedule, 30 s × the times ejected, up to 300 s
+    /// (thousands of ticks: far past a breaker's own schedule here).
+    Default,
+    /// `ejection_time(base, max)`, in ticks.
+    Envoy(u64, u64),
+    /// `ejection_time_of_breaker()`: one more trip of the breaker's backoff.
+    Breaker,
+}
+
+impl Ejection {
+    /// The longest an ejection holds a host open.
+    fn max(self) -> Option<Duration> {
+        match self {
+            Ejection::Default => Some(default_ejection_time().1),
+            Ejection::Envoy(_, max) => Some(ticks(max)),
+            Ejection::Breaker => None,
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -394,12 +439,24 @@ struct PoolSpec {
     /// host is judged by the figures of the first (and ejected, unless
     /// the rules spare it).
     warmup: u64,
+    /// The evidence asked of an outlier: `None` is Envoy's rules alone (the
+    /// default's one in a million needs more calls than a script makes).
+    significance: Option<f64>,
+    ejection: Ejection,
 }
 
 impl PoolSpec {
     fn outliers(&self) -> Outliers {
-        Outliers::new()
-            .interval(ticks(self.interval))
+        let o = match self.significance {
+            Some(alpha) => Outliers::new().significance(alpha),
+            None => Outliers::new().significance_off(),
+        };
+        let o = match self.ejection {
+            Ejection::Default => o,
+            Ejection::Envoy(base, max) => o.ejection_time(ticks(base), ticks(max)),
+            Ejection::Breaker => o.ejection_time_of_breaker(),
+        };
+        o.interval(ticks(self.interval))
             .success_rate_request_volume(self.volume)
             .success_rate_minimum_hosts(self.hosts)
             .failure_percentage_threshold(30)
@@ -549,18 +606,34 @@ fn pool_strategy() -> impl Strategy<Value = PoolSpec> {
         prop_oneof![3 => Just(0u8), 1 => Just(50)],
         0..HOT_KEYS,
         prop_oneof![1 => 0u64..=2, 3 => Just(3)],
+        prop_oneof![3 => Just(None), 1 => Just(Some(0.01))],
+        prop_oneof![
+            1 => Just(Ejection::Default),
+            2 => (1u64..=8, 1u64..=8).prop_map(|(base, times)| Ejection::Envoy(base, base * times)),
+            1 => Just(Ejection::Breaker),
+        ],
     )
         .prop_map(
-            |(interval, volume, hosts, max_ejection_percent, panic_threshold, bad, warmup)| {
-                PoolSpec {
-                    interval,
-                    volume,
-                    hosts,
-                    max_ejection_percent,
-                    panic_threshold,
-                    bad,
-                    warmup,
-                }
+            |(
+                interval,
+                volume,
+                hosts,
+                max_ejection_percent,
+                panic_threshold,
+                bad,
+                warmup,
+                significance,
+                ejection,
+            )| PoolSpec {
+                interval,
+                volume,
+                hosts,
+                max_ejection_percent,
+                panic_threshold,
+                bad,
+                warmup,
+                significance,
+                ejection,
             },
         )
 }
@@ -984,6 +1057,16 @@ impl Model {
         self.spec.conf(self.books[b].conf)
     }
 
+    /// [`kept_past_ttl`] for breaker `b`.
+    fn kept_past_ttl(&self, b: usize) -> u64 {
+        let book = &self.books[b];
+        let ejection = book
+            .pool
+            .and(self.spec.pools.as_ref())
+            .and_then(|p| p.ejection.max());
+        kept_past_ttl(self.conf(b), ejection, book.state, book.open_period)
+    }
+
     fn observed(&self) -> Observed {
         Observed {
             keys: self.map.keys().copied().collect(),
@@ -1063,9 +1146,7 @@ impl Model {
                 let pristine = book.pristine.at(at(self.now));
                 idle > s.forget.max(s.ttl) || ((pressure || idle > s.ttl) && pristine)
             }
-            State::Open | State::HalfOpen => {
-                idle > s.ttl + kept_past_ttl(self.conf(b), book.state, book.open_period)
-            }
+            State::Open | State::HalfOpen => idle > s.ttl + self.kept_past_ttl(b),
             _ => false,
         }
     }
@@ -1579,7 +1660,7 @@ impl Pair {
             reached("an outlier ejected");
         }
         if learned.open_until.is_some_and(|u| u > now + cap) {
-            reached("an open period past the backoff cap (a hint)");
+            reached("an open period past the backoff cap (a hint, an ejection)");
         }
         if learned.ejected {
             book.ejected_in = Some(learned.generation);
@@ -1956,7 +2037,7 @@ impl Pair {
                 }
                 State::Open | State::HalfOpen => {
                     let conf = m.conf(b);
-                    let kept = kept_past_ttl(conf, book.state, book.open_period);
+                    let kept = m.kept_past_ttl(b);
                     if idle > s.ttl + whole_ticks(conf.cap()) && idle <= s.ttl + kept {
                         reached("an idle open breaker kept past its backoff cap");
                     }
@@ -2038,7 +2119,10 @@ fn config() -> ProptestConfig {
 /// was 7). A ramp alone never keeps a breaker: during the ramp the backoff
 /// step does not decay, and a breaker only ramps after a trip.
 const SEAMS: [(&str, Share); 13] = [
-    ("an open period past the backoff cap (a hint)", Share::Some),
+    (
+        "an open period past the backoff cap (a hint, an ejection)",
+        Share::Some,
+    ),
     (
         "an idle open breaker kept past its backoff cap",
         Share::Some,
