@@ -138,8 +138,9 @@
 //!
 //! A model proves nothing about a case its scripts never reach. The test
 //! counts, over its run, the seams it is here for ([`SEAMS`]: an open
-//! period a hint held past the backoff cap, an idle OPEN breaker kept past
-//! its backoff cap, a CLOSED one kept by its step, its window or its
+//! period a hint or an ejection held past the backoff cap, an idle OPEN
+//! breaker kept past its backoff cap and an ejected one past its schedule,
+//! a CLOSED one kept by its step, its window or its
 //! hint alone, a half-open round under way and one idle past the TTL, an
 //! ejection and an ejected host leaving the map, an overridden key made
 //! again, evictions of each kind) and fails if one was never reached.
@@ -147,8 +148,10 @@
 //! It catches deliberate bugs of the catalogue (`loom-tests/bugs/`):
 //! `retain-keeps-slots`, `totals-skip-overflow`,
 //! `totals-skip-pressure-evictions`, `sweep-ignores-hint-span` (the only
-//! test that does) and `pristine-ignores-hint` (the bug it found: a
-//! remembered hint did not keep its breaker).
+//! test that does) and `sweep-ignores-ejection-span`. It found two bugs in
+//! the code: a remembered hint did not keep its breaker, and the sweep cut
+//! short an ejection for Envoy's time (which `sweep-ignores-ejection-span`
+//! puts back).
 //!
 //! # Running
 //!
@@ -554,17 +557,30 @@ fn breaker_strategy(pooled: bool) -> impl Strategy<Value = BreakerSpec> {
         windowed => Just(Window::Count),
         windowed => (2u64..=8).prop_map(Window::Time),
     ];
+    // In a pool, never `hints()`'s ten minutes and shorter caps: they
+    // would outlast the ejections.
     let hints = prop_oneof![
         2 => Just(Hints::Off),
-        1 => Just(Hints::Default),
-        2 => (1u64..=64).prop_map(Hints::Max),
+        if pooled { 0 } else { 1 } => Just(Hints::Default),
+        2 => (1u64..=if pooled { 16 } else { 64 }).prop_map(Hints::Max),
     ];
     (
         (least_run..=4, window, open),
-        prop_oneof![
-            1 => Just(None),
-            3 => prop_oneof![Just(1u64), Just(2), Just(4), Just(16)].prop_map(Some),
-        ],
+        // In a pool, mostly a short schedule: an ejection outlasts it.
+        if pooled {
+            prop_oneof![
+                2 => Just(None),
+                1 => prop_oneof![Just(1u64), Just(2)].prop_map(Some),
+                1 => prop_oneof![Just(4u64), Just(16)].prop_map(Some),
+            ]
+            .boxed()
+        } else {
+            prop_oneof![
+                1 => Just(None),
+                3 => prop_oneof![Just(1u64), Just(2), Just(4), Just(16)].prop_map(Some),
+            ]
+            .boxed()
+        },
         prop::bool::weighted(0.2),
         prop_oneof![1 => Just(1u32), 1 => 2u32..=3],
         prop::bool::weighted(0.3),
@@ -609,7 +625,8 @@ fn pool_strategy() -> impl Strategy<Value = PoolSpec> {
         prop_oneof![3 => Just(None), 1 => Just(Some(0.01))],
         prop_oneof![
             1 => Just(Ejection::Default),
-            2 => (1u64..=8, 1u64..=8).prop_map(|(base, times)| Ejection::Envoy(base, base * times)),
+            // A first ejection (the base) longer than most schedules here.
+            2 => (8u64..=32, 1u64..=4).prop_map(|(base, times)| Ejection::Envoy(base, base * times)),
             1 => Just(Ejection::Breaker),
         ],
     )
@@ -766,7 +783,9 @@ enum Op {
     },
     /// A burst of `calls` calls to each hot key (through `with_at`), the
     /// pool's bad host failing half of them: the traffic of a pool whose
-    /// hosts are judged against each other.
+    /// hosts are judged against each other, behind a balancer that sends
+    /// nothing to a host while its breaker is OPEN (so an ejected host goes
+    /// idle, as behind a real one).
     Traffic(u8),
 }
 
@@ -827,6 +846,7 @@ fn op_strategy(spec: &Spec) -> BoxedStrategy<Op> {
         prop_oneof![
             30 => 0u64..=3,
             8 => 0u64..=16,
+            8 => 16u64..=64,
         ]
         .boxed()
     } else {
@@ -1800,6 +1820,13 @@ impl Pair {
             Op::Traffic(calls) => {
                 let bad = self.model.spec.pools.as_ref().map(|p| p.bad);
                 for key in 0..HOT_KEYS {
+                    let open = self.model.map.get(&key).is_some_and(|&b| {
+                        let book = &self.model.books[b];
+                        book.state == State::Open && book.open_until.is_some_and(|u| u > now)
+                    });
+                    if open {
+                        continue; // the balancer routes around it
+                    }
                     let failing = if Some(key) == bad { calls / 2 } else { 0 };
                     self.lookup(key, Via::With, Act::Burst { calls, failing }, false);
                 }
@@ -2040,6 +2067,10 @@ impl Pair {
                     let kept = m.kept_past_ttl(b);
                     if idle > s.ttl + whole_ticks(conf.cap()) && idle <= s.ttl + kept {
                         reached("an idle open breaker kept past its backoff cap");
+                        let beyond_hints = whole_ticks(longest_open(conf, None));
+                        if book.ejected_in.is_some() && idle > s.ttl + beyond_hints {
+                            reached("an idle ejected host kept past its schedule");
+                        }
                     }
                     if book.state == State::HalfOpen && idle > s.ttl {
                         reached("a half-open breaker idle past the TTL");
@@ -2116,9 +2147,9 @@ fn config() -> ProptestConfig {
 /// more (CI runs 1000), where missing one means the generators changed, not
 /// bad luck; at the default 64, only those that one case in five reaches
 /// (measured over 30 runs of 64: the fewest cases to reach one of these
-/// was 7). A ramp alone never keeps a breaker: during the ramp the backoff
+/// was 5). A ramp alone never keeps a breaker: during the ramp the backoff
 /// step does not decay, and a breaker only ramps after a trip.
-const SEAMS: [(&str, Share); 13] = [
+const SEAMS: [(&str, Share); 14] = [
     (
         "an open period past the backoff cap (a hint, an ejection)",
         Share::Some,
@@ -2127,6 +2158,7 @@ const SEAMS: [(&str, Share); 13] = [
         "an idle open breaker kept past its backoff cap",
         Share::Some,
     ),
+    ("an idle ejected host kept past its schedule", Share::Some),
     ("a breaker kept by its hint alone", Share::Some),
     ("a breaker kept by its step alone", Share::Some),
     ("a breaker kept by its window alone", Share::Some),
