@@ -1529,15 +1529,15 @@ fn count(flag: &str, s: &str) -> Result<usize, String> {
     }
 }
 
-/// The breaker every upstream gets. Five calls in a row that clients gave
-/// up on after 250 ms, with no answer between them, open it: a hung
-/// upstream behind clients more impatient than the slow-call threshold.
+/// The breaker every upstream gets. A hung upstream behind clients more
+/// impatient than the slow-call threshold opens it by the default
+/// unanswered rule: twenty calls in a row that clients gave up on after
+/// 250 ms (half the threshold), with no answer between them.
 pub fn template() -> Builder {
     Breaker::builder()
         .failure_rate(0.5)
         .slow_call_rate(0.5)
         .slow_call_threshold(Duration::from_millis(500))
-        .unanswered(5, Duration::from_millis(250))
         .count_window(20)
         .min_calls(10)
         .open_duration(Duration::from_secs(10))

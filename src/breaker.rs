@@ -1303,10 +1303,11 @@ impl<C: Clock> Breaker<C> {
         let from = if to.is_closed_or_ramping() {
             self.window().reset(now);
             // The closing success is one of the counts that caused the
-            // transition: report it (as the failure that trips is). Under
-            // the rate rule a round may close on a failed or slow probe,
-            // which adds no success.
-            if verdict == Verdict::Success && !slow {
+            // transition: report it (as the failure that trips is). Without
+            // the rate rule only a fast success closes; under it a round may
+            // close on a success, fast or slow (one more success), or on a
+            // failure (none).
+            if verdict == Verdict::Success {
                 u.seen.with_successes(u.seen.successes() + 1)
             } else {
                 u.seen
@@ -1682,22 +1683,28 @@ mod tests {
 
     #[test]
     fn a_round_the_rate_rule_closes_on_a_failure_reports_only_its_successes() {
+        // A failure closes a round only when the slow-call limit was the one
+        // still open: it answers without being slow. (It never decides on the
+        // failure side: it adds one failure and takes one answer to come.)
         let b = Breaker::builder()
             .consecutive_failures(1)
+            .slow_call_threshold(Duration::from_secs(1))
             .open_duration(Duration::from_secs(10))
             .half_open_probes(3)
             .half_open_failure_rate(0.9)
+            .half_open_slow_call_rate(0.5)
             .build_with_clock(ManualClock::new())
             .unwrap();
         b.try_acquire_at(Nanos::ZERO)
             .unwrap()
             .failure_at(Nanos::ZERO);
         let at = Nanos::from_secs(10);
-        let [a, b2, c] = [(); 3].map(|()| b.try_acquire_at(at).unwrap());
+        let [a, b2, _c] = [(); 3].map(|()| b.try_acquire_at(at).unwrap());
+        // Two slow calls of three reach 50 %: one success leaves two to come.
         assert!(a.success_at(at).is_none());
-        assert!(b2.success_at(at).is_none());
-        // One failure of three is short of 90 %: the third answer closes.
-        let t = c.failure_at(at).expect("closes");
-        assert_eq!((t.to, t.probe_successes), (crate::State::Closed, 2));
+        // A fast failure: one to come, which can reach neither 3 failures
+        // nor 2 slow calls.
+        let t = b2.failure_at(at).expect("closes");
+        assert_eq!((t.to, t.probe_successes), (crate::State::Closed, 1));
     }
 }

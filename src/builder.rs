@@ -36,7 +36,11 @@ impl Breaker {
 /// probe, an open duration of 30 s doubling per trip in a row up to 5 min with
 /// no jitter, a probe lease equal to the base open duration, no slow-call
 /// threshold, `abandoned_after` equal to the slow-call threshold (else the
-/// probe lease), no call counters. Durations are at most [`MAX_DURATION`].
+/// probe lease), the unanswered rule on for calls whose admission reads the
+/// clock (20 calls in a row, each held 250 ms or half the shorter of the
+/// slow-call threshold and `abandoned_after`: see
+/// [`unanswered`](Builder::unanswered)), no call counters. Durations are at
+/// most [`MAX_DURATION`].
 ///
 /// ```
 /// use failfast::Breaker;
@@ -69,8 +73,9 @@ pub struct Builder {
     probes: u32,
     probe_lease: Option<Duration>,
     abandoned_after: Option<Duration>,
-    /// `unanswered(calls, after)`, as called last.
-    unanswered: Option<(u32, Duration)>,
+    /// The unanswered rule: the default, off, or `unanswered(calls, after)`,
+    /// as called last.
+    unanswered: UnansweredKnob,
     open_base: Duration,
     multiplier: f64,
     cap: Option<Duration>,
@@ -91,6 +96,18 @@ pub struct Builder {
     outlier_pool: Option<std::sync::Arc<str>>,
 }
 
+/// How a builder was told about the unanswered rule.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum UnansweredKnob {
+    /// Not told: the default rule, fitted to the slow-call threshold and
+    /// `abandoned_after` ([`Unanswered::default_within`]).
+    Default,
+    /// `unanswered_off()`.
+    Off,
+    /// `unanswered(calls, after)`.
+    Rule(u32, Duration),
+}
+
 /// The default [`Builder::max_hint`]: 10 minutes.
 pub(crate) const DEFAULT_MAX_HINT: Duration = Duration::from_secs(600);
 
@@ -109,7 +126,7 @@ impl Default for Builder {
             probes: 1,
             probe_lease: None,
             abandoned_after: None,
-            unanswered: None,
+            unanswered: UnansweredKnob::Default,
             open_base: Duration::from_secs(30),
             multiplier: 2.0,
             cap: None,
@@ -280,9 +297,15 @@ impl Builder {
     ///
     /// A probe dropped early, or ignored, frees its slot and counts toward
     /// neither rate; a probe abandoned after it hung, or still out when the
-    /// probe lease ends, counts as a failure. A slow failure is a failure.
-    /// The round is decided as soon as its outcome is certain. Under the
-    /// rule a round has at most 31 probes (the counts share the state word).
+    /// probe lease ends, counts as a failure. A slow failure counts toward
+    /// both rates (Resilience4j's `SLOW_ERROR`). The round is decided as
+    /// soon as its outcome is certain: it reopens once a rate is reached,
+    /// and closes once the answers still to come, were they all slow
+    /// failures, could reach neither — at 50 % of ten probes, the sixth
+    /// success of a clean round closes it, and the four probes still out
+    /// then answer a round that is over (their verdicts change nothing).
+    /// Under the rule a round has at most 31 probes (the counts share the
+    /// state word).
     ///
     /// ```
     /// use failfast::{Breaker, ManualClock, Nanos, State};
@@ -503,7 +526,22 @@ impl Builder {
     /// The unanswered rule: `calls` in a row, each dropped by its caller
     /// before any answer came and after being held at least `after`, with no
     /// verdict between them, trip the breaker ([`Reason::Unresponsive`]).
-    /// Off by default.
+    ///
+    /// **On by default** for every call whose admission reads the clock
+    /// anyway — the tower layers, [`call_async`](Breaker::call_async), the
+    /// reqwest middleware, `_at(now)` admissions, half-open probes, and
+    /// every call of a breaker with a slow-call threshold — with **20
+    /// calls**, each held at least **250 ms, or half the shorter of the
+    /// slow-call threshold and `abandoned_after`** when that is shorter (so
+    /// the default fits any threshold, and never makes a configuration fail
+    /// to build). A plain [`try_acquire`](Breaker::try_acquire) on a
+    /// breaker that times nothing does not read the clock for it: its drop
+    /// stays neutral. The default rule is not a trip condition of its own:
+    /// a builder with none still fails to build. Setting the rule here
+    /// makes it one, and makes every admission read the clock (as
+    /// [`abandoned_after`](Self::abandoned_after) does), so that a plain
+    /// `try_acquire`'s drop is judged too. [`unanswered_off`](Self::unanswered_off)
+    /// turns it off.
     ///
     /// It sees a hung upstream behind impatient clients. Clients that give
     /// up at 300 ms on a breaker whose slow-call threshold is 500 ms drop
@@ -512,6 +550,22 @@ impl Builder {
     /// call reaches the hung upstream. Against a healthy upstream, cancels
     /// come before its answers (younger than `after`), and any answer —
     /// a success, a failure, a business error — ends the run.
+    ///
+    /// **Why 20 and 250 ms** (the simulation `examples/unanswered_default`,
+    /// on a manual clock, Poisson arrivals, no slow-call threshold; pinned
+    /// by `tests/unanswered_default.rs`): behind clients that give up at
+    /// 300 ms, a hung upstream's breaker opens after 23 calls at 10 calls/s
+    /// (2.3 s) and 49 at 100 calls/s (0.5 s); behind 1 s clients, after 29
+    /// (3.0 s) and 109 (1.2 s). No control trips: a healthy upstream
+    /// (median 50 ms, p99 0.5 s) whose clients cancel at random (30 % within
+    /// 1 s), or all give up at 100 ms or 300 ms, over 200,000 calls; a slow
+    /// upstream that answers (median 1.5 s) while 30 %, 50 % or 80 % of its
+    /// clients give up, over 100,000 calls. Ten calls trip that last control
+    /// (with 80 % giving up, runs of ten unanswered drops between two
+    /// answers come by chance); twenty never did. A shorter `after` catches
+    /// more impatient clients (at 100 ms, clients of 100 ms) but opens on
+    /// shorter pauses of a healthy upstream: with 20 calls it rides out a
+    /// 750 ms pause at 250 ms and 500 ms at 100 ms.
     ///
     /// `calls`: 1..=255. `after`: more than zero and shorter than
     /// `abandoned_after` and the slow-call threshold (a drop that old is
@@ -530,6 +584,16 @@ impl Builder {
     /// use failfast::{Breaker, ManualClock, Nanos, Reason, State};
     /// use std::time::Duration;
     ///
+    /// // The default: 20 calls, each held at least 250 ms (or half the
+    /// // slow-call threshold, if shorter).
+    /// let default = Breaker::builder().consecutive_failures(5).build_config()?;
+    /// assert_eq!(default.unanswered(), Some((20, Duration::from_millis(250))));
+    /// let fitted = Breaker::builder()
+    ///     .consecutive_failures(5)
+    ///     .slow_call_threshold(Duration::from_millis(300))
+    ///     .build_config()?;
+    /// assert_eq!(fitted.unanswered(), Some((20, Duration::from_millis(150))));
+    ///
     /// let clock = ManualClock::new();
     /// let breaker = Breaker::builder()
     ///     .slow_call_threshold(Duration::from_millis(500))
@@ -547,7 +611,23 @@ impl Builder {
     /// [`Reason::Unresponsive`]: crate::Reason::Unresponsive
     /// [`Reason::ProbeAbandoned`]: crate::Reason::ProbeAbandoned
     pub fn unanswered(mut self, calls: u32, after: Duration) -> Self {
-        self.unanswered = Some((calls, after));
+        self.unanswered = UnansweredKnob::Rule(calls, after);
+        self
+    }
+
+    /// Turns the unanswered rule off, the default one included: a drop
+    /// before the slow-call threshold and `abandoned_after` is neutral
+    /// whatever its age (the behaviour before the rule was on by default).
+    ///
+    /// ```
+    /// use failfast::Breaker;
+    ///
+    /// let config = Breaker::builder().consecutive_failures(5).unanswered_off().build_config()?;
+    /// assert_eq!(config.unanswered(), None);
+    /// # Ok::<(), failfast::ConfigError>(())
+    /// ```
+    pub fn unanswered_off(mut self) -> Self {
+        self.unanswered = UnansweredKnob::Off;
         self
     }
 
@@ -694,7 +774,7 @@ impl Builder {
         if self.consecutive_failures.is_none()
             && failure_rate.is_none()
             && slow_call_rate.is_none()
-            && self.unanswered.is_none()
+            && !matches!(self.unanswered, UnansweredKnob::Rule(..))
         {
             return Err(ConfigError::new(
                 "trip condition",
@@ -796,15 +876,17 @@ impl Builder {
                 abandoned_after,
             ));
         }
+        // A drop at least this old is already counted (abandoned, or slow).
+        let limit = self
+            .slow_call_threshold
+            .map_or(abandoned_after, |t| t.min(abandoned_after));
         let unanswered = match self.unanswered {
-            None => None,
-            Some((calls, _)) if !(1..=SUCCESS_MAX).contains(&calls) => {
+            UnansweredKnob::Off => None,
+            UnansweredKnob::Default => Unanswered::default_within(limit),
+            UnansweredKnob::Rule(calls, _) if !(1..=SUCCESS_MAX).contains(&calls) => {
                 return Err(ConfigError::new("unanswered.calls", "1..=255", calls));
             }
-            Some((calls, after)) => {
-                let limit = self
-                    .slow_call_threshold
-                    .map_or(abandoned_after, |t| t.min(abandoned_after));
+            UnansweredKnob::Rule(calls, after) => {
                 if after.is_zero() || after >= limit {
                     return Err(ConfigError::new(
                         "unanswered.after",
@@ -875,7 +957,10 @@ impl Builder {
             probe_lease,
             abandoned_after,
             unanswered,
-            dates_drops: self.abandoned_after.is_some() || unanswered.is_some(),
+            // The default rule judges the drops of calls whose admission
+            // reads the clock anyway; a rule the user set dates them all.
+            dates_drops: self.abandoned_after.is_some()
+                || matches!(self.unanswered, UnansweredKnob::Rule(..)),
             backoff: Backoff::new(self.open_base, self.multiplier, cap, self.jitter),
             count_calls: self.count_calls,
             plain: window == WindowKind::None
@@ -912,7 +997,7 @@ pub(crate) struct Knobs {
     pub(crate) probes: u32,
     pub(crate) probe_lease: Option<Duration>,
     pub(crate) abandoned_after: Option<Duration>,
-    pub(crate) unanswered: Option<(u32, Duration)>,
+    pub(crate) unanswered: UnansweredKnob,
     pub(crate) open_base: Duration,
     /// `backoff(multiplier, cap)` as called last; `None` for the default
     /// backoff and after `backoff_off()`.

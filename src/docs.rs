@@ -154,8 +154,9 @@
 //!    dropped early it frees its probe slot at once and counts for nothing;
 //!    dropped after the slow-call threshold or `abandoned_after` (a caller
 //!    gave up on a hung call) it counts against the dependency, and a
-//!    probe's round fails; with the unanswered rule, early but after its
-//!    age, it extends the run of unanswered calls; dropped while the thread
+//!    probe's round fails; with the unanswered rule (on by default where
+//!    the admission reads the clock), early but after its age, it extends
+//!    the run of unanswered calls; dropped while the thread
 //!    panics it is a failure. User code — observers, hooks — runs only after a transition is
 //!    published and outside every CAS loop; if an observer of a round start
 //!    panics, the probe slot its admission took is given back as the panic
@@ -232,7 +233,8 @@
 //!   while panicking it is a failure. The policy decides (`Config::judge_drop`,
 //!   pure); the breaker reads the clock on this path only, never on a
 //!   verdict. A permit from a clock-free admission (`try_acquire` in CLOSED
-//!   without a slow-call threshold or the unanswered rule) has no age, so its
+//!   without a slow-call threshold or an explicit unanswered rule) has no
+//!   age, so its
 //!   drop is neutral: the success path of the plainest breaker keeps its
 //!   single load.
 //! * **An abandoned call counts as slow, not failed, when the policy has a
@@ -402,6 +404,36 @@
 //!   The loom model `loom-tests/tests/unanswered.rs` races a drop that would
 //!   complete the run against a success that would end it, and two drops
 //!   against each other.
+//! * **The unanswered rule is on by default** where the admission reads the
+//!   clock anyway (the tower layers, `call_async`, the reqwest middleware,
+//!   `_at(now)` admissions, half-open probes, a breaker with a slow-call
+//!   threshold): 20 calls in a row, each held at least 250 ms, or half the
+//!   shorter of the slow-call threshold and `abandoned_after` when that is
+//!   shorter, so it fits any configuration instead of refusing it. It sets
+//!   no flag of the hot path: a plain `try_acquire` on a breaker that times
+//!   nothing still reads no clock, and its drop stays neutral (callgrind
+//!   `failfast` 31/51 unchanged); only a rule set with `unanswered(calls,
+//!   after)` dates every admission, as `abandoned_after` does. It is not a
+//!   trip condition the user chose: a builder with none still fails.
+//!   `unanswered_off()` (config files: `unanswered = "off"`, per host too)
+//!   restores the old behaviour. **The measurement** (`examples/unanswered_default`,
+//!   a manual-clock simulation with Poisson arrivals, pinned by
+//!   `tests/unanswered_default.rs`): behind clients that give up at 300 ms a
+//!   hung upstream's breaker opens after 23 calls at 10 calls/s (2.3 s) and
+//!   49 at 100 calls/s (0.5 s), behind 1 s clients after 29 and 109 calls;
+//!   the controls — a healthy upstream (median 50 ms, p99 0.5 s) whose
+//!   clients cancel at random or all give up at 100 ms or 300 ms, 200,000
+//!   calls each, and a slow upstream that answers (median 1.5 s) while 30 %,
+//!   50 % or 80 % of its clients give up, 100,000 calls each — never trip.
+//!   Runs of unanswered drops between answers come by chance at a rate of
+//!   about `q^calls` per answer, `q` the share of unanswered endings: 10
+//!   calls trip the 80 % control several times, 20 never did.
+//!   The age trades the patience it catches against the pauses it rides
+//!   out: at 250 ms a healthy upstream's 750 ms pause trips nothing (a 1 s
+//!   one does), at 100 ms clients of 100 ms are seen but a 750 ms pause
+//!   trips; below 250 ms a cancel says little (a hedged request's loser, a
+//!   race, a deadline shorter than a healthy tail), and the slow-call
+//!   threshold, when set, brings the age down with it.
 //! * **A stream is judged by its progress.** A response whose head came is
 //!   *answered* (two bits of the permit's ticket: answered, and whether the
 //!   head was slow); from then each frame restarts the time a drop is
@@ -456,15 +488,27 @@
 //! **The rate rule's word layout.** Under the rule a HalfOpen word splits
 //! its 15-bit count field (bits 35–49) into three 5-bit counts — probe slots
 //! taken (35–39), failed probes (40–44), slow probes (45–49) — and keeps its
-//! 8-bit fast successes (50–57): so **P ≤ 31**, refused at build otherwise
+//! 8-bit successes (50–57), fast or slow: so **P ≤ 31**, refused at build otherwise
 //! (`half_open_probes`, "1..=31 under the half-open rate rule"). The counts
 //! tile the field exactly (a `const` assertion in `state.rs`), so the word's
-//! layout and every loom model keep their shape. A probe's verdict adds one
-//! to a count in the same CAS that decides the round (so exactly one
-//! verdict closes or reopens it); the round is decided
-//! as soon as its outcome is certain, against integer limits precomputed at
-//! build (the least `k` with `k / P` at or above the rate), so no verdict
-//! divides. A probe dropped early or ignored frees its slot and counts
+//! layout and every loom model keep their shape. A probe's verdict adds
+//! to the counts in the same CAS that decides the round (so exactly one
+//! verdict closes or reopens it). A slow failure counts toward both
+//! limits, failed and slow (Resilience4j's `SLOW_ERROR`); a success, fast
+//! or slow, is a success, so successes plus failures are the round's
+//! answers. The round is decided as soon as its outcome is certain,
+//! against integer limits precomputed at build (the least `k` with `k / P`
+//! at or above the rate), so no verdict divides: it reopens the moment a
+//! count reaches its limit, and closes the moment the `P − answers` still
+//! to come, were they all slow failures, could reach neither (at 50 % of
+//! 10, the sixth success of a clean round closes it). The probes still
+//! out then answer a round that is over: their verdicts are of an older
+//! generation and change nothing. A failure never closes a round on the
+//! failure count (it adds one failure and takes one answer to come), only
+//! on the slow count. The loom model
+//! `protocol_rule_early_close_races_a_late_failure` races the closing
+//! success against a late failure; `tests/half_open_rule.rs` pins both
+//! rules. A probe dropped early or ignored frees its slot and counts
 //! toward no rate; a probe still out when the lease ends counts as failed.
 //!
 //! **The hint slot.** A verdict recorded with an upstream's hint

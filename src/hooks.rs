@@ -99,12 +99,6 @@ impl Lease {
     }
 }
 
-impl fmt::Debug for Lease {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("Lease").field(&self.0.name).finish()
-    }
-}
-
 /// How the list holds a hook.
 #[derive(Clone)]
 enum Held {
@@ -463,6 +457,29 @@ mod hook_tests {
             1,
             "the dead lease pruned on the next add"
         );
+    }
+
+    #[test]
+    fn an_add_prunes_only_the_dead_lent_hooks_wherever_they_sit() {
+        let log = Log::default();
+        let hooks = hooks();
+        let dead = hooks.lend("dead".into(), Arc::new(hook(&log, "dead")));
+        let live = hooks.lend("live".into(), Arc::new(hook(&log, "live")));
+        hooks.keep("kept".into(), hook(&log, "kept"));
+        drop(dead);
+        // The dead lease is first, a live one after it: only the dead goes.
+        hooks.keep("last".into(), hook(&log, "last"));
+        assert_eq!(hooks.list.load().len(), 3, "live, kept, last");
+        hooks.fire(None, &(), &transition(State::ForcedOpen));
+        assert_eq!(
+            *log.lock().unwrap(),
+            [
+                "live live ForcedOpen",
+                "kept kept ForcedOpen",
+                "last last ForcedOpen"
+            ]
+        );
+        drop(live);
     }
 
     #[test]

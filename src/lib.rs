@@ -67,7 +67,7 @@
 //! | [`ignore`](Permit::ignore) (a business error: 4xx, a declined card) | not counted; ends a run of consecutive failures (and of unanswered calls) | frees its slot |
 //! | [`Outcome::Neutral`]: not the dependency's doing — the caller out of file descriptors or buffers, the client's request body broken, stalled or too large (what the shipped classifiers record for such errors: [`Fault::of`]) | not counted; ends no run | frees its slot |
 //! | dropped early: sooner than the slow-call threshold, [`abandoned_after`](Builder::abandoned_after) and the unanswered rule's age | neutral: not counted, runs stay | frees its slot at once |
-//! | dropped early, before any answer, after the unanswered rule's age ([`Builder::unanswered`], off by default) | one more unanswered call; `calls` of them in a row, with no answer between, trip the breaker ([`Reason::Unresponsive`]) | fails the round ([`Reason::ProbeAbandoned`]) |
+//! | dropped early, before any answer, after the unanswered rule's age ([`Builder::unanswered`]; on by default: 20 calls, 250 ms or half the slow-call threshold) | one more unanswered call; `calls` of them in a row, with no answer between, trip the breaker ([`Reason::Unresponsive`]) | fails the round ([`Reason::ProbeAbandoned`]) |
 //! | dropped late: after the slow-call threshold or `abandoned_after` (the caller gave up on a hung call) | a slow call if the policy has a slow-call rate, else a failure | fails the round ([`Reason::ProbeAbandoned`]); the next open period is one backoff step longer |
 //! | a response stream (the tower layers' `classify_at_end`) dropped after its head while bytes kept coming | neutral, however long it ran | frees its slot |
 //! | a response stream dropped after no bytes came for `abandoned_after` | as dropped late | fails the round ([`Reason::ProbeAbandoned`]) |
@@ -79,7 +79,7 @@
 //! lease: set it below the timeouts your callers apply from outside. A drop
 //! can be judged only if the admission read the clock, so a permit is timed
 //! whenever the breaker can judge its drop: with a slow-call threshold, an
-//! explicit `abandoned_after` or the unanswered rule, on every async path
+//! explicit `abandoned_after` or an explicit unanswered rule, on every async path
 //! (`call_async`, the tower layers), for half-open probes and `_at(now)`
 //! admissions. Only a plain [`Breaker::try_acquire`] on a breaker that sets
 //! none of these skips that read (the cheapest path): its drop is neutral. A stream is slow or

@@ -83,9 +83,10 @@ pub(crate) fn admit(
             if now >= lease_end {
                 if let Some(rule) = config.rule {
                     // Probes still out when the lease ends count as failures.
-                    let answered = s.successes() + s.rule_failed() + s.rule_slow();
-                    let failed = s.rule_failed() + taken.saturating_sub(answered);
-                    if rule.decide(config.probes, s.successes(), failed, s.rule_slow())
+                    let answered = s.successes() + s.rule_failed();
+                    let out = taken.saturating_sub(answered);
+                    let failed = s.rule_failed() + out;
+                    if rule.decide(config.probes, answered + out, failed, s.rule_slow())
                         == Some(false)
                     {
                         return Next::Enter(reopen(s, config, None), Admission::Reopened);
@@ -416,7 +417,10 @@ pub(crate) fn probe_verdict(
 /// the round decided as soon as its outcome is certain
 /// ([`RoundRule::decide`](crate::policy::RoundRule::decide)). A probe
 /// dropped early or ignored frees its slot and counts toward nothing; an
-/// abandoned one (its caller gave up on a call that hung) is a failure.
+/// abandoned one (its caller gave up on a call that hung) is a failure. A
+/// slow failure counts toward both limits, as Resilience4j's `SLOW_ERROR`
+/// does; a success, fast or slow, counts as one (the round's answers are
+/// its successes and its failures).
 fn rule_verdict(
     s: Snapshot,
     verdict: Verdict,
@@ -426,31 +430,27 @@ fn rule_verdict(
     reopen: impl Fn(Reason) -> Next<Option<Reason>>,
     close: impl Fn() -> Next<Option<Reason>>,
 ) -> Next<Option<Reason>> {
-    let (next, reason) = match verdict {
+    let (next, abandoned) = match verdict {
         Verdict::Ignored | Verdict::Neutral | Verdict::Dropped => {
             return Next::Count(s.with_count(s.count().saturating_sub(1)), None);
         }
-        Verdict::Failure | Verdict::Panicked => (s.with_rule_failure(), Reason::ProbeFailed),
+        Verdict::Failure | Verdict::Panicked => (s.with_rule_failure(), false),
         Verdict::AbandonedSlow | Verdict::AbandonedFailure | Verdict::Unanswered => {
-            (s.with_rule_failure(), Reason::ProbeAbandoned)
+            (s.with_rule_failure(), true)
         }
-        Verdict::Success if slow => (s.with_rule_slow(), Reason::ProbeSlow),
-        Verdict::Success => (s.with_successes(s.successes() + 1), Reason::ProbesSucceeded),
+        Verdict::Success => (s.with_successes(s.successes() + 1), false),
     };
+    let next = if slow { next.with_rule_slow() } else { next };
     match rule.decide(
         probes,
-        next.successes(),
+        next.successes() + next.rule_failed(),
         next.rule_failed(),
         next.rule_slow(),
     ) {
-        Some(false) => reopen(if next.rule_failed() >= rule.failed_limit {
-            if reason == Reason::ProbeAbandoned {
-                Reason::ProbeAbandoned
-            } else {
-                Reason::ProbeFailed
-            }
-        } else {
-            Reason::ProbeSlow
+        Some(false) => reopen(match (next.rule_failed() >= rule.failed_limit, abandoned) {
+            (true, true) => Reason::ProbeAbandoned,
+            (true, false) => Reason::ProbeFailed,
+            (false, _) => Reason::ProbeSlow,
         }),
         Some(true) => close(),
         None => Next::Count(next, None),
@@ -921,8 +921,8 @@ mod tests {
         };
         assert_eq!(
             (slow.rule_slow(), slow.successes()),
-            (1, 0),
-            "no slow rate: counted only"
+            (1, 1),
+            "no slow rate: a slow success is counted as slow and as a success"
         );
         assert_eq!(
             probe_verdict(one, g, Verdict::Dropped, false, &c, None),
@@ -935,13 +935,107 @@ mod tests {
             panic!("an abandoned probe is a failure: the second reopens")
         };
         assert_eq!((reopened.state(), reopened.trips()), (State::Open, 2));
-        let good = slow.with_successes(1);
-        let Next::Enter(closed, Some(Reason::ProbesSucceeded)) =
-            probe_verdict(good, g, Verdict::Success, false, &c, None)
+        let Next::Count(three, None) = probe_verdict(slow, g, Verdict::Success, false, &c, None)
         else {
-            panic!("1 failure, 1 slow, 2 fast of 4: closes")
+            panic!("1 failure, 1 slow success, 1 fast of 4: a second failure could still come")
+        };
+        let Next::Enter(closed, Some(Reason::ProbesSucceeded)) =
+            probe_verdict(three, g, Verdict::Success, false, &c, None)
+        else {
+            panic!("1 failure of 4 answers: closes")
         };
         assert!(closed.is_closed());
+    }
+
+    #[test]
+    fn under_the_rule_a_round_closes_once_no_answer_to_come_can_reopen_it() {
+        let c = ruled(10, 0.5); // five failures of ten reopen
+        let round = round_start(open(1)).with_count(10);
+        let g = round.generation();
+        let mut s = round;
+        for i in 1..=5 {
+            let Next::Count(next, None) = probe_verdict(s, g, Verdict::Success, false, &c, None)
+            else {
+                panic!("{i} successes of 10: five failures could still come")
+            };
+            s = next;
+        }
+        let Next::Enter(closed, Some(Reason::ProbesSucceeded)) =
+            probe_verdict(s, g, Verdict::Success, false, &c, None)
+        else {
+            panic!("6 successes of 10: four answers to come cannot make five failures")
+        };
+        assert_eq!(
+            (closed.state(), closed.generation()),
+            (State::Closed, g + 1)
+        );
+        // With a failure among the answers, the sixth answer is not enough:
+        // 1 failed + 4 to come could still make five.
+        let one_failed = round.with_rule_failure().with_successes(4);
+        let Next::Count(six, None) =
+            probe_verdict(one_failed, g, Verdict::Success, false, &c, None)
+        else {
+            panic!("1 failure and 5 successes of 10 do not decide")
+        };
+        let Next::Enter(_, Some(Reason::ProbesSucceeded)) =
+            probe_verdict(six, g, Verdict::Success, false, &c, None)
+        else {
+            panic!("1 failure and 6 successes: 1 + 3 to come < 5, closes")
+        };
+        // A slow failure to come counts toward both limits: with a slow
+        // limit of three in ten, three answers to come keep it open.
+        let mut both = ruled(10, 0.5);
+        both.rule = Some(crate::policy::RoundRule::new(
+            10,
+            crate::policy::Rate::new(0.5),
+            Some(crate::policy::Rate::new(0.3)),
+        ));
+        let Next::Count(seven, None) = probe_verdict(
+            round.with_successes(6),
+            g,
+            Verdict::Success,
+            false,
+            &both,
+            None,
+        ) else {
+            panic!("7 of 10 fast: three slow failures could still reopen it")
+        };
+        let Next::Enter(_, Some(Reason::ProbesSucceeded)) =
+            probe_verdict(seven, g, Verdict::Success, false, &both, None)
+        else {
+            panic!("8 of 10 fast: two to come reach neither limit")
+        };
+    }
+
+    #[test]
+    fn under_the_rule_a_slow_failure_counts_toward_both_limits() {
+        let mut c = ruled(10, 0.5);
+        c.rule = Some(crate::policy::RoundRule::new(
+            10,
+            crate::policy::Rate::new(0.5),
+            Some(crate::policy::Rate::new(0.3)),
+        ));
+        let round = round_start(open(1)).with_count(10).with_successes(7);
+        let g = round.generation();
+        let Next::Count(one, None) = probe_verdict(round, g, Verdict::Failure, true, &c, None)
+        else {
+            panic!()
+        };
+        assert_eq!(
+            (one.rule_failed(), one.rule_slow(), one.successes()),
+            (1, 1, 7)
+        );
+        let Next::Count(two, None) = probe_verdict(one, g, Verdict::Failure, true, &c, None) else {
+            panic!()
+        };
+        // The third slow failure: 3 of 10 slow reaches 30 % (Resilience4j's
+        // SLOW_ERROR), though 3 of 10 failed is short of 50 %.
+        let Next::Enter(reopened, Some(Reason::ProbeSlow)) =
+            probe_verdict(two, g, Verdict::Failure, true, &c, None)
+        else {
+            panic!("three slow failures of ten reopen at a 30 % slow limit")
+        };
+        assert_eq!(reopened.state(), State::Open);
     }
 
     #[test]
@@ -966,10 +1060,11 @@ mod tests {
     #[test]
     fn under_the_rule_the_lease_adds_the_probes_out_to_the_failures_already_counted() {
         let c = ruled(10, 0.3); // three failures of ten reopen
-                                // Six taken: three fast, one failed, one slow answered; one out.
+                                // Six taken: three fast, one failed, one slow success
+                                // answered (successes 4, slow 1); one out.
         let round = round_start(open(1))
             .with_count(6)
-            .with_successes(3)
+            .with_successes(4)
             .with_rule_failure()
             .with_rule_slow();
         let Next::Enter(next, Admission::Round(Reason::ProbeLeaseExpired)) =

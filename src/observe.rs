@@ -139,7 +139,8 @@ pub struct Transition {
     /// MetricsOnly; 0 from any other state): the count behind a
     /// [`Reason::Unresponsive`] trip.
     pub unanswered_calls: u32,
-    /// Probe successes of the round when it happened (HalfOpen only).
+    /// Probe successes of the round when it happened (HalfOpen only; under
+    /// the half-open rate rule, slow successes too).
     pub probe_successes: u32,
     /// Trips in a row after the transition: the backoff step (the exponent
     /// of the open period), 0 when `to` is Closed. A trip from Closed

@@ -294,6 +294,28 @@ pub(crate) struct Unanswered {
     pub(crate) after: Duration,
 }
 
+impl Unanswered {
+    /// The default rule's count: calls in a row.
+    pub(crate) const DEFAULT_CALLS: u32 = 20;
+    /// The default rule's age, when the slow-call threshold and
+    /// `abandoned_after` leave room for it.
+    pub(crate) const DEFAULT_AFTER: Duration = Duration::from_millis(250);
+
+    /// The default rule under a configuration whose drops are already
+    /// counted from `limit` on (the shorter of the slow-call threshold and
+    /// `abandoned_after`): [`DEFAULT_CALLS`](Self::DEFAULT_CALLS) calls,
+    /// each held at least [`DEFAULT_AFTER`](Self::DEFAULT_AFTER) or half of
+    /// `limit`, whichever is shorter, so it fits any threshold. `None` when
+    /// `limit` leaves no room (under 2 ns).
+    pub(crate) fn default_within(limit: Duration) -> Option<Unanswered> {
+        let after = Self::DEFAULT_AFTER.min(limit / 2);
+        (!after.is_zero()).then_some(Unanswered {
+            calls: Self::DEFAULT_CALLS,
+            after,
+        })
+    }
+}
+
 /// A validated breaker configuration. Built by [`Builder`](crate::Builder);
 /// read through its getters.
 ///
@@ -384,16 +406,23 @@ impl RoundRule {
         }
     }
 
-    /// How a round with these counts ends (pure): `Some(false)` reopens,
-    /// `Some(true)` closes, `None` goes on.
-    pub(crate) fn decide(self, probes: u32, good: u32, failed: u32, slow: u32) -> Option<bool> {
+    /// How a round of `probes` probes ends once `answered` of them have
+    /// answered, `failed` of those failed and `slow` were slow (a slow
+    /// failure is in both): `Some(false)` reopens (a limit is reached),
+    /// `Some(true)` closes, `None` goes on. Pure.
+    ///
+    /// The round is decided as soon as its outcome is certain: it closes
+    /// once even the worst answers still to come — every one a slow
+    /// failure, adding to both counts — could reach neither limit. A round
+    /// ends with P answers (a dropped probe frees its slot for another), so
+    /// `probes − answered` answers are still to come, those of the probes
+    /// out now and of the slots not taken yet.
+    pub(crate) fn decide(self, probes: u32, answered: u32, failed: u32, slow: u32) -> Option<bool> {
         if failed >= self.failed_limit || slow >= self.slow_limit {
-            Some(false)
-        } else if good + failed + slow >= probes {
-            Some(true)
-        } else {
-            None
+            return Some(false);
         }
+        let to_come = probes.saturating_sub(answered);
+        (failed + to_come < self.failed_limit && slow + to_come < self.slow_limit).then_some(true)
     }
 }
 
@@ -495,9 +524,10 @@ impl Config {
         self.abandoned_after
     }
 
-    /// The unanswered rule, if on: how many calls in a row, each dropped
-    /// without any answer after at least how long, trip the breaker (see
-    /// [`Builder::unanswered`](crate::Builder::unanswered)).
+    /// The unanswered rule, if on (it is by default, fitted to the
+    /// slow-call threshold and `abandoned_after`): how many calls in a row,
+    /// each dropped without any answer after at least how long, trip the
+    /// breaker (see [`Builder::unanswered`](crate::Builder::unanswered)).
     pub fn unanswered(&self) -> Option<(u32, Duration)> {
         self.unanswered.map(|u| (u.calls, u.after))
     }

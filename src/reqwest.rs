@@ -20,10 +20,11 @@
 //!   descriptors, or a request body whose own stream failed (a streaming
 //!   upload that broke, or that the sender's idle or size limit cut),
 //!   which reqwest reports through hyper's error for it, with nothing to
-//!   wrap — neutral. A request reqwest could not build, and an error
-//!   of another middleware further down the chain, never reached the
+//!   wrap — neutral. A request reqwest could not build never reached the
 //!   upstream: neutral. Another [`HttpClassifier`] changes any of these
-//!   ([`classify`](BreakerMiddleware::classify)).
+//!   ([`classify`](BreakerMiddleware::classify)). An error of another
+//!   middleware further down the chain brought no answer from the
+//!   upstream: the call is judged as a dropped one (below), by its age.
 //! - **The upstream's hint.** A 429's or 503's `Retry-After` (delta-seconds
 //!   or an HTTP-date, resolved on the breaker's clock,
 //!   [`Clock::wall`]) goes with a verdict other than a
@@ -41,8 +42,10 @@
 //!   the call when it fires: judged by its age, as above. reqwest's own
 //!   timeout (`RequestBuilder::timeout`, `ClientBuilder::timeout`) is a
 //!   reqwest error: a failure. A timeout middleware *after* this one returns
-//!   its own error, another middleware's: neutral, however long the
-//!   upstream hung, so a hung upstream behind it never opens its breaker.
+//!   its own error, another middleware's: the call is judged by its age, as
+//!   a dropped one, so a hung upstream behind it still opens its breaker
+//!   (the unanswered rule, or `abandoned_after`), while a middleware that
+//!   refuses at once counts nothing.
 //!
 //! ```no_run
 //! use failfast::registry::HostKey;
@@ -204,8 +207,7 @@ impl Verdict {
             // Never sent: reqwest could not build the request.
             Err(reqwest_middleware::Error::Reqwest(e)) if e.is_builder() => Outcome::Neutral,
             Err(reqwest_middleware::Error::Reqwest(e)) => classifier.classify_error(e),
-            // Another middleware's error (further down the chain): not
-            // evidence about the upstream.
+            // Another middleware's error: `handle` drops its permit instead.
             Err(reqwest_middleware::Error::Middleware(_)) => Outcome::Neutral,
         };
         let hint = match result {
@@ -250,6 +252,14 @@ where
         // Dropped with this future before the verdict: judged by its age.
         let permit = self.admit(req.url())?;
         let result = next.run(req, extensions).await;
+        if let Err(reqwest_middleware::Error::Middleware(_)) = &result {
+            // Another middleware's error, further down the chain: no answer
+            // came, so the call is judged as a dropped one, by its age
+            // (a timeout middleware that cut a hung upstream is silence,
+            // one that refused at once is nothing).
+            drop(permit);
+            return result;
+        }
         let verdict = Verdict::of(&self.classifier, &result);
         // A date is resolved on the breaker's wall clock; a bad hint is
         // ignored (and counted) here.

@@ -11,7 +11,7 @@
 //! | 33    | 1  | proven     | a success was recorded at least once (sticky; a trip gate may spare unproven breakers its budget) |
 //! | 34    | 1  | counted    | Open/HalfOpen: this ejection holds a slot of the trip gate's budget |
 //! | 35–49 | 15 | count      | Closed: consecutive failures (saturating) · HalfOpen: probe slots taken in this round |
-//! | 50–57 | 8  | successes  | HalfOpen: fast successful probes in this round · Closed: unanswered calls in a row (saturating) |
+//! | 50–57 | 8  | successes  | HalfOpen: successful probes in this round (fast ones; slow ones too under the rate rule) · Closed: unanswered calls in a row (saturating) |
 //! | 35–57 | 23 | span       | Open (the two fields above, unused while Open): a remote trip's or an upstream hint's open period in units of 2²⁴ ns (≈ 16.8 ms; up to 39 h); 0 = the backoff schedule's |
 //! | 58–63 | 6  | trips      | the backoff step: trips in a row, saturating at 63; kept on Closed, where it decays with healthy time (see below) |
 //!
@@ -22,9 +22,9 @@
 //! | bits  | width | field  | meaning |
 //! |-------|------:|--------|---------|
 //! | 35–39 | 5 | taken  | probe slots taken in this round |
-//! | 40–44 | 5 | failed | probes that failed (a slow failure is a failure) |
-//! | 45–49 | 5 | slow   | probes that succeeded slowly |
-//! | 50–57 | 8 | successes | fast successful probes, as without the rule |
+//! | 40–44 | 5 | failed | probes that failed (slow or not) |
+//! | 45–49 | 5 | slow   | probes that were slow (a slow failure is here and in `failed`) |
+//! | 50–57 | 8 | successes | probes that succeeded (fast or slow): with `failed`, the round's answers |
 //!
 //! [`Builder::half_open_rate_rule`]: crate::Builder::half_open_rate_rule
 //!
@@ -328,7 +328,8 @@ impl Snapshot {
         ((self.0 & COUNT_MASK) >> COUNT_SHIFT) as u32
     }
 
-    /// HalfOpen: fast successful probes of the round.
+    /// HalfOpen: successful probes of the round (fast ones only without
+    /// the half-open rate rule, which reopens on a slow one).
     pub(crate) const fn successes(self) -> u32 {
         ((self.0 & SUCCESS_MASK) >> SUCCESS_SHIFT) as u32
     }
@@ -354,7 +355,8 @@ impl Snapshot {
         (self.count() / RULE_FAILED_UNIT) & RULE_PROBES_MAX
     }
 
-    /// Under the rule: probes of this round that succeeded slowly.
+    /// Under the rule: probes of this round that were slow (succeeded or
+    /// failed).
     pub(crate) const fn rule_slow(self) -> u32 {
         (self.count() / RULE_SLOW_UNIT) & RULE_PROBES_MAX
     }

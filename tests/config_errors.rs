@@ -481,7 +481,22 @@ fn the_unanswered_rule_is_checked_against_the_drops_already_counted() {
     assert_eq!(config.unanswered(), Some((255, ms(299))));
     let config = accepted(Breaker::builder().unanswered(1, ms(1)));
     assert_eq!(config.unanswered(), Some((1, ms(1))));
-    assert_eq!(accepted(valid()).unanswered(), None, "off by default");
+    // On by default, fitted below the drops already counted, never refused.
+    assert_eq!(accepted(valid()).unanswered(), Some((20, ms(250))));
+    let c = accepted(valid().slow_call_threshold(ms(300)));
+    assert_eq!(c.unanswered(), Some((20, ms(150))));
+    let c = accepted(valid().abandoned_after(ms(100)));
+    assert_eq!(c.unanswered(), Some((20, ms(50))));
+    let c = accepted(valid().slow_call_threshold(Duration::from_nanos(1)));
+    assert_eq!(c.unanswered(), None, "no room under 1 ns");
+    assert_eq!(accepted(valid().unanswered_off()).unanswered(), None);
+    // The default is no trip condition: a builder with none is refused.
+    refused(Breaker::builder(), "trip condition", "at least one of");
+    refused(
+        Breaker::builder().unanswered_off(),
+        "trip condition",
+        "at least one of",
+    );
 }
 
 #[test]

@@ -18,7 +18,9 @@ use failfast::{Breaker, CallError, ManualClock, Nanos, Reason, State, Transition
 
 const ABANDONED_AFTER: Duration = Duration::from_secs(1);
 const OPEN: Duration = Duration::from_secs(10);
-const EARLY: Duration = Duration::from_millis(500);
+/// Sooner than every age a drop is judged by: `abandoned_after` and the
+/// default unanswered rule's (250 ms, or half of `abandoned_after`).
+const EARLY: Duration = Duration::from_millis(200);
 const LATE: Duration = Duration::from_millis(1500);
 
 /// The policies under test: each trips on one failure-equivalent.

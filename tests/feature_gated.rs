@@ -96,6 +96,11 @@ needs!(
     "needs --features reqwest,tower"
 );
 needs!(
+    unanswered_default,
+    "reqwest" + "tower" + "serde",
+    "needs --features reqwest,tower,serde"
+);
+needs!(
     client_uploads,
     "tower" + "reqwest",
     "needs --features tower,reqwest"

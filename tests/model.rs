@@ -36,8 +36,10 @@
 //!   which permits exist (and so which verdicts count, which trip); accepting
 //!   either outcome would also stop it noticing a ramp that admits everyone.
 //!   The turn is per thread, so each case runs on a fresh thread (turn 0).
-//! * **The rate rule.** A round of P probes counts its fast successes, failed
-//!   and slow probes, and is decided as soon as certain (`RoundRule`). At the
+//! * **The rate rule.** A round of P probes counts its successes, failed
+//!   and slow probes (a slow failure is failed and slow), and is decided as
+//!   soon as certain: it closes once the answers still to come, were they
+//!   all slow failures, could reach neither limit (`RoundRule`). At the
 //!   lease's end the probes still out count as failures: if that fails the
 //!   round, the admission reopens it (`ProbeAbandoned`, turned away `Open`
 //!   for the new period), else a new round starts.
@@ -73,8 +75,11 @@
 //!   next failure or slow call; invariant 8 keeps successes to one write).
 //! * A neutral verdict (the caller's or the client's fault) is not counted
 //!   and ends no run; a probe's frees its slot.
-//! * The unanswered rule, when on: a drop before the slow-call threshold and
-//!   `abandoned_after` but after the rule's age is *unanswered*; it extends a
+//! * The unanswered rule, on by default (20 calls, 250 ms or half the
+//!   shorter of the slow-call threshold and `abandoned_after`) unless
+//!   `unanswered_off()`: a drop with a known age, before the slow-call
+//!   threshold and `abandoned_after` but after the rule's age, is
+//!   *unanswered*; it extends a
 //!   run of unanswered calls that any reported success, failure or business
 //!   error ends, and that trips the breaker (`Unresponsive`) at the rule's
 //!   count; an unanswered probe fails its round (`ProbeAbandoned`).
@@ -86,7 +91,8 @@
 //!   failure (it has none), and a probe fails its round; dropped while the
 //!   thread panics it is a failure. A permit whose admission did not read
 //!   the clock (`try_acquire` in CLOSED without a slow-call threshold, an
-//!   explicit `abandoned_after` or the unanswered rule) has no age: its drop
+//!   explicit `abandoned_after` or an unanswered rule set explicitly; the
+//!   default rule reads no clock) has no age: its drop
 //!   is neutral unless the thread panics.
 //!
 //! # What the model chooses not to compare
@@ -167,9 +173,10 @@ struct Spec {
     probes: u32,
     lease_ms: Option<u64>,
     abandoned_after_ms: Option<u64>,
-    /// `unanswered(calls, after)`, only where valid (after shorter than
+    /// The unanswered rule: the default, `unanswered_off()`, or
+    /// `unanswered(calls, after)` only where valid (after shorter than
     /// `abandoned_after` and the slow-call threshold).
-    unanswered: Option<(u32, u64)>,
+    unanswered: UnansweredSpec,
     base_ms: u64,
     /// `backoff(multiplier, base × cap_factor)`, or the default (2, max(base, 300 s)).
     backoff: Option<(Multiplier, u64)>,
@@ -188,6 +195,19 @@ struct Spec {
     rule: Option<(Option<u32>, Option<u32>)>,
     /// Upstream hints: `max_hint`.
     hints: HintSpec,
+}
+
+/// How the builder is told about the unanswered rule.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum UnansweredSpec {
+    /// Not set: the default rule (20 calls, 250 ms or half the shorter of
+    /// the slow-call threshold and `abandoned_after`), judging only the
+    /// drops of calls whose admission read the clock anyway.
+    Default,
+    /// `unanswered_off()`.
+    Off,
+    /// `unanswered(calls, after_ms)`: every admission reads the clock.
+    Rule(u32, u64),
 }
 
 /// How the builder is told about upstream hints.
@@ -242,8 +262,12 @@ impl Spec {
         if let Some(a) = self.abandoned_after_ms {
             b = b.abandoned_after(Duration::from_millis(a));
         }
-        if let Some((calls, after_ms)) = self.unanswered {
-            b = b.unanswered(calls, Duration::from_millis(after_ms));
+        match self.unanswered {
+            UnansweredSpec::Default => {}
+            UnansweredSpec::Off => b = b.unanswered_off(),
+            UnansweredSpec::Rule(calls, after_ms) => {
+                b = b.unanswered(calls, Duration::from_millis(after_ms));
+            }
         }
         if let Some((m, factor)) = self.backoff {
             b = b.backoff(m.as_f64(), Duration::from_millis(self.base_ms * factor));
@@ -336,7 +360,13 @@ fn spec_strategy() -> impl Strategy<Value = Spec> {
                     probes,
                     lease_ms,
                     abandoned_after_ms,
-                    unanswered: None,
+                    // Left unset: the default rule, or (a quarter of the
+                    // cases) turned off.
+                    unanswered: if id % 4 == 3 {
+                        UnansweredSpec::Off
+                    } else {
+                        UnansweredSpec::Default
+                    },
                     base_ms,
                     backoff,
                     jitter,
@@ -373,7 +403,10 @@ fn spec_strategy() -> impl Strategy<Value = Spec> {
                         .unwrap_or(lease_ms);
                     let limit = s.slow_threshold_ms.map_or(abandoned, |t| t.min(abandoned));
                     if limit > 1 {
-                        s.unanswered = Some((calls, 1 + after_ix.index(limit as usize - 1) as u64));
+                        s.unanswered = UnansweredSpec::Rule(
+                            calls,
+                            1 + after_ix.index(limit as usize - 1) as u64,
+                        );
                     }
                 }
                 if set_min {
@@ -528,8 +561,9 @@ fn ramp_admits(turn: u32, id: u32, fraction: u32) -> bool {
 
 /// The half-open rate rule as the builder documents it: a round of P
 /// probes reopens once its failed probes reach the failure rate of P, or its
-/// slow ones the slow-call rate of P, and closes once all P answered short of
-/// both; decided as soon as certain.
+/// slow ones (a slow failure is both) the slow-call rate of P, and closes
+/// once no answer still to come can reach either; decided as soon as
+/// certain.
 #[derive(Clone, Copy, Debug)]
 struct RoundRule {
     /// The least number of failed probes whose share of P reaches the rate.
@@ -551,11 +585,16 @@ impl RoundRule {
         }
     }
 
-    /// `Some(false)` reopens, `Some(true)` closes, `None` goes on.
-    fn decide(self, probes: u32, good: u32, failed: u32, slow: u32) -> Option<bool> {
+    /// `Some(false)` reopens, `Some(true)` closes, `None` goes on, once
+    /// `answered` of the P probes answered, `failed` of them failed and
+    /// `slow` were slow: it closes as soon as the answers still to come
+    /// (`P − answered`), were they all slow failures, could reach neither
+    /// limit.
+    fn decide(self, probes: u32, answered: u32, failed: u32, slow: u32) -> Option<bool> {
+        let to_come = probes - answered;
         if failed >= self.failed_limit || slow >= self.slow_limit {
             Some(false)
-        } else if good + failed + slow >= probes {
+        } else if failed + to_come < self.failed_limit && slow + to_come < self.slow_limit {
             Some(true)
         } else {
             None
@@ -611,10 +650,21 @@ impl Policy {
             probes: s.probes,
             lease,
             abandoned_after,
-            unanswered: s
-                .unanswered
-                .map(|(calls, ms)| (calls, Duration::from_millis(ms))),
-            dates_drops: s.abandoned_after_ms.is_some() || s.unanswered.is_some(),
+            unanswered: match s.unanswered {
+                UnansweredSpec::Off => None,
+                UnansweredSpec::Rule(calls, ms) => Some((calls, Duration::from_millis(ms))),
+                UnansweredSpec::Default => {
+                    // Fitted below the drops already counted.
+                    let limit = s
+                        .slow_threshold_ms
+                        .map(Duration::from_millis)
+                        .map_or(abandoned_after, |t| t.min(abandoned_after));
+                    let after = Duration::from_millis(250).min(limit / 2);
+                    (!after.is_zero()).then_some((20, after))
+                }
+            },
+            dates_drops: s.abandoned_after_ms.is_some()
+                || matches!(s.unanswered, UnansweredSpec::Rule(..)),
             base_ns,
             multiplier,
             cap_ns,
@@ -693,12 +743,10 @@ enum Ending {
 enum ProbeEnd {
     /// Dropped early, neutral or ignored: its slot is free again.
     Freed,
-    /// Failed (`ProbeFailed`) or abandoned (`ProbeAbandoned`).
-    Failed(Reason),
-    /// Succeeded slowly.
-    Slow,
-    /// Succeeded fast.
-    Good,
+    /// Failed (`ProbeFailed`) or abandoned (`ProbeAbandoned`), slowly or not.
+    Failed(Reason, bool),
+    /// Succeeded, slowly or not.
+    Succeeded(bool),
 }
 
 /// An admission as the model predicts it: a ticket, or why not and when to retry.
@@ -1035,9 +1083,10 @@ impl Model {
                         // failures: if that fails the round, this
                         // admission reopens it (no hint read) and is
                         // turned away for the new open period.
-                        let answered = self.successes + self.failed + self.slow;
-                        let failed = self.failed + self.taken.saturating_sub(answered);
-                        if rule.decide(self.p.probes, self.successes, failed, self.slow)
+                        let answered = self.successes + self.failed;
+                        let out = self.taken.saturating_sub(answered);
+                        let failed = self.failed + out;
+                        if rule.decide(self.p.probes, answered + out, failed, self.slow)
                             == Some(false)
                         {
                             self.trips = (self.trips + 1).min(63);
@@ -1172,8 +1221,8 @@ impl Model {
             State::HalfOpen if t.probe => self.probe_ends(
                 match ending {
                     Ending::Dropped => ProbeEnd::Freed,
-                    Ending::Panicked => ProbeEnd::Failed(Reason::ProbeFailed),
-                    _ => ProbeEnd::Failed(Reason::ProbeAbandoned),
+                    Ending::Panicked => ProbeEnd::Failed(Reason::ProbeFailed, slow),
+                    _ => ProbeEnd::Failed(Reason::ProbeAbandoned, slow),
                 },
                 now,
             ),
@@ -1235,10 +1284,8 @@ impl Model {
     fn record_probe(&mut self, outcome: Outcome, slow: bool, now: Nanos) -> Option<Expected> {
         let end = match outcome {
             Outcome::Ignored | Outcome::Neutral => ProbeEnd::Freed,
-            // A slow failure is a failure.
-            Outcome::Failure => ProbeEnd::Failed(Reason::ProbeFailed),
-            Outcome::Success if slow => ProbeEnd::Slow,
-            Outcome::Success => ProbeEnd::Good,
+            Outcome::Failure => ProbeEnd::Failed(Reason::ProbeFailed, slow),
+            Outcome::Success => ProbeEnd::Succeeded(slow),
         };
         self.probe_ends(end, now)
     }
@@ -1262,8 +1309,8 @@ impl Model {
         }
         let decided = match self.p.rule {
             None => match end {
-                ProbeEnd::Failed(reason) => Err(reason),
-                ProbeEnd::Slow => Err(Reason::ProbeSlow),
+                ProbeEnd::Failed(reason, _) => Err(reason),
+                ProbeEnd::Succeeded(true) => Err(Reason::ProbeSlow),
                 _ => {
                     self.successes += 1;
                     if self.successes < self.p.probes {
@@ -1273,16 +1320,25 @@ impl Model {
                 }
             },
             Some(rule) => {
+                // A slow failure counts toward both limits (Resilience4j's
+                // SLOW_ERROR); a success, slow or not, is one more success.
                 match end {
-                    ProbeEnd::Failed(_) => self.failed += 1,
-                    ProbeEnd::Slow => self.slow += 1,
-                    _ => self.successes += 1,
+                    ProbeEnd::Failed(_, slow) => {
+                        self.failed += 1;
+                        self.slow += u32::from(slow);
+                    }
+                    ProbeEnd::Succeeded(slow) => {
+                        self.successes += 1;
+                        self.slow += u32::from(slow);
+                    }
+                    ProbeEnd::Freed => unreachable!(),
                 }
-                match rule.decide(self.p.probes, self.successes, self.failed, self.slow) {
+                let answered = self.successes + self.failed;
+                match rule.decide(self.p.probes, answered, self.failed, self.slow) {
                     None => return None,
                     Some(true) => Ok(()),
                     Some(false) if self.failed >= rule.failed_limit => Err(match end {
-                        ProbeEnd::Failed(Reason::ProbeAbandoned) => Reason::ProbeAbandoned,
+                        ProbeEnd::Failed(Reason::ProbeAbandoned, _) => Reason::ProbeAbandoned,
                         _ => Reason::ProbeFailed,
                     }),
                     Some(false) => Err(Reason::ProbeSlow),

@@ -22,8 +22,8 @@ use common::{Log, LogTransitions};
 
 const MS: Duration = Duration::from_millis(1);
 
-/// The proxy template's rule: five calls in a row given up after 250 ms
-/// with no answer between them; the slow-call threshold is 500 ms.
+/// An explicit rule (five calls in a row given up after 250 ms; the default
+/// is twenty: `tests/unanswered_default.rs`); the slow-call threshold is 500 ms.
 fn template() -> Builder {
     Breaker::builder()
         .failure_rate(0.5)

@@ -1,7 +1,8 @@
 //! The half-open rate rule (issue 27): a round of P probes counts its
 //! answers in the HalfOpen word (taken, failed, slow: three 5-bit fields;
-//! fast successes in the successes field) and is decided as soon as its
-//! outcome is certain. Every count is a CAS from the exact word, so
+//! successes, fast or slow, in the successes field) and is decided as soon
+//! as its outcome is certain: it closes once no answer still to come can
+//! reopen it, and the probes still out then answer a round that is over. Every count is a CAS from the exact word, so
 //! concurrent answers decide the round once: never a close and a reopen,
 //! never a lost count. At the end of the lease the probes still out count as
 //! failures, and the admission that finds the round failed reopens it
@@ -240,4 +241,66 @@ fn lease_reopen_races_a_late_success(spawned_first: bool) {
 #[test]
 fn protocol_rule_lease_reopen_races_a_late_success() {
     both_orders(lease_reopen_races_a_late_success);
+}
+
+/// P = 4 at 0.5 (two failures reopen): two probes succeeded; the third
+/// succeeds while the fourth fails (× 2 orders). The third success makes
+/// the close certain whatever the fourth says (1 failure + 1 to come < 2),
+/// so the round is decided as soon as it lands: if it lands first, it closes
+/// with the fourth probe still out, and the late failure is of a closed
+/// round — ignored by generation: it neither reopens nor counts against the
+/// Closed breaker (whose `consecutive_failures(1)` it would trip). If the
+/// failure lands first it counts in the round (1 of 3 answers), and the
+/// success, the last answer, closes it. Either way the success returns the
+/// one transition, `HalfOpen → Closed` (`ProbesSucceeded`, generation 3, 3
+/// probe successes), and a request after it is admitted into Closed.
+fn early_close_races_a_late_failure(spawned_first: bool) {
+    let (b, log, mut probes) = round_of(4);
+    let ready = secs(0) + OPEN;
+    let late = probes.pop().unwrap();
+    let closing = probes.pop().unwrap();
+    for p in probes {
+        assert_eq!(
+            p.success_at(ready),
+            None,
+            "two successes of four decide nothing"
+        );
+    }
+    let other = thread::spawn(move || {
+        go_second(spawned_first);
+        late.failure_at(ready)
+    });
+    let mine = closing.success_at(ready);
+    let theirs = other.join().unwrap();
+
+    assert_eq!(theirs, None, "the late failure never decides: {theirs:?}");
+    let t = mine.expect("the third success closes the round");
+    assert_eq!(
+        (t.from, t.to, t.reason, t.generation, t.probe_successes),
+        (
+            State::HalfOpen,
+            State::Closed,
+            Reason::ProbesSucceeded,
+            3,
+            3
+        )
+    );
+    assert_eq!(
+        decided(&log),
+        [Seen::new(
+            State::HalfOpen,
+            State::Closed,
+            Reason::ProbesSucceeded,
+            3
+        )]
+    );
+    let snap = b.snapshot_at(ready);
+    assert_eq!((snap.state, snap.consecutive_failures), (State::Closed, 0));
+    let next = b.try_acquire_at(ready).expect("closed: admitted");
+    assert_eq!((next.is_probe(), next.generation()), (false, 3));
+}
+
+#[test]
+fn protocol_rule_early_close_races_a_late_failure() {
+    both_orders(early_close_races_a_late_failure);
 }

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::parts::{BackoffConfig, Preset, RampConfig, TimeWindowConfig, UnansweredConfig};
 use super::{duration, Text};
-use crate::builder::Builder;
+use crate::builder::{Builder, UnansweredKnob};
 use crate::error::ConfigError;
 use crate::ramp::Ramp;
 use crate::window::WindowKind;
@@ -82,7 +82,8 @@ pub struct BreakerConfig {
     /// [`Builder::abandoned_after`], as duration text.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub abandoned_after: Option<String>,
-    /// [`Builder::unanswered`]: `{ calls = 5, after = "250ms" }`.
+    /// [`Builder::unanswered`]: `{ calls = 5, after = "250ms" }`, or `"off"`
+    /// for [`Builder::unanswered_off`]; left out, the default rule.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unanswered: Option<UnansweredConfig>,
     /// [`Builder::open_duration`], as duration text.
@@ -202,11 +203,12 @@ impl BreakerConfig {
         if let Some(after) = &self.abandoned_after {
             b = b.abandoned_after(duration::parse("abandoned_after", after)?);
         }
-        if let Some(rule) = &self.unanswered {
-            b = b.unanswered(
-                rule.calls,
-                duration::parse("unanswered.after", &rule.after)?,
-            );
+        match &self.unanswered {
+            None => {}
+            Some(UnansweredConfig::Off) => b = b.unanswered_off(),
+            Some(UnansweredConfig::Rule { calls, after }) => {
+                b = b.unanswered(*calls, duration::parse("unanswered.after", after)?);
+            }
         }
         if let Some(base) = &self.open_duration {
             b = b.open_duration(duration::parse("open_duration", base)?);
@@ -423,9 +425,13 @@ impl From<&Builder> for BreakerConfig {
             half_open_probes: changed(k.probes, default.probes),
             probe_lease: text(k.probe_lease),
             abandoned_after: text(k.abandoned_after),
-            unanswered: k
-                .unanswered
-                .map(|(calls, after)| UnansweredConfig::new(calls, duration::format(after))),
+            unanswered: match k.unanswered {
+                UnansweredKnob::Default => None,
+                UnansweredKnob::Off => Some(UnansweredConfig::Off),
+                UnansweredKnob::Rule(calls, after) => {
+                    Some(UnansweredConfig::new(calls, duration::format(after)))
+                }
+            },
             open_duration: changed(k.open_base, default.open_base).map(duration::format),
             backoff,
             jitter: changed(k.jitter, default.jitter),

@@ -61,7 +61,7 @@
 //! half_open_probes = 3            # .half_open_probes(3)
 //! probe_lease = "10s"             # .probe_lease(10 s)
 //! abandoned_after = "3s"          # .abandoned_after(3 s)
-//! unanswered = { calls = 5, after = "500ms" }     # .unanswered(5, 500 ms)
+//! unanswered = { calls = 5, after = "500ms" }     # .unanswered(5, 500 ms); or "off": .unanswered_off()
 //! open_duration = "30s"           # .open_duration(30 s)
 //! backoff = { multiplier = 2.0, cap = "5m" }      # .backoff(2.0, 5 min); or "off"
 //! jitter = 0.2                    # .jitter(0.2)
@@ -117,8 +117,9 @@
 //!   them all.
 //! - **One window**: `count_window = N` or `time_window = { length, buckets }`,
 //!   not both. Set neither, and a rate gets the builder's default window.
-//! - **The unanswered rule**: `{ calls, after }`, both required; left out,
-//!   it is off.
+//! - **The unanswered rule**: `"off"` or `{ calls, after }` (both
+//!   required); left out, the builder's default rule (fitted to the
+//!   slow-call threshold and `abandoned_after`).
 //! - **Backoff**: `"off"` or `{ multiplier, cap }` (both required); left out,
 //!   the builder's default (×2 up to 5 min) or the preset's.
 //! - **Recovery**: `ramp = "off"` or `{ window, min_fraction, aggression }`

@@ -66,33 +66,101 @@ impl TimeWindowConfig {
     }
 }
 
-/// The unanswered rule ([`Builder::unanswered`](crate::Builder::unanswered)):
-/// `unanswered = { calls = 5, after = "250ms" }`, both fields required.
+/// The unanswered rule: `unanswered = { calls = 5, after = "250ms" }`
+/// ([`Builder::unanswered`](crate::Builder::unanswered); both fields
+/// required), or `unanswered = "off"`
+/// ([`Builder::unanswered_off`](crate::Builder::unanswered_off)). Left out,
+/// the default rule applies; `"off"` is how a host's table turns off the
+/// template's rule, or the default one.
 ///
 /// ```
-/// use failfast::config::UnansweredConfig;
+/// use failfast::config::{BreakerConfig, UnansweredConfig};
+/// use std::time::Duration;
 ///
 /// let rule = UnansweredConfig::new(5, "250ms");
-/// assert_eq!((rule.calls, rule.after.as_str()), (5, "250ms"));
+/// assert_eq!(rule, UnansweredConfig::Rule { calls: 5, after: "250ms".into() });
+/// let config: BreakerConfig = toml::from_str(r#"
+///     consecutive_failures = 5
+///     unanswered = "off"
+/// "#).unwrap();
+/// assert_eq!(config.unanswered, Some(UnansweredConfig::Off));
+/// assert_eq!(config.to_builder()?.build_config()?.unanswered(), None);
+/// # Ok::<(), failfast::ConfigError>(())
 /// ```
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
-pub struct UnansweredConfig {
-    /// How many unanswered calls in a row trip the breaker (1..=255).
-    pub calls: u32,
-    /// How long a call must be held before its drop counts as unanswered,
-    /// as text (`"250ms"`).
-    pub after: String,
+pub enum UnansweredConfig {
+    /// No unanswered rule, not even the default one: `"off"`.
+    Off,
+    /// `calls` in a row, each held at least `after`, trip the breaker.
+    Rule {
+        /// How many unanswered calls in a row trip the breaker (1..=255).
+        calls: u32,
+        /// How long a call must be held before its drop counts as
+        /// unanswered, as text (`"250ms"`).
+        after: String,
+    },
 }
 
 impl UnansweredConfig {
     /// `calls` in a row, each held at least `after` (duration text).
     pub fn new(calls: u32, after: impl Into<String>) -> UnansweredConfig {
-        UnansweredConfig {
+        UnansweredConfig::Rule {
             calls,
             after: after.into(),
         }
+    }
+}
+
+/// The table form of [`UnansweredConfig::Rule`].
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UnansweredRule {
+    calls: u32,
+    after: String,
+}
+
+impl Serialize for UnansweredConfig {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            UnansweredConfig::Off => serializer.serialize_str("off"),
+            UnansweredConfig::Rule { calls, after } => {
+                let mut table = serializer.serialize_struct("UnansweredConfig", 2)?;
+                table.serialize_field("calls", calls)?;
+                table.serialize_field("after", after)?;
+                table.end()
+            }
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for UnansweredConfig {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(UnansweredVisitor)
+    }
+}
+
+/// Reads `"off"` or `{ calls, after }`, with a message naming both forms.
+struct UnansweredVisitor;
+
+impl<'de> Visitor<'de> for UnansweredVisitor {
+    type Value = UnansweredConfig;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(r#""off" or a table { calls = 5, after = "250ms" }"#)
+    }
+
+    fn visit_str<E: de::Error>(self, text: &str) -> Result<UnansweredConfig, E> {
+        match text {
+            "off" => Ok(UnansweredConfig::Off),
+            _ => Err(E::invalid_value(de::Unexpected::Str(text), &self)),
+        }
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<UnansweredConfig, A::Error> {
+        let UnansweredRule { calls, after } =
+            UnansweredRule::deserialize(de::value::MapAccessDeserializer::new(map))?;
+        Ok(UnansweredConfig::Rule { calls, after })
     }
 }
 

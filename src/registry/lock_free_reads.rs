@@ -63,3 +63,40 @@ fn a_reader_completes_while_its_shards_writers_are_paused() {
         .expect("the insert finished once the writers went on");
     assert_eq!(registry.len(), 1_001);
 }
+
+/// A writer that found an entry stale, then lost the handshake to a reader
+/// that cloned it meanwhile, keeps it: the entry stays in the map, and the
+/// key's later lookups find it with no lock, as before (not through the
+/// insert path, which waits for the writer lock). The race is staged by
+/// hand: the eviction runs with a reader's clone alive, as if the clone came
+/// after the sweep's scan.
+#[test]
+fn an_entry_kept_for_a_reader_is_found_with_no_lock_again() {
+    let registry = Arc::new(
+        Registry::<u64>::builder(Breaker::builder().consecutive_failures(5))
+            .shards(1)
+            .build()
+            .unwrap(),
+    );
+    let reader = registry.handle(&7);
+    let shard = &registry.shards[0];
+    let victim = shard.entries().pop().unwrap();
+    let evicted = shard.evict_now(&victim, registry.now(), &registry.fleet, &registry.budget);
+    assert!(!evicted, "a reader holds it: the writer keeps it");
+    drop((victim, reader));
+    assert_eq!(registry.len(), 1);
+
+    let paused = shard.pause_writers();
+    let (done, report) = mpsc::channel();
+    let lookup = registry.clone();
+    std::thread::spawn(move || {
+        let handle = lookup.handle(&7);
+        done.send(handle.try_acquire().is_ok()).unwrap();
+    });
+    let admitted = report
+        .recv_timeout(BLOCKED)
+        .expect("the kept entry was found while the shard's writers were paused");
+    assert!(admitted);
+    drop(paused);
+    assert_eq!(registry.len(), 1, "no second entry for the key");
+}

@@ -293,6 +293,29 @@ impl<K, C: Clock> Shard<K, C> {
         self.books.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Evicts `victim` now as a sweep does once it found the entry stale,
+    /// whoever holds a clone of it: a test stages the handshake's race by
+    /// holding a reader's clone (`registry::lock_free_reads`).
+    #[cfg(all(test, not(failfast_loom)))]
+    pub(crate) fn evict_now(
+        &self,
+        victim: &EntryArc<Entry<K, C>>,
+        now: Nanos,
+        fleet: &Fleet,
+        budget: &Budget<K>,
+    ) -> bool {
+        let mut books = self.write();
+        self.evict(&mut books, victim, now, fleet, budget, true)
+    }
+
+    /// This shard's entries (a test's view).
+    #[cfg(all(test, not(failfast_loom)))]
+    pub(crate) fn entries(&self) -> Vec<EntryArc<Entry<K, C>>> {
+        let mut all = Vec::new();
+        self.map.for_each(|e| all.push(e.clone()));
+        all
+    }
+
     /// The breaker new keys of this shard share while the registry is full.
     pub(crate) fn overflow(&self) -> &EntryArc<Entry<K, C>> {
         &self.overflow
