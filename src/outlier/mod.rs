@@ -30,7 +30,7 @@
 //! measures it: about 9,000 false ejections per 1,000 host-hours there, as
 //! many as the cap and the ejection time allow, against none for the
 //! default; its table is in `benches/README.md`). By
-//! default every rule also asks for evidence ([`evidence`]): a CUSUM of the
+//! default every rule also asks for evidence (the `evidence` module): a CUSUM of the
 //! host's log-likelihood ratios, failing twice as often as its pool against
 //! as often, given its calls and the pool's (the conditional test of two
 //! Poisson rates, so a small or quiet pool weighs as uncertain). It is
@@ -69,7 +69,7 @@
 //! 60 s, 90 s …) up to `max` (300 s), where `n` is the host's multiplier,
 //! raised by one at each ejection while `n × base < max + base` and lowered
 //! by one for each interval the host has been back for a whole interval —
-//! lazily: the mark ([`mark`]) keeps the multiplier and the interval the
+//! lazily: the mark (the `mark` module) keeps the multiplier and the interval the
 //! last ejection ended in, and the next ejection subtracts. The span is the
 //! OPEN word's, so the breaker's own backoff is untouched;
 //! [`Outliers::ejection_time_of_breaker`] makes an ejection one more trip of

@@ -1,5 +1,5 @@
 //! A pool driven by interval counts instead of calls, for the trade-off
-//! harness (`examples/outlier_tradeoff.rs`): the real [`Pool`] — its
+//! harness (`examples/outlier_tradeoff.rs`): the real pool — its
 //! reports, sums, seals, figures, judgement, evidence, enforcement draw,
 //! cap and panic — and the breaker's ejection bookkeeping (the mark, the
 //! ejection time), with the calls themselves left out. Not part of the API.
