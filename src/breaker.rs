@@ -97,7 +97,7 @@ impl<C: Clock> Shared<C> {
         self.flags = self.flags.in_pool();
         self.pool_per_nanos = pool.per_nanos();
         self.pool = Some(pool);
-        self.pool_at = Storage::pool_at(self.config.shape, self.config.max_hint.is_some());
+        self.pool_at = Storage::pool_at(self.config.shape, self.config.remembers_hints);
         self
     }
 
@@ -168,7 +168,7 @@ impl<C: Clock> Breaker<C> {
             storage: Storage::new(
                 flags.counts_calls(),
                 shared.config.shape,
-                shared.config.max_hint.is_some(),
+                shared.config.remembers_hints,
                 flags.pooled(),
             ),
             id,
@@ -265,7 +265,6 @@ impl<C: Clock> Breaker<C> {
     /// clock.set_wall(UNIX_EPOCH + Duration::from_secs(784_111_777 - 90));
     /// let breaker = Breaker::builder()
     ///     .consecutive_failures(1)
-    ///     .hints()
     ///     .build_with_clock(clock)?;
     /// let hint = parse_retry_after(b"Sun, 06 Nov 1994 08:49:37 GMT")
     ///     .and_then(|hint| hint.delay(breaker.wall()));
@@ -358,24 +357,6 @@ impl<C: Clock> Breaker<C> {
                 Err(seen) => mark = seen,
             }
         }
-    }
-
-    /// The longest one open period of this breaker may last: its schedule's
-    /// cap, an upstream's hint up to `max_hint`, or its pool's longest
-    /// ejection (Envoy's ejection time is the pool's, not the schedule's).
-    /// A registry forgets an idle OPEN breaker only after this and its TTL.
-    pub(crate) fn longest_open_period(&self) -> Duration {
-        let config = &self.shared.config;
-        let mut longest = config.open_duration_cap();
-        if let Some(max) = config.max_hint {
-            longest = longest.max(max);
-        }
-        if let Some((pool, _)) = self.pool() {
-            if let Some((_, max)) = pool.rules().ejection {
-                longest = longest.max(Duration::from_nanos(max));
-            }
-        }
-        longest
     }
 
     /// Bytes this breaker occupies: the struct plus its window and counters on
@@ -672,12 +653,15 @@ impl<C: Clock> Breaker<C> {
     // ===== Verdicts =====
 
     /// A permit's verdict that came with an upstream's hint ("do not come
-    /// back for `hint`", from a `Retry-After` or a gRPC pushback): the hint
-    /// is remembered until it has elapsed, and the next trip — this
-    /// verdict's, or a later one's — opens for at least the hint, capped at
-    /// [`max_hint`](crate::Builder::max_hint). A hint never rejects a call
-    /// while the breaker is Closed. Without `max_hint` (hints off), this is
-    /// [`on_verdict`](Self::on_verdict).
+    /// back for `hint`", from a `Retry-After` or a gRPC pushback). If this
+    /// verdict trips the breaker (or fails its probe), the hint travels
+    /// with it to the trip, which opens for at least the hint, clamped to
+    /// [the schedule's step, [`max_hint`](crate::Builder::max_hint)]: no
+    /// memory is needed for that. With [`hints`](crate::Builder::hints) the
+    /// hint is also remembered until it has elapsed, and lengthens the next
+    /// trip if this verdict does not trip. A hint never rejects a call
+    /// while the breaker is Closed. Without a hint, or with hints off, this
+    /// is [`on_verdict`](Self::on_verdict).
     pub(crate) fn on_hinted_verdict(
         &self,
         ticket: Ticket,
@@ -685,20 +669,55 @@ impl<C: Clock> Breaker<C> {
         now: Nanos,
         hint: Option<Duration>,
     ) -> Option<Transition> {
-        if let Some(hint) = hint {
-            self.remember_hint(now, hint);
+        match self.taken_hint(hint) {
+            None => self.on_verdict(ticket, outcome, now),
+            Some(hint) => {
+                self.remember_hint(now, hint);
+                self.on_any_hinted_verdict(ticket, outcome, now, hint)
+            }
         }
-        self.on_verdict(ticket, outcome, now)
     }
 
-    /// Keeps an upstream's hint until `now + hint` (capped at `max_hint`):
-    /// the latest hint wins, even a shorter one.
+    /// A layer's verdict that came with the upstream's hint
+    /// ([`OwnedPermit::record_hinted_at_or_now`](crate::OwnedPermit)): as
+    /// [`on_hinted_verdict`](Self::on_hinted_verdict), and for a stream
+    /// (its head came) as [`on_ending`](Self::on_ending) judges it, slow if
+    /// its head was. Out of line, off the path of the verdicts without one.
+    #[cfg(feature = "tower")]
+    #[inline(never)]
+    pub(crate) fn on_layer_hint(
+        &self,
+        ticket: Ticket,
+        outcome: Outcome,
+        now: Nanos,
+        hint: Duration,
+    ) -> Option<Transition> {
+        if !ticket.is_answered() {
+            return self.on_hinted_verdict(ticket, outcome, now, Some(hint));
+        }
+        match self.taken_hint(Some(hint)) {
+            Some(hint) => {
+                self.remember_hint(now, hint);
+                self.on_hinted_ending(ticket, outcome.into(), now, hint)
+            }
+            None => self.on_ending(ticket, outcome.into(), now),
+        }
+    }
+
+    /// `hint`, unless hints are off.
+    #[inline]
+    pub(crate) fn taken_hint(&self, hint: Option<Duration>) -> Option<Duration> {
+        hint.filter(|_| self.shared.config.max_hint.is_some())
+    }
+
+    /// Keeps an upstream's hint until `now + hint` (capped at `max_hint`)
+    /// when the breaker remembers hints: the latest hint wins, even a
+    /// shorter one.
     pub(crate) fn remember_hint(&self, now: Nanos, hint: Duration) {
         let config = &self.shared.config;
         let (Some(max), Some(slot)) = (
             config.max_hint,
-            self.storage
-                .hint_slot(config.shape, config.max_hint.is_some()),
+            self.storage.hint_slot(config.shape, config.remembers_hints),
         ) else {
             return;
         };
@@ -712,10 +731,10 @@ impl<C: Clock> Breaker<C> {
     /// The remembered hint as read (its end, 0 when none), and what is
     /// left of it at `now`, if anything.
     fn remembered_hint(&self, now: Nanos) -> (u64, Option<Duration>) {
-        let Some(slot) = self.storage.hint_slot(
-            self.shared.config.shape,
-            self.shared.config.max_hint.is_some(),
-        ) else {
+        let Some(slot) = self
+            .storage
+            .hint_slot(self.shared.config.shape, self.shared.config.remembers_hints)
+        else {
             return (0, None);
         };
         // Relaxed: see `remember_hint`.
@@ -730,10 +749,8 @@ impl<C: Clock> Breaker<C> {
     /// store of 0 would lose it, having lengthened none).
     fn forget_hint(&self, until: u64) {
         if let (Some(slot), true) = (
-            self.storage.hint_slot(
-                self.shared.config.shape,
-                self.shared.config.max_hint.is_some(),
-            ),
+            self.storage
+                .hint_slot(self.shared.config.shape, self.shared.config.remembers_hints),
             until != 0,
         ) {
             // Relaxed: see `remember_hint`; a failed exchange means a newer hint.
@@ -837,6 +854,32 @@ impl<C: Clock> Breaker<C> {
         outcome: Outcome,
         now: Nanos,
     ) -> Option<Transition> {
+        self.any_verdict(ticket, outcome, now, None)
+    }
+
+    /// [`on_any_verdict`](Self::on_any_verdict) with the upstream's hint,
+    /// which a trip this verdict causes opens for: out of line, so the
+    /// verdicts without one keep their paths as they were.
+    #[inline(never)]
+    fn on_any_hinted_verdict(
+        &self,
+        ticket: Ticket,
+        outcome: Outcome,
+        now: Nanos,
+        hint: Duration,
+    ) -> Option<Transition> {
+        self.any_verdict(ticket, outcome, now, Some(hint))
+    }
+
+    /// The general verdict path, with the upstream's hint if any.
+    #[inline(always)]
+    fn any_verdict(
+        &self,
+        ticket: Ticket,
+        outcome: Outcome,
+        now: Nanos,
+        hint: Option<Duration>,
+    ) -> Option<Transition> {
         let slow = !matches!(outcome, Outcome::Ignored | Outcome::Neutral)
             && self.flags.times_calls()
             && self.shared.config.is_slow(ticket.start, now);
@@ -855,7 +898,10 @@ impl<C: Clock> Breaker<C> {
             }
             return None;
         }
-        self.settle(s, ticket.is_probe(), outcome.into(), slow, now)
+        match hint {
+            None => self.settle(s, ticket.is_probe(), outcome.into(), slow, now),
+            Some(hint) => self.settle_hinted(s, ticket.is_probe(), outcome.into(), slow, now, hint),
+        }
     }
 
     /// A verdict for the call counters and the outlier pool's tally, the
@@ -965,14 +1011,12 @@ impl<C: Clock> Breaker<C> {
         };
         let counts = self.window().counts(now);
         let span = rules.ejection_nanos(mark.times());
-        let t = self.trip(
-            s.generation(),
+        let why = Why {
             reason,
-            now,
-            counts,
-            s,
-            Decided::Outlier(span),
-        );
+            decided: Decided::Outlier(span),
+            hint: None,
+        };
+        let t = self.trip(s.generation(), why, now, counts, s);
         if t.is_some_and(|t| t.to == State::Open) {
             pool.enforced(rule);
             return t;
@@ -1058,6 +1102,32 @@ impl<C: Clock> Breaker<C> {
         verdict: Verdict,
         now: Nanos,
     ) -> Option<Transition> {
+        self.ending(ticket, verdict, now, None)
+    }
+
+    /// [`on_ending`](Self::on_ending) with the upstream's hint (a stream's
+    /// verdict that came with one), which a trip it causes opens for.
+    #[cfg(feature = "tower")]
+    #[inline(never)]
+    pub(crate) fn on_hinted_ending(
+        &self,
+        ticket: Ticket,
+        verdict: Verdict,
+        now: Nanos,
+        hint: Duration,
+    ) -> Option<Transition> {
+        self.ending(ticket, verdict, now, Some(hint))
+    }
+
+    /// How a call ended, with the upstream's hint if any.
+    #[inline(always)]
+    fn ending(
+        &self,
+        ticket: Ticket,
+        verdict: Verdict,
+        now: Nanos,
+        hint: Option<Duration>,
+    ) -> Option<Transition> {
         let slow = match verdict {
             Verdict::Ignored | Verdict::Neutral | Verdict::Dropped | Verdict::Unanswered => false,
             Verdict::AbandonedSlow => true,
@@ -1071,7 +1141,10 @@ impl<C: Clock> Breaker<C> {
         if s.generation() != ticket.generation() {
             return None;
         }
-        self.settle(s, ticket.is_probe(), verdict, slow, now)
+        match hint {
+            None => self.settle(s, ticket.is_probe(), verdict, slow, now),
+            Some(hint) => self.settle_hinted(s, ticket.is_probe(), verdict, slow, now, hint),
+        }
     }
 
     /// Every verdict but the cheapest: failures, runs to end, a first
@@ -1085,9 +1158,37 @@ impl<C: Clock> Breaker<C> {
         slow: bool,
         now: Nanos,
     ) -> Option<Transition> {
+        self.settle_with(s, probe, verdict, slow, now, None)
+    }
+
+    /// [`settle`](Self::settle) for a verdict that came with the
+    /// upstream's hint.
+    #[inline(never)]
+    fn settle_hinted(
+        &self,
+        s: Snapshot,
+        probe: bool,
+        verdict: Verdict,
+        slow: bool,
+        now: Nanos,
+        hint: Duration,
+    ) -> Option<Transition> {
+        self.settle_with(s, probe, verdict, slow, now, Some(hint))
+    }
+
+    #[inline(always)]
+    fn settle_with(
+        &self,
+        s: Snapshot,
+        probe: bool,
+        verdict: Verdict,
+        slow: bool,
+        now: Nanos,
+        hint: Option<Duration>,
+    ) -> Option<Transition> {
         match s.state() {
-            State::Closed | State::MetricsOnly => self.record_closed(s, verdict, slow, now),
-            State::HalfOpen if probe => self.record_probe(s, verdict, slow, now),
+            State::Closed | State::MetricsOnly => self.record_closed(s, verdict, slow, now, hint),
+            State::HalfOpen if probe => self.record_probe(s, verdict, slow, now, hint),
             _ => None,
         }
     }
@@ -1168,13 +1269,17 @@ impl<C: Clock> Breaker<C> {
     }
 
     /// A verdict in CLOSED (or MetricsOnly): the run of consecutive failures
-    /// ([`machine::closed_run`]), the window, and the trip conditions.
+    /// ([`machine::closed_run`]), the window, and the trip conditions; a
+    /// trip opens for the verdict's `hint`, if any. Inlined into each of
+    /// its two callers, so the one without a hint passes none.
+    #[inline(always)]
     fn record_closed(
         &self,
         s: Snapshot,
         verdict: Verdict,
         slow: bool,
         now: Nanos,
+        hint: Option<Duration>,
     ) -> Option<Transition> {
         let generation = s.generation();
         let counts_runs = self.flags.counts_runs();
@@ -1191,7 +1296,12 @@ impl<C: Clock> Breaker<C> {
             }
             let counts = self.window().counts(now);
             let decided = Decided::Unanswered(runs.unanswered());
-            return self.trip(generation, Reason::Unresponsive, now, counts, runs, decided);
+            let why = Why {
+                reason: Reason::Unresponsive,
+                decided,
+                hint,
+            };
+            return self.trip(generation, why, now, counts, runs);
         }
         if !verdict.counts() {
             return None;
@@ -1208,12 +1318,18 @@ impl<C: Clock> Breaker<C> {
             Reason::ConsecutiveFailures => Decided::Failures(runs.count()),
             _ => Decided::Window,
         };
-        self.trip(generation, reason, now, counts, runs, decided)
+        let why = Why {
+            reason,
+            decided,
+            hint,
+        };
+        self.trip(generation, why, now, counts, runs)
     }
 
     /// CLOSED → OPEN (or a shadow trip in MetricsOnly) for generation
-    /// `generation`, if the trip gate admits it and the run it was
-    /// `decided` on still holds: a success of the same generation that ended
+    /// `generation`, for [`Why`]'s reason, if the trip gate admits it and
+    /// the run it was `decided` on still holds (opening for the verdict's
+    /// hint or a remembered one, whichever is longer): a success of the same generation that ended
     /// the run between the count and the trip's CAS makes it moot (the
     /// consecutive failures or unanswered calls are no longer in a row).
     /// `runs` is the word the decision read: the transition reports its
@@ -1222,14 +1338,19 @@ impl<C: Clock> Breaker<C> {
     fn trip(
         &self,
         generation: u32,
-        reason: Reason,
+        why: Why,
         now: Nanos,
         counts: WindowCounts,
         runs: Snapshot,
-        decided: Decided,
     ) -> Option<Transition> {
+        let Why {
+            reason,
+            decided,
+            hint,
+        } = why;
         let config = &self.shared.config;
-        let (read, hint) = self.remembered_hint(now);
+        let (read, remembered) = self.remembered_hint(now);
+        let hint = hint.max(remembered);
         let u = self.through_gate(now, |s, counted| {
             let at = TripAt {
                 since: self.cell.since(s),
@@ -1280,17 +1401,20 @@ impl<C: Clock> Breaker<C> {
         Some(u)
     }
 
-    /// A probe's verdict ([`machine::probe_verdict`]).
+    /// A probe's verdict ([`machine::probe_verdict`]); a failed round
+    /// reopens for the verdict's `hint`, if any.
     fn record_probe(
         &self,
         s: Snapshot,
         verdict: Verdict,
         slow: bool,
         now: Nanos,
+        hint: Option<Duration>,
     ) -> Option<Transition> {
         let generation = s.generation();
         let config = &self.shared.config;
-        let (read, hint) = self.remembered_hint(now);
+        let (read, remembered) = self.remembered_hint(now);
+        let hint = hint.max(remembered);
         let u = self.cell.update_from(s, now, |s| {
             machine::probe_verdict(s, generation, verdict, slow, config, hint)
         });
@@ -1387,6 +1511,19 @@ impl<C: Clock> Breaker<C> {
     /// The jittered open duration of the OPEN state `s`.
     fn open_duration(&self, s: Snapshot) -> Duration {
         Duration::from_nanos(machine::open_nanos(s, &self.shared.config, self.seed()))
+    }
+
+    /// The open period a registry waits out, besides its TTL, before it
+    /// forgets an OPEN or HALF_OPEN breaker nobody asked for: an OPEN
+    /// breaker's own (its step, or the span a hint or a remote trip set),
+    /// else the schedule's cap.
+    pub(crate) fn unvisited_open_period(&self) -> Duration {
+        let s = self.cell.load();
+        if s.is_open() {
+            self.open_duration(s)
+        } else {
+            self.shared.config.open_duration_cap()
+        }
     }
 
     // ===== News from other replicas =====
@@ -1654,6 +1791,16 @@ impl<C: Clock> fmt::Debug for Breaker<C> {
             .field("storage", &self.storage)
             .finish_non_exhaustive()
     }
+}
+
+/// Why a trip from Closed happens: its reason, what it was decided on (so
+/// its CAS can check that it still holds), and the hint of the verdict
+/// that caused it, which the trip opens for.
+#[derive(Copy, Clone, Debug)]
+struct Why {
+    reason: Reason,
+    decided: Decided,
+    hint: Option<Duration>,
 }
 
 #[cfg(all(test, not(failfast_loom)))]

@@ -33,14 +33,16 @@ impl Breaker {
 /// range of the first bad one. Defaults: no trip condition (at least one is
 /// required), a count window of 100 calls when a rate is set without a
 /// window, `min_calls` 10 (or the count window's size if smaller), 1 half-open
-/// probe, an open duration of 30 s doubling per trip in a row up to 5 min with
-/// no jitter, a probe lease equal to the base open duration, no slow-call
-/// threshold, `abandoned_after` equal to the slow-call threshold (else the
-/// probe lease), the unanswered rule on for calls whose admission reads the
-/// clock (20 calls in a row, each held 250 ms or half the shorter of the
-/// slow-call threshold and `abandoned_after`: see
-/// [`unanswered`](Builder::unanswered)), no call counters. Durations are at
-/// most [`MAX_DURATION`].
+/// probe, an open duration of 1 s doubling per trip in a row up to 3 × the
+/// base (1, 2, 3 s; see [`open_duration`](Self::open_duration) for why) with
+/// no jitter, a probe lease equal to the base open duration but at least
+/// 30 s, no slow-call threshold, `abandoned_after` equal to the slow-call
+/// threshold (else the probe lease), the unanswered rule on for calls whose
+/// admission reads the clock (20 calls in a row, each held 250 ms or half the
+/// shorter of the slow-call threshold and `abandoned_after`: see
+/// [`unanswered`](Builder::unanswered)), no call counters, a tripping
+/// verdict's upstream hint taken (capped at 10 min) and no other remembered.
+/// Durations are at most [`MAX_DURATION`].
 ///
 /// ```
 /// use failfast::Breaker;
@@ -90,12 +92,24 @@ pub struct Builder {
     /// The half-open rate rule: `None` off; else its failure and slow-call
     /// rates, each `None` for the closed state's.
     half_open_rates: Option<(Option<f64>, Option<f64>)>,
-    max_hint: Option<Duration>,
+    /// Which upstream hints are taken, and their cap.
+    hints: Hints,
     /// The named outlier pool of a registry's key (see
     /// [`Builder::outlier_pool`]).
     outlier_pool: Option<std::sync::Arc<str>>,
 }
 
+/// The default base open duration ([`Builder::open_duration`]): 1 s.
+pub(crate) const DEFAULT_OPEN: Duration = Duration::from_secs(1);
+
+/// The default backoff ([`Builder::backoff`]): ×2 per trip in a row, up to
+/// this many times the base open duration (1, 2, 3 s by default).
+pub(crate) const DEFAULT_MULTIPLIER: f64 = 2.0;
+pub(crate) const DEFAULT_CAP_BASES: u32 = 3;
+
+/// The shortest default probe lease ([`Builder::probe_lease`]): 30 s, or
+/// the base open duration if longer.
+pub(crate) const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 /// How a builder was told about the unanswered rule.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub(crate) enum UnansweredKnob {
@@ -110,6 +124,19 @@ pub(crate) enum UnansweredKnob {
 
 /// The default [`Builder::max_hint`]: 10 minutes.
 pub(crate) const DEFAULT_MAX_HINT: Duration = Duration::from_secs(600);
+
+/// Which upstream hints a breaker takes.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Hints {
+    /// The default: the hint of a verdict that trips (or reopens) the
+    /// breaker, capped at [`DEFAULT_MAX_HINT`]; nothing is remembered.
+    Tripping,
+    /// `hints()` / `max_hint(d)`: every verdict's hint, remembered until it
+    /// elapses (a slot in the breaker's storage), capped at `d`.
+    Remembered(Duration),
+    /// `hints_off()`: none.
+    Off,
+}
 
 /// The longest open period a span holds: (2²³ − 1) units of 2²⁴ ns, 39 h.
 const MAX_HINT_LIMIT: Duration = Duration::from_secs(39 * 3600);
@@ -127,8 +154,8 @@ impl Default for Builder {
             probe_lease: None,
             abandoned_after: None,
             unanswered: UnansweredKnob::Default,
-            open_base: Duration::from_secs(30),
-            multiplier: 2.0,
+            open_base: DEFAULT_OPEN,
+            multiplier: DEFAULT_MULTIPLIER,
             cap: None,
             jitter: 0.0,
             backoff_off: false,
@@ -137,7 +164,7 @@ impl Default for Builder {
             id: None,
             ramp: None,
             half_open_rates: None,
-            max_hint: None,
+            hints: Hints::Tripping,
             outlier_pool: None,
         }
     }
@@ -166,7 +193,7 @@ impl fmt::Debug for Builder {
             .field("id", &self.id)
             .field("ramp", &self.ramp)
             .field("half_open_rates", &self.half_open_rates)
-            .field("max_hint", &self.max_hint)
+            .field("hints", &self.hints)
             .field("outlier_pool", &self.outlier_pool)
             .finish()
     }
@@ -394,37 +421,43 @@ impl Builder {
         self
     }
 
-    /// Take the upstream's hints ("do not come back for `d`": a 429's or
-    /// 503's `Retry-After`, a gRPC pushback, which the layers and the
+    /// Remember the upstream's hints ("do not come back for `d`": a 429's
+    /// or 503's `Retry-After`, a gRPC pushback, which the layers and the
     /// reqwest middleware pass on; see
-    /// [`Permit::record_hinted`](crate::Permit::record_hinted)), capped at
-    /// 10 minutes ([`max_hint`](Self::max_hint) sets the cap). Off by
-    /// default.
+    /// [`Permit::record_hinted`](crate::Permit::record_hinted)) of verdicts
+    /// that do not trip, capped at 10 minutes ([`max_hint`](Self::max_hint)
+    /// sets the cap).
     ///
-    /// A trip opens for at least the latest hint that has not elapsed
-    /// (capped), never shorter than the backoff schedule's period, with or
-    /// without [`backoff_off`](Self::backoff_off); the hint of a verdict
-    /// that does not trip is remembered until it elapses and lengthens the
-    /// next trip only. A hint never turns a call away while Closed. The
-    /// breaker keeps the remembered hint in one slot: 8 bytes in its
-    /// window's allocation, or a 32-byte allocation of its own for a
-    /// policy with no window and no counters (see
-    /// [`Breaker::memory_bytes`]). While a remembered hint runs, the breaker
-    /// is not [pristine](crate::Breaker::is_pristine_at): a registry keeps
-    /// it, so that its next trip still opens for the hint.
+    /// By default a breaker takes the hint of the verdict that trips it (or
+    /// fails its probe) and no other: that hint travels with the verdict
+    /// and costs no memory. With `hints()` a trip opens for at least the
+    /// latest hint that has not elapsed (capped), never shorter than the
+    /// backoff schedule's period, with or without
+    /// [`backoff_off`](Self::backoff_off): the hint of a verdict that does
+    /// not trip is remembered until it elapses and lengthens the next trip
+    /// only. A hint never turns a call away while Closed. The breaker keeps
+    /// the remembered hint in one slot: 8 bytes in its window's allocation,
+    /// or a 32-byte allocation of its own for a policy with no window and
+    /// no counters (see [`Breaker::memory_bytes`]). While a remembered hint
+    /// runs, the breaker is not [pristine](crate::Breaker::is_pristine_at):
+    /// a registry keeps it, so that its next trip still opens for the hint.
     ///
     /// ```
     /// use failfast::{Breaker, ManualClock, Nanos, Outcome};
     /// use std::time::Duration;
     ///
     /// let breaker = Breaker::builder()
-    ///     .consecutive_failures(1)
+    ///     .consecutive_failures(2)
     ///     .open_duration(Duration::from_secs(5))
     ///     .hints()
     ///     .build_with_clock(ManualClock::new())?;
     /// assert_eq!(breaker.config().max_hint(), Some(Duration::from_secs(600)));
+    /// assert!(breaker.config().remembers_hints());
+    /// // A 503 with `Retry-After: 120` that does not trip...
     /// let retry_after = Some(Duration::from_secs(120));
     /// breaker.try_acquire_at(Nanos::ZERO)?.record_hinted_at(Outcome::Failure, retry_after, Nanos::ZERO);
+    /// // ...lengthens the next trip, a failure with no hint.
+    /// breaker.try_acquire_at(Nanos::ZERO)?.failure_at(Nanos::ZERO);
     /// let rejected = breaker.try_acquire_at(Nanos::from_secs(20)).unwrap_err();
     /// assert!(rejected.retry_after() >= Some(Duration::from_secs(100)));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -437,7 +470,7 @@ impl Builder {
     /// for: above 0, up to 39 hours. A cap below the open duration makes
     /// hints change nothing.
     pub fn max_hint(mut self, max: Duration) -> Self {
-        self.max_hint = Some(max);
+        self.hints = Hints::Remembered(max);
         self
     }
 
@@ -470,16 +503,39 @@ impl Builder {
         self
     }
 
-    /// Take no hint from upstreams (the default): a verdict's hint is
-    /// ignored, and the breaker keeps no slot to remember one.
+    /// Take no hint from upstreams, not even a tripping verdict's (the
+    /// behaviour before hints were taken by default): every verdict's hint
+    /// is ignored, and the breaker keeps no slot to remember one.
+    ///
+    /// ```
+    /// use failfast::{Breaker, ManualClock, Nanos, Outcome};
+    /// use std::time::Duration;
+    ///
+    /// let trip_with_a_hint = |breaker: Breaker<ManualClock>| {
+    ///     let retry_after = Some(Duration::from_secs(120));
+    ///     let t = breaker.try_acquire_at(Nanos::ZERO).unwrap()
+    ///         .record_hinted_at(Outcome::Failure, retry_after, Nanos::ZERO);
+    ///     t.and_then(|t| t.open_for)
+    /// };
+    /// let builder = Breaker::builder().consecutive_failures(1).open_duration(Duration::from_secs(5));
+    /// // By default the tripping verdict's hint sets the open period...
+    /// let taken = trip_with_a_hint(builder.clone().build_with_clock(ManualClock::new())?);
+    /// assert!(taken >= Some(Duration::from_secs(120)));
+    /// // ...and with hints off the schedule alone does.
+    /// let off = trip_with_a_hint(builder.hints_off().build_with_clock(ManualClock::new())?);
+    /// assert_eq!(off, Some(Duration::from_secs(5)));
+    /// # Ok::<(), failfast::ConfigError>(())
+    /// ```
     pub fn hints_off(mut self) -> Self {
-        self.max_hint = None;
+        self.hints = Hints::Off;
         self
     }
 
     /// How long a half-open round may stay unresolved (a probe hung or was
     /// forgotten) before the next request starts a new round. Default: the base
-    /// open duration. Set it to your call timeout.
+    /// open duration, but at least 30 s (a probe slower than a short open
+    /// period must not be cut off: its success would come too late to
+    /// count). Set it to your call timeout.
     pub fn probe_lease(mut self, lease: Duration) -> Self {
         self.probe_lease = Some(lease);
         self
@@ -631,14 +687,75 @@ impl Builder {
         self
     }
 
-    /// The first open period (> 0).
+    /// The first open period (> 0, ≤ 1 day). Default: 1 s, doubling per
+    /// trip in a row up to 3 s (the default [`backoff`](Self::backoff) is
+    /// ×2 up to 3 × the base): 1, 2, 3, 3 … s.
+    ///
+    /// Why so short: one probe per open period is all an open breaker
+    /// sends, so a long period saves the sick host almost nothing and keeps
+    /// every caller of a recovered one waiting. Replayed on a
+    /// [`ManualClock`](crate::ManualClock) (`tests/incident_recovery.rs`:
+    /// 100 calls/s, callers that give up at 1 s, an upstream slow, hung,
+    /// answering 503 or refusing connections for 10 s to 30 min), this
+    /// schedule lets the first call through at most 4.0 s after the
+    /// upstream is back (3.0 s when it failed fast), and the sick host gets
+    /// at most 0.41 calls per second of the outage after the trip. The old
+    /// default, 30 s doubling up to 5 min, took 50–52 s after the measured
+    /// 40 s incident and up to 159 s after a 30 min one (nginx and HAProxy
+    /// took 4.9 s and 4.2 s in the real 40 s incident). The probe lease does
+    /// not follow the base below 30 s, so a probe that takes a few seconds
+    /// still closes the breaker.
+    ///
+    /// ```
+    /// use failfast::Breaker;
+    /// use std::time::Duration;
+    ///
+    /// let c = Breaker::builder().consecutive_failures(3).build_config()?;
+    /// let secs = |trips| c.open_duration(trips).as_secs();
+    /// assert_eq!([secs(1), secs(2), secs(3), secs(9)], [1, 2, 3, 3]);
+    /// assert_eq!(c.probe_lease(), Duration::from_secs(30));
+    /// // A base of your own keeps the shape: ×2 up to 3 × the base.
+    /// let c = Breaker::builder()
+    ///     .consecutive_failures(3)
+    ///     .open_duration(Duration::from_secs(10))
+    ///     .build_config()?;
+    /// assert_eq!(c.open_duration_cap(), Duration::from_secs(30));
+    /// # Ok::<(), failfast::ConfigError>(())
+    /// ```
     pub fn open_duration(mut self, base: Duration) -> Self {
         self.open_base = base;
         self
     }
 
+    /// [`open_duration`](Self::open_duration) and [`backoff`](Self::backoff)
+    /// in one call: `base`, × `multiplier` per trip in a row up to `cap`.
+    /// The schedule this crate used by default before its incident replay,
+    /// 30 s doubling up to 5 min, is
+    /// `open_schedule(Duration::from_secs(30), 2.0, Duration::from_secs(300))`.
+    ///
+    /// ```
+    /// use failfast::Breaker;
+    /// use std::time::Duration;
+    ///
+    /// let c = Breaker::builder()
+    ///     .consecutive_failures(3)
+    ///     .open_schedule(Duration::from_secs(30), 2.0, Duration::from_secs(300))
+    ///     .build_config()?;
+    /// let secs: Vec<u64> = (1..=6).map(|trips| c.open_duration(trips).as_secs()).collect();
+    /// assert_eq!(secs, [30, 60, 120, 240, 300, 300]);
+    /// # Ok::<(), failfast::ConfigError>(())
+    /// ```
+    pub fn open_schedule(self, base: Duration, multiplier: f64, cap: Duration) -> Self {
+        self.open_duration(base).backoff(multiplier, cap)
+    }
+
     /// Each trip in a row multiplies the open period by `multiplier` (1..=1000)
-    /// up to `cap` (≥ the base, ≤ 1 day). Default: ×2 up to 5 min.
+    /// up to `cap` (≥ the base, ≤ 1 day). Default: ×2 up to 3 × the base
+    /// (at most a day). The step stops counting at the first step that
+    /// opens for the cap (Envoy's ejection multiplier does), so each base
+    /// period of healthy time takes one step off and `cap step × base` of
+    /// health brings the period back to the base, however long the host
+    /// flapped before.
     pub fn backoff(mut self, multiplier: f64, cap: Duration) -> Self {
         self.multiplier = multiplier;
         self.cap = Some(cap);
@@ -845,7 +962,10 @@ impl Builder {
         let cap = match (self.cap, self.backoff_off) {
             (_, true) => self.open_base,
             (Some(cap), false) => cap,
-            (None, false) => self.open_base.max(Duration::from_secs(300)),
+            (None, false) => self
+                .open_base
+                .saturating_mul(DEFAULT_CAP_BASES)
+                .min(MAX_DURATION.max(self.open_base)),
         };
         if cap < self.open_base || cap > MAX_DURATION {
             return Err(ConfigError::new(
@@ -857,7 +977,9 @@ impl Builder {
         if !(self.jitter >= 0.0 && self.jitter < 1.0) {
             return Err(ConfigError::new("jitter", "[0, 1)", self.jitter));
         }
-        let probe_lease = self.probe_lease.unwrap_or(self.open_base);
+        let probe_lease = self
+            .probe_lease
+            .unwrap_or(self.open_base.max(DEFAULT_LEASE));
         if probe_lease.is_zero() || probe_lease > MAX_DURATION {
             return Err(ConfigError::new(
                 "probe_lease",
@@ -937,11 +1059,14 @@ impl Builder {
                 Some(RoundRule::new(self.probes, failure, slow))
             }
         };
-        if let Some(max) = self.max_hint {
-            if max.is_zero() || max > MAX_HINT_LIMIT {
+        let (max_hint, remembers_hints) = match self.hints {
+            Hints::Tripping => (Some(DEFAULT_MAX_HINT), false),
+            Hints::Remembered(max) if max.is_zero() || max > MAX_HINT_LIMIT => {
                 return Err(ConfigError::new("max_hint", "> 0 and ≤ 39 h", max));
             }
-        }
+            Hints::Remembered(max) => (Some(max), true),
+            Hints::Off => (None, false),
+        };
         Ok(Config {
             consecutive_failures: self.consecutive_failures,
             failure_rate,
@@ -968,7 +1093,8 @@ impl Builder {
                 && !self.count_calls,
             ramp,
             rule,
-            max_hint: self.max_hint,
+            max_hint,
+            remembers_hints,
             outlier_pool: self.outlier_pool.clone(),
         })
     }
@@ -1010,7 +1136,7 @@ pub(crate) struct Knobs {
     pub(crate) ramp: Option<(Duration, f64, f64)>,
     /// The half-open rate rule: `None` off; else its two rates as set.
     pub(crate) half_open_rates: Option<(Option<f64>, Option<f64>)>,
-    pub(crate) max_hint: Option<Duration>,
+    pub(crate) hints: Hints,
     pub(crate) outlier_pool: Option<std::sync::Arc<str>>,
 }
 
@@ -1041,7 +1167,7 @@ impl Builder {
             id: self.id,
             ramp: self.ramp,
             half_open_rates: self.half_open_rates,
-            max_hint: self.max_hint,
+            hints: self.hints,
             outlier_pool: self.outlier_pool.clone(),
         }
     }

@@ -449,14 +449,17 @@
 //!
 //! # Recovery
 //!
-//! Four ways a breaker comes back better than "one probe, then everyone"
-//! (issue 27), each costing the healthy path nothing. What each adds:
+//! Four ways a breaker comes back better than "one probe, then everyone",
+//! each costing the healthy path nothing, and a default schedule chosen by
+//! replaying a measured incident ([The default schedule](#the-default-schedule)).
+//! What each adds:
 //!
 //! | feature | per breaker | per configuration | request path outside it |
 //! |---|---|---|---|
 //! | ramp (slow start) | 0 bytes: a mode code of the word and the close's stamp | the curve: 128 steps × 4 bytes = 512 bytes | unchanged (the same one masked compare) |
 //! | half-open rate rule | 0 bytes: three 5-bit counts in the HalfOpen word | the two thresholds and their precomputed probe counts | unchanged |
-//! | upstream hints (`hints()`; off by default) | 0 when off; on, 8 bytes (one slot in the breaker's storage), or 32 bytes for a breaker that otherwise has no storage (the allocation's 24-byte header and the slot) | the cap | unchanged; a verdict with a hint stores one word |
+//! | a tripping verdict's upstream hint (on by default) | 0 bytes: the hint travels with the verdict to the trip it causes | the cap | unchanged; a hinted verdict takes its own out-of-line path |
+//! | remembered hints (`hints()`) | 8 bytes (one slot in the breaker's storage), or 32 bytes for a breaker that otherwise has no storage (the allocation's 24-byte header and the slot) | the cap | unchanged; a verdict with a hint stores one word |
 //! | decaying backoff | 0 bytes: the step stays in the word's `trips` field | — | unchanged; computed at the next trip |
 //!
 //! The breaker itself stays at 48 bytes; `tests/recovery_memory.rs` checks
@@ -511,21 +514,31 @@
 //! rules. A probe dropped early or ignored frees its slot and counts
 //! toward no rate; a probe still out when the lease ends counts as failed.
 //!
-//! **The hint slot.** A verdict recorded with an upstream's hint
-//! ([`Permit::record_hinted`](crate::Permit::record_hinted)) stores the
-//! instant the hint ends, capped at `max_hint`, in one `AtomicU64` of the
-//! breaker's storage, after the window's slots (0: none). The next trip —
-//! that verdict's or a later one's — reads it, opens for at least what is
-//! left of it (as the word's open span, 2²⁴-ns units up to 39 h, hence
-//! `max_hint`'s limit), and clears it: a hint lengthens one trip and never
+//! **A tripping verdict's hint.** A verdict recorded with an upstream's
+//! hint ([`Permit::record_hinted`](crate::Permit::record_hinted): the
+//! layers and the reqwest middleware pass a `Retry-After` or a gRPC
+//! pushback with every verdict but a success) takes its own path out of
+//! line, through the same update loop, carrying the hint to the trip
+//! decision: if this verdict trips the breaker (or fails its probe), the
+//! OPEN word holds `max(step, min(hint, max_hint))` as its open span
+//! (2²⁴-ns units up to 39 h, hence `max_hint`'s limit; 10 min by default).
+//! Nothing is stored, so this is on by default and costs no byte; a
+//! verdict without a hint keeps its path instruction for instruction.
+//! `hints_off()` takes none.
+//!
+//! **The hint slot** (`hints()`, `max_hint(d)`). A verdict's hint is also
+//! remembered: the instant it ends, capped at `max_hint`, goes to one
+//! `AtomicU64` of the breaker's storage, after the window's slots (0:
+//! none). The next trip — that verdict's or a later one's — reads it,
+//! opens for at least what is left of it (or of the tripping verdict's own
+//! hint, if longer), and clears it: a hint lengthens one trip and never
 //! rejects while Closed. The slot is read and written **Relaxed**: it is a
 //! value of its own, with no other memory to publish; two racing hints may
 //! land in either order, and either is the upstream's latest word. A
 //! breaker with no window and no counters has no storage; the slot then
-//! costs the allocation (24 bytes of header and the slot). Hints are off
-//! by default, so the slot is there only when asked for (`hints()`,
-//! `max_hint(d)`): a registry of consecutive-policy breakers keeps its
-//! bytes per host.
+//! costs the allocation (24 bytes of header and the slot). Remembering is
+//! off by default, so the slot is there only when asked for: a registry of
+//! consecutive-policy breakers keeps its bytes per host.
 //!
 //! **Decay, and what it means for eviction.** A close keeps the backoff
 //! step in the word's `trips` field. Nothing runs while the breaker is
@@ -533,8 +546,17 @@
 //! step less one for each base open duration of healthy time since (ramp
 //! included), then adds one (Envoy's decay of the ejection time); a
 //! snapshot's [`backoff_step`](crate::BreakerSnapshot::backoff_step) shows
-//! the same value at any instant. A host that flaps keeps its longer open
-//! periods; a host that stays healthy returns to the base. So **a breaker
+//! the same value at any instant. The step stops counting at the **cap
+//! step**, the first whose period is the cap (precomputed with the backoff
+//! table), as Envoy's multiplier stops at `max_ejection_time`: a step
+//! counted past it would open for the cap all the same, and decay would
+//! have to wear the uncounted steps off first (after 30 flaps on 10 s ×2
+//! up to 80 s, 80 s of health still opened for 80 s). So `cap step × base`
+//! of healthy time brings the period back to the base, however long the
+//! host flapped (`tests/recovery.rs`,
+//! `after_a_long_flap_cap_step_base_periods_of_health_bring_back_the_base`).
+//! A host that flaps keeps its longer open periods; a host that stays
+//! healthy returns to the base. So **a breaker
 //! with a step left is not pristine**:
 //! [`is_pristine_at`](crate::Breaker::is_pristine_at) waits for the step
 //! to decay to the base (and for the word to leave the ramp's code, which
@@ -544,7 +566,65 @@
 //! anyway. A Closed breaker idle past `forget_after` is evicted whatever it
 //! holds, its step included. An upstream's hint remembered from a verdict
 //! that did not trip is kept by the same rule: it would lengthen the next
-//! trip, so the breaker is not pristine until the hint has run out.
+//! trip, so the breaker is not pristine until the hint has run out. An OPEN
+//! one is kept for the TTL plus its own open period (its step, or the span
+//! a hint, an outlier ejection or another replica's news set), so a trip a `Retry-After: 600` holds open is not forgotten before
+//! the upstream asked to be called again.
+//!
+//! # The default schedule
+//!
+//! By default a breaker opens for **1 s, doubling per trip in a row up to
+//! 3 × the base: 1, 2, 3, 3 … s**, and its probe lease is the base but at
+//! least 30 s. One probe per open period is all an open breaker sends, so a
+//! long period spares the sick host almost nothing, while every caller of a
+//! host that has come back waits for the period's end. The old default, 30 s
+//! doubling up to 5 min, came out of no measurement; in a real 40 s slow
+//! incident the proxy example (10 s doubling) served its first 200 33 s
+//! after the upstream came back, nginx 4.9 s and HAProxy 4.2 s after
+//! (`shared/research/incident`). In 30 s incidents it had looked fastest,
+//! because its second probe happened to fall just after the return.
+//!
+//! The choice was made by replaying that incident on a
+//! [`ManualClock`](crate::ManualClock) (`tests/incident_recovery.rs`; the
+//! replay gives the measured 33.1 s for the proxy's schedule): callers send
+//! 100 calls/s, open loop, and give up after 1 s; the upstream is healthy
+//! (80 ms) for 5 s, then for 10 s to 30 min (every 0.1 s from 10 to 20 s, so
+//! every phase of a short period, every second to 2 min, then 5–30 min) it
+//! answers slowly (8 s), hangs, answers 503 in 1 ms or refuses connections;
+//! the breaker has the proxy example's trip conditions. The bar: the first
+//! fresh 200 within 5 s of the upstream's return, as nginx and HAProxy
+//! managed, and at most one call per second of the outage to the sick host
+//! after the trip (nginx with `fail_timeout=10s` sends one per 10 s). Each
+//! schedule's worst case over the lengths (`cargo test --test
+//! incident_recovery the_schedules_compared -- --nocapture` prints it; the
+//! test asserts the numbers quoted here):
+//!
+//! | schedule | longest wait after the return: slow or hung / failing fast | after the 40 s slow incident | calls/s of the outage to the sick host |
+//! |---|---:|---:|---:|
+//! | 30 s ×2 to 5 min (the old default) | 159.1 s / 150.2 s | 52.1 s | 0.03 |
+//! | 10 s ×2 to 5 min (the proxy example's) | 34.1 s / 30.1 s | 33.1 s | 0.10 |
+//! | 10 s, no backoff (nginx's `fail_timeout`) | 11.0 s / 9.9 s | 4.1 s | 0.10 |
+//! | 5 s, no backoff | 6.0 s / 4.9 s | 2.1 s | 0.18–0.20 |
+//! | 1 s ×2 to 4 s | 5.0 s / 4.0 s | 0.1 s | 0.33–0.36 |
+//! | 2 s, no backoff | 3.0 s / 2.0 s | 2.1 s | 0.36–0.50 |
+//! | **1 s ×2 to 3 s (the default)** | **4.0 s / 3.0 s** | 1.1 s | 0.34–0.41 |
+//!
+//! The old default's worst came after the 30 min incident, at its 5 min
+//! cap. Any period over about 4 s misses the bar on some length: the worst case
+//! is a probe sent just before the return to a host whose calls hang, given
+//! up on after the callers' 1 s, then one whole period. Of the schedules
+//! that meet it, the default starts at 1 s, so a blip of a second or two
+//! costs its callers about a second, and settles at 3 s, so a host that
+//! stays down gets one probe per 3–4 s (a third fewer than with 2 s
+//! fixed) for a second more of worst-case wait. The ramp stays off: it
+//! would keep turning callers away for its window after a recovery the
+//! probe already proved. A base set with
+//! [`open_duration`](crate::Builder::open_duration) keeps the shape (×2 up
+//! to 3 × that base); the old schedule is
+//! [`open_schedule(30 s, 2.0, 5 min)`](crate::Builder::open_schedule). The
+//! lease does not follow a short base below 30 s: a lease of 1 s would
+//! start a new round before a probe slower than 1 s answered, and such a
+//! host could never close its breaker.
 //!
 //! # Many breakers
 //!
@@ -558,7 +638,7 @@
 //! `Entry::begin_leaving`, modelled in `loom-tests/tests/registry*.rs`) and
 //! idle past the TTL, when it is pristine, or CLOSED with nothing newer than
 //! `forget_after` in its window, or OPEN/HALF_OPEN and idle past the TTL
-//! plus its longest open period — one shard at a time, by whoever wins the
+//! plus its open period — one shard at a time, by whoever wins the
 //! sweep CAS. A full registry sends new keys to one overflow breaker per
 //! shard. An entry keeps its key in the form
 //! [`Key`](crate::registry::Key) names: a sized key as itself, and `str` as

@@ -150,13 +150,15 @@ pub(crate) fn ramps_at(s: Snapshot, since: Nanos, now: Nanos, config: &Config) -
 /// The backoff step a trip from the Closed word `s` (closed at `since`)
 /// opens with at `now`: one past the step kept at the close, decayed by the
 /// healthy time since; a trip during the ramp is a failed recovery and
-/// takes the next step with no decay.
+/// takes the next step with no decay. Never past the cap step.
 pub(crate) fn trip_step(s: Snapshot, since: Nanos, now: Nanos, config: &Config) -> u32 {
     if ramps_at(s, since, now, config) {
-        return s.trips() + 1;
+        return config.backoff.next_step(s.trips());
     }
     let healthy = now.as_nanos().saturating_sub(since.as_nanos());
-    config.decayed_trips(s.trips(), healthy) + 1
+    config
+        .backoff
+        .next_step(config.decayed_trips(s.trips(), healthy))
 }
 
 /// The OPEN word a trip from `s` enters at backoff step `trips`, holding an
@@ -175,10 +177,11 @@ fn open_word(
     }
 }
 
-/// A HalfOpen round `s` that failed reopens: the next backoff step, the
-/// trip gate's slot kept, an upstream's hint as its span.
+/// A HalfOpen round `s` that failed reopens: the next backoff step (never
+/// past the cap step), the trip gate's slot kept, an upstream's hint as
+/// its span.
 fn reopen(s: Snapshot, config: &Config, hint: Option<core::time::Duration>) -> Snapshot {
-    open_word(s, s.trips() + 1, config, hint).with_counted(s.is_counted())
+    open_word(s, config.backoff.next_step(s.trips()), config, hint).with_counted(s.is_counted())
 }
 
 /// How long the OPEN state `s` lasts, in nanoseconds: a remote trip's span,
@@ -783,6 +786,20 @@ mod tests {
             assert_eq!((open.state(), open.trips(), r), (State::Open, 4, reason));
             assert!(open.is_counted(), "the gate's slot stays with the ejection");
         }
+        // Step 4 opens for the cap (60 s, `Config::for_tests`): a failed
+        // round there reopens for the cap and counts no further.
+        let at_cap = round_start(open(4));
+        let Next::Enter(reopened, _) = probe_verdict(
+            at_cap,
+            at_cap.generation(),
+            Verdict::Failure,
+            false,
+            &config(1),
+            None,
+        ) else {
+            panic!("reopens")
+        };
+        assert_eq!(reopened.trips(), 4);
     }
 
     #[test]
@@ -856,12 +873,12 @@ mod tests {
     #[test]
     fn a_trip_in_the_ramp_takes_the_next_step_and_a_later_one_decays_first() {
         let c = ramped(1);
-        let kept = Snapshot::INITIAL.with_trips(4);
+        let kept = Snapshot::INITIAL.with_trips(3);
         let ramping = kept.with_ramp();
-        // A base open period is 10 s (`Config::for_tests`).
+        // A base open period is 10 s, the cap (60 s) step 4 (`Config::for_tests`).
         assert_eq!(
             trip_step(ramping, secs(0), secs(127), &c),
-            5,
+            4,
             "a failed recovery"
         );
         assert_eq!(
@@ -871,11 +888,20 @@ mod tests {
         );
         assert_eq!(
             trip_step(kept, secs(0), secs(19), &c),
-            4,
+            3,
             "one period: one off"
         );
-        assert_eq!(trip_step(kept, secs(0), secs(9), &c), 5);
+        assert_eq!(trip_step(kept, secs(0), secs(9), &c), 4);
         assert_eq!(trip_step(Snapshot::INITIAL, secs(0), secs(0), &c), 1);
+        // At the cap step the step counts no further, ramping or not.
+        let at_cap = Snapshot::INITIAL.with_trips(4);
+        assert_eq!(trip_step(at_cap.with_ramp(), secs(0), secs(1), &c), 4);
+        assert_eq!(trip_step(at_cap, secs(0), secs(9), &c), 4);
+        assert_eq!(
+            trip_step(at_cap, secs(0), secs(40), &c),
+            1,
+            "cap step × base of health: back to the base"
+        );
     }
 
     #[test]

@@ -145,7 +145,8 @@ pub struct Transition {
     /// Trips in a row after the transition: the backoff step (the exponent
     /// of the open period), 0 when `to` is Closed. A trip from Closed
     /// continues from the step the last close kept, decayed by the healthy
-    /// time since (see [`BreakerSnapshot::backoff_step`]).
+    /// time since (see [`BreakerSnapshot::backoff_step`]). It stops
+    /// counting at the cap step, the first whose period is the cap.
     pub trips_in_a_row: u32,
     /// When `to` is Open: how long it stays open (jitter included).
     pub open_for: Option<Duration>,
@@ -219,11 +220,13 @@ pub struct BreakerSnapshot {
     /// Trips in a row (0 while Closed).
     pub trips_in_a_row: u32,
     /// The backoff step: the exponent of the next open period. While Open
-    /// or HalfOpen, the trips in a row. A close keeps it, and healthy time
+    /// or HalfOpen, the trips in a row, which stop at the cap step (the
+    /// first whose period is the cap). A close keeps it, and healthy time
     /// decays it: one step off per base open duration since the close,
     /// ramp included (Envoy's decay of the ejection time), so a host that
     /// flaps keeps its longer open periods and a steady one returns to the
-    /// base. A trip from Closed opens at this step plus one.
+    /// base, `cap step × base` after the close at the latest. A trip from
+    /// Closed opens at this step plus one (at most the cap step).
     pub backoff_step: u32,
     /// While ramping up after a recovery ([`Builder::ramp`](crate::Builder::ramp)):
     /// the share of calls admitted now, in (0, 1]; `None` otherwise.

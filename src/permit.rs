@@ -228,13 +228,17 @@ impl<C: Clock, B: Deref<Target = Breaker<C>>> OwnedPermit<C, B> {
     /// the classifiers of `failfast::http`, feature `http`, read them, and
     /// [`failfast::hint`](crate::hint) parses them).
     ///
-    /// With hints on ([`Builder::hints`](crate::Builder::hints); off by
-    /// default, when this is [`record`](Self::record)), the next trip —
-    /// this verdict's, or a later one's while the hint has not elapsed —
-    /// opens for at least the hint, capped at
-    /// [`Builder::max_hint`](crate::Builder::max_hint), and a rejection
-    /// reports that time in [`Rejected::retry_after`]. The latest hint
-    /// wins. A hint never turns a call away while the breaker is Closed.
+    /// If this verdict trips the breaker (or fails its probe), the trip
+    /// opens for at least the hint, clamped to [the backoff schedule's
+    /// period, 10 minutes] ([`Builder::max_hint`](crate::Builder::max_hint)
+    /// sets the cap), and a rejection reports that time in
+    /// [`Rejected::retry_after`]: the hint travels with the verdict, and
+    /// costs no memory. With [`Builder::hints`](crate::Builder::hints), a
+    /// hint that does not trip is remembered, and the next trip — a later
+    /// verdict's, while the hint has not elapsed — opens for it too; the
+    /// latest hint wins. With [`Builder::hints_off`](crate::Builder::hints_off)
+    /// this is [`record`](Self::record). A hint never turns a call away
+    /// while the breaker is Closed.
     ///
     /// ```
     /// use failfast::{Breaker, ManualClock, Nanos, Outcome};
@@ -243,7 +247,7 @@ impl<C: Clock, B: Deref<Target = Breaker<C>>> OwnedPermit<C, B> {
     /// let breaker = Breaker::builder()
     ///     .consecutive_failures(2)
     ///     .open_duration(Duration::from_secs(5))
-    ///     .hints() // off by default
+    ///     .hints() // remember hints that do not trip
     ///     .build_with_clock(ManualClock::new())?;
     /// let at = Nanos::ZERO;
     /// // A 503 with `Retry-After: 120` does not trip on its own...
@@ -318,6 +322,7 @@ impl<C: Clock, B: Deref<Target = Breaker<C>>> OwnedPermit<C, B> {
     /// [`record_hinted`](Self::record_hinted)): a layer's verdict, whose
     /// transition reaches the breaker's hooks like any other.
     #[cfg(feature = "tower")]
+    #[inline]
     pub(crate) fn record_hinted_at_or_now(
         mut self,
         outcome: Outcome,
@@ -331,9 +336,8 @@ impl<C: Clock, B: Deref<Target = Breaker<C>>> OwnedPermit<C, B> {
         };
         self.done = true;
         if let Some(hint) = hint {
-            self.breaker.remember_hint(now, hint);
-        }
-        if self.ticket.is_answered() {
+            let _ = self.breaker.on_layer_hint(self.ticket, outcome, now, hint);
+        } else if self.ticket.is_answered() {
             // A stream: slow if its head was (`on_ending`), not by its length.
             let _ = self.breaker.on_ending(self.ticket, outcome.into(), now);
         } else {

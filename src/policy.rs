@@ -201,6 +201,11 @@ pub(crate) struct Backoff {
     /// never decided in line (its start is never `< since + 0`), so the
     /// inline path has no jitter test and no hash.
     inline: [u64; 64],
+    /// The cap step: the first step whose period is the schedule's longest
+    /// (the cap, or the last the 6-bit step reaches). The step stops
+    /// counting there, as Envoy's ejection multiplier does, so health
+    /// brings it back to the base in `cap_step` base periods.
+    cap_step: u32,
 }
 
 impl Backoff {
@@ -215,6 +220,9 @@ impl Backoff {
         }
         table[0] = table[1];
         let jitter_scaled = (jitter * 4_294_967_296.0) as u64;
+        let cap_step = (1..=63u32)
+            .find(|&k| table[k as usize] == table[63])
+            .unwrap_or(63);
         Backoff {
             base,
             multiplier,
@@ -223,7 +231,22 @@ impl Backoff {
             jitter_scaled,
             table,
             inline: if jitter_scaled == 0 { table } else { [0; 64] },
+            cap_step,
         }
+    }
+
+    /// The step after `trips`: one more, up to the cap step (pure). A trip
+    /// past the cap opens for the cap and counts no further, so the decay
+    /// has no uncounted steps to wear off.
+    #[inline]
+    pub(crate) fn next_step(&self, trips: u32) -> u32 {
+        (trips + 1).min(self.cap_step)
+    }
+
+    /// The first step that opens for the schedule's longest period.
+    #[cfg(test)]
+    pub(crate) fn cap_step(&self) -> u32 {
+        self.cap_step
     }
 
     /// The un-jittered open duration after `trips` trips in a row (1 = first trip).
@@ -332,7 +355,7 @@ impl Unanswered {
 /// let config = breaker.config();
 /// assert_eq!(config.failure_rate(), Some(0.5));
 /// assert_eq!(config.min_calls(), 10);
-/// assert_eq!(config.open_duration(1), Duration::from_secs(30)); // the default base
+/// assert_eq!(config.open_duration(1), Duration::from_secs(1)); // the default base
 /// ```
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -372,6 +395,10 @@ pub struct Config {
     /// The longest open period an upstream's hint may ask for; `None`:
     /// hints are not taken.
     pub(crate) max_hint: Option<Duration>,
+    /// The hint of a verdict that does not trip is remembered for the next
+    /// trip, in a slot of the breaker's storage (`hints()`, `max_hint(d)`);
+    /// else only a tripping verdict's own hint counts, and costs nothing.
+    pub(crate) remembers_hints: bool,
     /// The named outlier pool ([`Builder::outlier_pool`](crate::Builder::outlier_pool)).
     pub(crate) outlier_pool: Option<std::sync::Arc<str>>,
 }
@@ -479,9 +506,18 @@ impl Config {
     }
 
     /// The longest open period an upstream's hint may ask for, or `None`
-    /// when hints are not taken (see [`Builder::max_hint`](crate::Builder::max_hint)).
+    /// when hints are not taken ([`Builder::hints_off`](crate::Builder::hints_off)).
+    /// 10 minutes by default, when only a tripping verdict's hint is taken
+    /// (see [`Builder::max_hint`](crate::Builder::max_hint)).
     pub fn max_hint(&self) -> Option<Duration> {
         self.max_hint
+    }
+
+    /// Whether the hints of verdicts that do not trip are remembered for
+    /// the next trip ([`Builder::hints`](crate::Builder::hints)); by
+    /// default only the tripping verdict's own hint is taken.
+    pub fn remembers_hints(&self) -> bool {
+        self.remembers_hints
     }
 
     /// The named outlier pool, if one was set
@@ -492,8 +528,9 @@ impl Config {
 
     /// The open period a trip at backoff step `trips` opens for, given an
     /// upstream's hint (pure): at least the schedule's, and at least the
-    /// hint capped at `max_hint`. `None` when the schedule's is as long
-    /// (the trip keeps its plain, in-line period).
+    /// hint capped at `max_hint` — the hint clamped to [the step,
+    /// `max_hint`]. `None` when the schedule's is as long (the trip keeps
+    /// its plain, in-line period) or hints are off.
     pub(crate) fn hinted_nanos(&self, hint: Option<Duration>, trips: u32) -> Option<u64> {
         let max = self.max_hint?;
         let hint = hint?.min(max);
@@ -739,6 +776,7 @@ impl Config {
             ramp: None,
             rule: None,
             max_hint: Some(Duration::from_secs(600)),
+            remembers_hints: true,
             outlier_pool: None,
         }
     }
@@ -913,6 +951,29 @@ mod tests {
     }
 
     #[test]
+    fn the_step_stops_counting_at_the_first_step_that_opens_for_the_cap() {
+        let b = Backoff::new(Duration::from_secs(10), 2.0, Duration::from_secs(80), 0.0);
+        assert_eq!(b.cap_step(), 4, "10, 20, 40, 80 s");
+        let steps: Vec<u32> = (0..8).map(|t| b.next_step(t)).collect();
+        assert_eq!(steps, [1, 2, 3, 4, 4, 4, 4, 4]);
+        assert_eq!(b.next_step(63), 4, "a step past the cap comes back to it");
+        // A cap off the doubling series: the first step it cuts.
+        let b = Backoff::new(Duration::from_secs(1), 2.0, Duration::from_secs(3), 0.0);
+        assert_eq!((b.cap_step(), b.step(3).as_secs()), (3, 3));
+        // No backoff: the base is the cap.
+        let b = Backoff::new(Duration::from_secs(5), 1.0, Duration::from_secs(60), 0.0);
+        assert_eq!((b.cap_step(), b.next_step(9)), (1, 1));
+        // A schedule still growing at step 63 counts to 63, the word's limit.
+        let b = Backoff::new(
+            Duration::from_millis(1),
+            1.01,
+            Duration::from_secs(86_400),
+            0.0,
+        );
+        assert_eq!(b.cap_step(), 63);
+    }
+
+    #[test]
     fn jitter_stays_in_range_and_is_deterministic() {
         let b = Backoff::new(Duration::from_secs(10), 1.0, Duration::from_secs(10), 0.5);
         let mut seen = std::collections::HashSet::new();
@@ -959,6 +1020,18 @@ mod proptests {
                 prop_assert!(b.step(trips) >= b.step(trips - 1), "trips {}", trips);
                 prop_assert!(b.step(trips) <= b.cap, "trips {}", trips);
             }
+        }
+
+        /// The step counts up to the cap step and no further; the cap step
+        /// is the first whose period is the schedule's longest.
+        #[test]
+        fn the_step_counts_to_the_cap_step_only(b in backoff(), trips in 0u32..=70) {
+            let cap = b.cap_step();
+            prop_assert!((1..=63).contains(&cap));
+            prop_assert_eq!(b.step(cap), b.step(63));
+            prop_assert!(cap == 1 || b.step(cap - 1) < b.step(cap));
+            prop_assert_eq!(b.next_step(trips), (trips + 1).min(cap));
+            prop_assert_eq!(b.step(b.next_step(trips)), b.step(trips + 1).min(b.step(cap)));
         }
 
         /// The jittered duration is in `(step·(1 − jitter), step]` (exactly the

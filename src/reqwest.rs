@@ -29,8 +29,9 @@
 //!   or an HTTP-date, resolved on the breaker's clock,
 //!   [`Clock::wall`]) goes with a verdict other than a
 //!   success ([`Permit::record_hinted`](crate::Permit::record_hinted)): a
-//!   trip it causes, or the next one while it lasts, opens for at least
-//!   that long. A bad one is ignored and counted ([`hint`](crate::hint)).
+//!   trip it causes opens for at least that long (by default; with
+//!   [`Builder::hints`](crate::Builder::hints), the next trip too while
+//!   it lasts). A bad one is ignored and counted ([`hint`](crate::hint)).
 //! - **Cancellation.** The permit is taken at a clock reading and lives in
 //!   the request's future, as in the tower layers: a future dropped before
 //!   it resolves (a `tokio::time::timeout` around the call, a caller that

@@ -43,8 +43,8 @@
 //!   anything else fails the test. A panic unwinding through a probe, and a
 //!   classifier's panic in `call_with`, reopen the breaker and count once.
 //! * **No overflow.** The test runs in a debug build, where any arithmetic
-//!   overflow panics; the trips in a row reach their 6-bit ceiling (63) in
-//!   long outages, open periods their one-day cap (`backoff_at_the_cap`),
+//!   overflow panics; the trips in a row reach their cap step (and count no
+//!   further) in long outages, open periods their one-day cap (`backoff_at_the_cap`),
 //!   the clock passes 2⁶² ns, and every snapshot stays within its fields'
 //!   bounds and its window.
 //! * **Conservation.** When every permit has ended, every admitted call
@@ -177,7 +177,7 @@ fn logical_callers_on_every_policy() {
     let seed = support::seed();
     let per_spec = support::cycles().div_ceil(SPECS.len() as u64);
     let mut reasons = Vec::new();
-    let mut at_ceiling = 0;
+    let mut at_cap = 0;
     for (i, spec) in SPECS.iter().enumerate() {
         let started = Instant::now();
         let (chain, tally) = logical::run(spec, seed, i as u64 + 1, per_spec);
@@ -213,13 +213,13 @@ fn logical_callers_on_every_policy() {
             assert!(chain.longest_open.as_secs_f64() >= 0.95 * day, "{chain:?}");
         }
         reasons.extend(chain.reasons);
-        at_ceiling += chain.at_trip_ceiling;
+        at_cap += chain.at_cap_step;
     }
     if per_spec >= 1_000 {
         for r in MACHINE_REASONS {
             assert!(reasons.contains(&r), "{r:?} never happened");
         }
-        assert!(at_ceiling > 0, "the trips in a row never reached 63");
+        assert!(at_cap > 0, "the trips in a row never reached a cap step");
     }
 }
 

@@ -326,8 +326,20 @@ fn valid_edge_values_are_accepted() {
     assert_eq!(c.open_duration_base(), Duration::from_nanos(1));
     assert_eq!(
         c.probe_lease(),
-        Duration::from_nanos(1),
-        "lease defaults to the base"
+        Duration::from_secs(30),
+        "lease defaults to the base, at least 30 s"
+    );
+    assert_eq!(
+        c.open_duration_cap(),
+        Duration::from_nanos(3),
+        "3 × the base"
+    );
+    let c = accepted(valid().open_duration(MAX_DURATION));
+    assert_eq!(c.probe_lease(), MAX_DURATION, "lease defaults to the base");
+    assert_eq!(
+        c.open_duration_cap(),
+        MAX_DURATION,
+        "3 × the base, at most a day"
     );
     let c = accepted(valid().probe_lease(Duration::from_nanos(1)));
     assert_eq!(c.probe_lease(), Duration::from_nanos(1));
@@ -361,11 +373,15 @@ fn valid_edge_values_are_accepted() {
 fn defaults_are_the_documented_ones() {
     let c = accepted(valid());
     assert_eq!(c.half_open_probes(), 1);
-    assert_eq!(c.open_duration_base(), Duration::from_secs(30));
-    assert_eq!(c.open_duration(2), Duration::from_secs(60));
-    assert_eq!(c.open_duration_cap(), Duration::from_secs(300));
-    assert_eq!(c.open_duration(10), Duration::from_secs(300));
+    // 1 s, 2 s, then 3 s (`tests/incident_recovery.rs` has the measurement).
+    assert_eq!(c.open_duration_base(), Duration::from_secs(1));
+    assert_eq!(c.open_duration(2), Duration::from_secs(2));
+    assert_eq!(c.open_duration_cap(), Duration::from_secs(3));
+    assert_eq!(c.open_duration(3), Duration::from_secs(3));
+    assert_eq!(c.open_duration(10), Duration::from_secs(3));
     assert_eq!(c.probe_lease(), Duration::from_secs(30));
+    assert_eq!(c.max_hint(), Some(Duration::from_secs(600)));
+    assert!(!c.remembers_hints());
     assert_eq!(c.jitter(), 0.0);
     assert!(!c.counts_calls());
     assert_eq!(c.window(), WindowKind::None);
@@ -577,10 +593,14 @@ fn recovery_settings_at_their_edges() {
         "half_open_slow_call_rate",
     );
 
-    // Hints: off by default; `hints()` caps them at 10 min; a cap above 0
-    // and at most 39 h; off is no cap at all.
+    // Hints: a tripping verdict's by default, capped at 10 min; `hints()`
+    // remembers them, capped at 10 min; a cap above 0 and at most 39 h;
+    // off is no cap at all.
     let hours = |h: u64| Duration::from_secs(h * 3600);
-    assert_eq!(accepted(valid()).max_hint(), None);
+    assert_eq!(accepted(valid()).max_hint(), Some(Duration::from_secs(600)));
+    assert!(!accepted(valid()).remembers_hints());
+    assert!(accepted(valid().hints()).remembers_hints());
+    assert!(!accepted(valid().hints().hints_off()).remembers_hints());
     assert_eq!(
         accepted(valid().hints()).max_hint(),
         Some(Duration::from_secs(600))

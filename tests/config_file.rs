@@ -1097,10 +1097,13 @@ fn recovery_settings_survive_a_round_trip_through_toml() {
             .half_open_probes(10)
             .half_open_rate_rule(),
     );
-    // Hints: off (the default, left out), on, and each end of the cap's range.
-    let (config, text) = round_trip(&base().hints_off());
+    // Hints: a tripping verdict's (the default, left out), off, remembered,
+    // and each end of the cap's range.
+    let (config, text) = round_trip(&base());
     assert_eq!(config.max_hint, None);
     assert!(!text.contains("max_hint"), "{text}");
+    let (config, _) = round_trip(&base().hints_off());
+    assert_eq!(config.max_hint.as_deref(), Some("off"));
     let (config, _) = round_trip(&base().hints());
     assert_eq!(config.max_hint.as_deref(), Some("10m"));
     let (config, _) = round_trip(&base().max_hint(secs(39 * 3600)));
@@ -1129,12 +1132,13 @@ fn each_recovery_field_of_a_file_reaches_the_built_config() {
             .and_then(|b| b.build_config())
             .unwrap_or_else(|e| panic!("{text}: {e}"))
     };
-    // Left out: no ramp, no rule, no hints.
+    // Left out: no ramp, no rule, a tripping verdict's hint up to 10 min.
     let c = built("");
     assert_eq!(
         (c.ramp(), c.half_open_rates(), c.max_hint()),
-        (None, None, None)
+        (None, None, Some(secs(600)))
     );
+    assert!(!c.remembers_hints());
 
     assert_eq!(
         built("ramp = { window = \"45s\" }").ramp(),
@@ -1165,6 +1169,7 @@ fn each_recovery_field_of_a_file_reaches_the_built_config() {
         Some((0.1, Some(0.4)))
     );
     assert_eq!(built("max_hint = \"90s\"").max_hint(), Some(secs(90)));
+    assert!(built("max_hint = \"90s\"").remembers_hints());
     assert_eq!(built("max_hint = \"off\"").max_hint(), None);
 
     // The same settings by the builder, knob for knob.

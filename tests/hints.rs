@@ -357,3 +357,102 @@ async fn the_keyed_layer_hints_each_hosts_breaker() {
     assert!(about(wait(&a), 120), "{:?}", wait(&a));
     assert!(about(wait(&b), 5), "{:?}", wait(&b));
 }
+
+/// A breaker with every setting at its default but its trip condition (no
+/// `hints()`): the hint of the verdict that trips travels with it.
+fn default_breaker(clock: &ManualClock) -> Arc<Breaker<ManualClock>> {
+    Arc::new(
+        Breaker::builder()
+            .consecutive_failures(1)
+            .build_with_clock(clock.clone())
+            .unwrap(),
+    )
+}
+
+/// As the README's layers are written, with the default breaker: a
+/// tripping 503's `Retry-After` and a tripping gRPC pushback (at the head
+/// and in the trailers) set the open period, and the keyed layer's
+/// per-host breakers take their own hosts' hints. A hint that does not
+/// trip is not remembered by default.
+#[tokio::test]
+async fn by_default_the_tripping_verdicts_hint_sets_the_open_period() {
+    let clock = ManualClock::new();
+    let breaker = default_breaker(&clock);
+    let mut svc = FailFastLayer::new(breaker.clone())
+        .classify(HttpClassifier::new())
+        .layer(upstream(vec![answer(503, &[("retry-after", "120")])]));
+    assert_eq!(call(&mut svc).await.status(), 503);
+    assert!(about(open_for(&breaker), 120), "{:?}", open_for(&breaker));
+
+    let head = [
+        GRPC,
+        ("grpc-status", "14"),
+        ("grpc-retry-pushback-ms", "30000"),
+    ];
+    let breaker = default_breaker(&clock);
+    let mut at_head = FailFastLayer::new(breaker.clone())
+        .classify(GrpcClassifier::new())
+        .layer(upstream(vec![answer(200, &head)]));
+    call(&mut at_head).await;
+    assert!(about(open_for(&breaker), 30), "{:?}", open_for(&breaker));
+
+    let breaker = default_breaker(&clock);
+    let mut unavailable = answer(200, &[GRPC]);
+    unavailable.trailers = &[("grpc-status", "14"), ("grpc-retry-pushback-ms", "45000")];
+    let mut at_end = FailFastLayer::new(breaker.clone())
+        .classify_at_end(GrpcClassifier::new())
+        .layer(upstream(vec![unavailable]));
+    call(&mut at_end).await.into_body().collect().await.unwrap();
+    assert!(about(open_for(&breaker), 45), "{:?}", open_for(&breaker));
+
+    let registry = Arc::new(
+        Registry::<HostKey>::builder(Breaker::builder().consecutive_failures(1))
+            .build_with_clock(clock.clone())
+            .unwrap(),
+    );
+    let mut keyed = KeyedLayer::new(registry.clone())
+        .classify(HttpClassifier::new())
+        .layer(upstream(vec![
+            answer(503, &[("retry-after", "120")]),
+            answer(503, &[]),
+        ]));
+    for host in ["a.example", "b.example"] {
+        let request = http::Request::builder()
+            .uri(format!("http://{host}/"))
+            .body(())
+            .unwrap();
+        keyed.ready().await.unwrap().call(request).await.unwrap();
+    }
+    let wait = |host: &str| {
+        let h = registry.handle(host);
+        h.try_acquire().err().and_then(|r| r.retry_after())
+    };
+    assert!(
+        about(wait("a.example:80"), 120),
+        "{:?}",
+        wait("a.example:80")
+    );
+    let step = registry.handle("b.example:80").config().open_duration(1);
+    assert_eq!(
+        wait("b.example:80"),
+        Some(step),
+        "no hint: the schedule's step"
+    );
+
+    // A hint that does not trip is not remembered by default.
+    let breaker = Arc::new(
+        Breaker::builder()
+            .consecutive_failures(2)
+            .build_with_clock(clock.clone())
+            .unwrap(),
+    );
+    let mut svc = FailFastLayer::new(breaker.clone())
+        .classify(HttpClassifier::new())
+        .layer(upstream(vec![
+            answer(503, &[("retry-after", "60")]),
+            answer(500, &[]),
+        ]));
+    call(&mut svc).await;
+    call(&mut svc).await;
+    assert_eq!(open_for(&breaker), Some(breaker.config().open_duration(1)));
+}

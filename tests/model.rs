@@ -13,14 +13,15 @@
 //! window, failure rate, slow-call rate, all combined, defaults, one to three
 //! probes, a probe lease, backoff multiplier and cap, jitter, call counters,
 //! and the recovery settings of issue 27: a ramp (slow start), the half-open
-//! rate rule (with up to 31 probes), upstream hints (off by default, `hints()`,
-//! `max_hint`, `hints_off()`).
+//! rate rule (with up to 31 probes), upstream hints (a tripping verdict's by
+//! default, remembered with `hints()` and `max_hint`, none with `hints_off()`).
 //!
 //! # Recovery (issue 27)
 //!
 //! * **Decay.** A close keeps the backoff step; a trip from Closed opens at
 //!   one past it, less one step per base open duration of healthy time since
-//!   the close. A transition into Closed reports 0 trips in a row; the
+//!   the close. The step counts no further than the cap step (the first
+//!   whose period is the cap). A transition into Closed reports 0 trips in a row; the
 //!   snapshot's `backoff_step` is the decayed step; `is_pristine_at` needs it
 //!   back at 0.
 //! * **The ramp.** A round that closes with a ramp configured admits a share
@@ -43,13 +44,16 @@
 //!   lease's end the probes still out count as failures: if that fails the
 //!   round, the admission reopens it (`ProbeAbandoned`, turned away `Open`
 //!   for the new period), else a new round starts.
-//! * **Hints.** `record_hinted_at` remembers `now + min(hint, max_hint)`
-//!   (the latest wins, stale verdicts too). A trip from Closed, or a probe's
-//!   verdict that fails the round, opens for what is left of it when that is
-//!   longer than the schedule's step, held as whole 2²⁴ ns units rounded up
-//!   (exact, no jitter), and forgets it either way. The lease's reopen under
-//!   the rule reads no hint. A breaker with a hint still running is not
-//!   pristine (`is_pristine_at`).
+//! * **Hints.** With hints remembered (`hints()`, `max_hint`),
+//!   `record_hinted_at` remembers `now + min(hint, max_hint)` (the latest
+//!   wins, stale verdicts too). A trip from Closed, or a probe's verdict
+//!   that fails the round, opens for what is left of the remembered hint or
+//!   of the verdict's own (by default the only one taken, capped at 10
+//!   min), whichever is longer, when that is longer than the schedule's
+//!   step, held as whole 2²⁴ ns units rounded up (exact, no jitter), and
+//!   forgets the remembered one either way. The lease's reopen under the
+//!   rule reads no hint. With `hints_off()` no hint counts. A breaker with a
+//!   remembered hint still running is not pristine (`is_pristine_at`).
 //!
 //! # Open durations and jitter
 //!
@@ -178,7 +182,7 @@ struct Spec {
     /// `abandoned_after` and the slow-call threshold).
     unanswered: UnansweredSpec,
     base_ms: u64,
-    /// `backoff(multiplier, base × cap_factor)`, or the default (2, max(base, 300 s)).
+    /// `backoff(multiplier, base × cap_factor)`, or the default (2, 3 × base).
     backoff: Option<(Multiplier, u64)>,
     jitter: f64,
     id: u32,
@@ -213,9 +217,10 @@ enum UnansweredSpec {
 /// How the builder is told about upstream hints.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum HintSpec {
-    /// Not set: hints off (the default).
+    /// Not set: a tripping verdict's hint only, capped at 10 minutes (the
+    /// default).
     Unset,
-    /// `hints()`: on, `max_hint` 10 minutes.
+    /// `hints()`: remembered, `max_hint` 10 minutes.
     On,
     /// `max_hint(ms)`.
     Max(u64),
@@ -505,6 +510,11 @@ struct Policy {
     rule: Option<RoundRule>,
     /// The longest open period a hint may ask for; `None`: hints off.
     max_hint: Option<Duration>,
+    /// Hints of verdicts that do not trip are remembered (`hints()`,
+    /// `max_hint`); else only a tripping verdict's own counts.
+    remembers_hints: bool,
+    /// The first backoff step that opens for the cap.
+    cap_step: u32,
 }
 
 /// The ramp's curve as `Builder::ramp_curve` documents it (Envoy's
@@ -633,9 +643,9 @@ impl Policy {
         let base_ns = u128::from(s.base_ms * MS);
         let (multiplier, cap_ns) = match s.backoff {
             Some((m, factor)) => (m, base_ns * u128::from(factor)),
-            None => (Multiplier(2, 1), base_ns.max(300_000 * u128::from(MS))),
+            None => (Multiplier(2, 1), base_ns * 3),
         };
-        let lease = Duration::from_millis(s.lease_ms.unwrap_or(s.base_ms));
+        let lease = Duration::from_millis(s.lease_ms.unwrap_or(s.base_ms.max(30_000)));
         let abandoned_after = match (s.abandoned_after_ms, s.slow_threshold_ms) {
             (Some(a), _) | (None, Some(a)) => Duration::from_millis(a),
             (None, None) => lease,
@@ -682,11 +692,22 @@ impl Policy {
                 )
             }),
             max_hint: match s.hints {
-                HintSpec::On => Some(Duration::from_secs(600)),
+                HintSpec::On | HintSpec::Unset => Some(Duration::from_secs(600)),
                 HintSpec::Max(ms) => Some(Duration::from_millis(ms)),
-                HintSpec::Unset | HintSpec::Off => None,
+                HintSpec::Off => None,
             },
+            remembers_hints: matches!(s.hints, HintSpec::On | HintSpec::Max(_)),
+            cap_step: 0,
         }
+        .with_cap_step()
+    }
+
+    /// The first step whose period is the schedule's longest: the step
+    /// counts no further.
+    fn with_cap_step(mut self) -> Policy {
+        let longest = self.step(63);
+        self.cap_step = (1..=63).find(|&k| self.step(k) == longest).unwrap_or(63);
+        self
     }
 
     /// The un-jittered open duration after `trips` trips in a row:
@@ -813,6 +834,9 @@ struct Model {
     turn: u32,
     /// The remembered hint: the instant it ends (`Nanos::ZERO`: none).
     hint_until: Nanos,
+    /// The hint of the verdict being recorded: the instant it ends
+    /// (`Nanos::ZERO`: none), for the trip that verdict may cause.
+    own_hint_until: Nanos,
     /// When the current state (or probe round) began.
     since: Nanos,
     /// How long the current Open period lasts (jitter included).
@@ -838,6 +862,7 @@ impl Model {
             ramping: false,
             turn: 0,
             hint_until: Nanos::ZERO,
+            own_hint_until: Nanos::ZERO,
             since: Nanos::ZERO,
             open_for: Duration::ZERO,
             calls: Vec::new(),
@@ -924,7 +949,8 @@ impl Model {
     /// than the schedule's step, clamped to `max_hint` and held as whole
     /// 2²⁴ ns units (rounded up); and forgets the hint either way.
     fn trip_open(&mut self, reason: Reason, now: Nanos, window: WindowCounts) -> Expected {
-        let hint = (self.hint_until > now).then(|| self.hint_until.saturating_duration_since(now));
+        let until = self.hint_until.max(self.own_hint_until);
+        let hint = (until > now).then(|| until.saturating_duration_since(now));
         self.hint_until = Nanos::ZERO;
         let mut e = self.enter(State::Open, reason, now, window);
         let step = self.p.step(self.trips);
@@ -940,12 +966,22 @@ impl Model {
         e
     }
 
-    /// An upstream's hint with a verdict at `now`: remembered until
-    /// `now + min(hint, max_hint)`, the latest winning (hints on only).
-    fn remember_hint(&mut self, hint: Duration, now: Nanos) {
+    /// An upstream's hint with a verdict at `now`, before the verdict:
+    /// the verdict's own until `now + min(hint, max_hint)` (hints not off),
+    /// and remembered as long when the policy remembers hints, the latest
+    /// winning.
+    fn hinted(&mut self, hint: Duration, now: Nanos) {
         if let Some(max) = self.p.max_hint {
-            self.hint_until = now + hint.min(max);
+            self.own_hint_until = now + hint.min(max);
+            if self.p.remembers_hints {
+                self.hint_until = self.own_hint_until;
+            }
         }
+    }
+
+    /// The verdict that came with a hint is recorded: its own hint is gone.
+    fn hinted_done(&mut self) {
+        self.own_hint_until = Nanos::ZERO;
     }
 
     /// Whether the breaker ramps at `now`: closed by a round with a ramp,
@@ -997,7 +1033,7 @@ impl Model {
     /// The step a trip from Closed at `now` opens at: one past the backoff
     /// step; a trip during the ramp is a failed recovery (no decay).
     fn trip_step(&self, now: Nanos) -> u32 {
-        (self.backoff_step(now) + 1).min(63)
+        (self.backoff_step(now) + 1).min(self.p.cap_step)
     }
 
     /// The backoff step at `now` while Closed: the step the close kept,
@@ -1089,7 +1125,7 @@ impl Model {
                         if rule.decide(self.p.probes, answered + out, failed, self.slow)
                             == Some(false)
                         {
-                            self.trips = (self.trips + 1).min(63);
+                            self.trips = (self.trips + 1).min(self.p.cap_step);
                             let z = WindowCounts::default();
                             let t = self.enter(State::Open, Reason::ProbeAbandoned, now, z);
                             self.counters.rejected += 1;
@@ -1347,7 +1383,7 @@ impl Model {
         };
         match decided {
             Err(reason) => {
-                self.trips = (self.trips + 1).min(63);
+                self.trips = (self.trips + 1).min(self.p.cap_step);
                 Some(self.trip_open(reason, now, z))
             }
             Ok(()) => {
@@ -1748,8 +1784,9 @@ impl Pair {
                 };
                 self.end_call(ticket, took);
                 let real = permit.record_hinted_at(outcome, Some(hint), self.now);
-                self.model.remember_hint(hint, self.now);
+                self.model.hinted(hint, self.now);
                 let expected = self.model.verdict(ticket, outcome, self.now);
+                self.model.hinted_done();
                 (Returned::Transition(real), expected)
             }
             Op::Drop(which, took) | Op::Panic(which, took) => {

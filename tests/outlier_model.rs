@@ -267,7 +267,8 @@ impl Spec {
         let b = Breaker::builder()
             .consecutive_failures(consecutive)
             .open_duration(ticks(open))
-            .backoff_off();
+            .backoff_off()
+            .probe_lease(ticks(open));
         if self.timed {
             b.slow_call_threshold(ticks(SLOW))
         } else {

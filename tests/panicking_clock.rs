@@ -141,7 +141,8 @@ fn a_clock_that_panics_in_a_probes_success_loses_it_until_the_lease_ends() {
         // A success's fast path marks the permit done before the breaker
         // reads the clock (so an observer's panic can never count a verdict
         // twice): the clock's panic loses the verdict, and the probe's slot
-        // stays taken until the probe lease (default: the open duration).
+        // stays taken until the probe lease (default: the open duration,
+        // at least 30 s).
         must_panic(|| {
             probe.success();
         });
@@ -151,7 +152,7 @@ fn a_clock_that_panics_in_a_probes_success_loses_it_until_the_lease_ends() {
             breaker.try_acquire().is_err(),
             "slow = {slow}: the slot is held"
         );
-        clock.time.advance(OPEN);
+        clock.time.advance(breaker.config().probe_lease());
         let next = breaker.try_acquire();
         assert!(next.is_ok(), "slow = {slow}: a new round after the lease");
         next.unwrap().success();

@@ -289,8 +289,8 @@ fn probes_still_out_when_the_lease_ends_count_as_failures() {
         }
         let hung: Vec<_> = probes.collect();
         assert_eq!(hung.len(), out);
-        // The lease (the open duration, 10 s) ends with `out` probes out.
-        let late = at + OPEN;
+        // The lease (the default: 30 s) ends with `out` probes out.
+        let late = at + b.config().probe_lease();
         let next = b.try_acquire_at(late);
         if reopens {
             let rejected = next.expect_err("five failures of ten: the round reopens");
@@ -486,17 +486,104 @@ fn hints_work_with_backoff_off_and_not_at_all_when_off() {
         .record_hinted_at(f, hint, Nanos::ZERO);
     assert!(open_for(&b, Nanos::ZERO) >= Duration::from_secs(90));
 
-    let b = hinted(&clock, Builder::new()); // hints are off by default
+    let b = hinted(&clock, Builder::new().hints_off());
     b.try_acquire_at(Nanos::ZERO)
         .unwrap()
         .failure_at(Nanos::ZERO);
     b.try_acquire_at(Nanos::ZERO)
         .unwrap()
         .record_hinted_at(f, hint, Nanos::ZERO);
-    assert_eq!(open_for(&b, Nanos::ZERO), OPEN);
+    assert_eq!(open_for(&b, Nanos::ZERO), OPEN, "a tripping hint, off");
     assert_eq!(b.config().max_hint(), None);
     let off = Builder::new().hints().hints_off().consecutive_failures(1);
     assert_eq!(off.build_config().unwrap().max_hint(), None);
+}
+
+// ===== A tripping verdict's own hint, by default =====
+
+/// With every setting at its default but the trip condition, the hint of
+/// the verdict that trips sets the open period's floor, clamped to [the
+/// schedule's step, 10 min], and a hint that does not trip is not
+/// remembered (that costs a slot: `hints()`).
+#[test]
+fn by_default_a_tripping_verdicts_hint_sets_the_open_period_within_the_step_and_10_min() {
+    let f = failfast::Outcome::Failure;
+    let step = Builder::new()
+        .consecutive_failures(1)
+        .build_config()
+        .unwrap()
+        .open_duration(1);
+    for (hint, expected) in [
+        (Duration::from_secs(120), Duration::from_secs(120)),
+        (Duration::from_secs(3600), Duration::from_secs(600)), // 10 min
+        (Duration::from_millis(10), step),                     // the step
+    ] {
+        let b = Breaker::builder()
+            .consecutive_failures(1)
+            .build_with_clock(ManualClock::new())
+            .unwrap();
+        let t = b
+            .try_acquire_at(Nanos::ZERO)
+            .unwrap()
+            .record_hinted_at(f, Some(hint), Nanos::ZERO)
+            .expect("trips");
+        let open = t.open_for.expect("open");
+        assert!(
+            open >= expected && open < expected + Duration::from_millis(17),
+            "hint {hint:?}: open {open:?}"
+        );
+        let rejected = b.try_acquire_at(Nanos::from_millis(500)).unwrap_err();
+        assert_eq!(
+            rejected.retry_after(),
+            Some(open - Duration::from_millis(500))
+        );
+        // No slot: the default breaker's memory is that of a breaker that
+        // takes no hint.
+        let off = Breaker::builder()
+            .consecutive_failures(1)
+            .hints_off()
+            .build()
+            .unwrap();
+        assert_eq!(b.memory_bytes(), off.memory_bytes());
+    }
+    // A probe that fails with a hint reopens for it, too.
+    let b = Breaker::builder()
+        .consecutive_failures(1)
+        .build_with_clock(ManualClock::new())
+        .unwrap();
+    trip_at(&b, Nanos::ZERO);
+    let probe_at = Nanos::ZERO + step;
+    let t = b
+        .try_acquire_at(probe_at)
+        .unwrap()
+        .record_hinted_at(f, Some(Duration::from_secs(200)), probe_at)
+        .expect("reopens");
+    assert_eq!((t.from, t.to), (State::HalfOpen, State::Open));
+    assert!(t.open_for.unwrap() >= Duration::from_secs(200));
+}
+
+/// The default takes no hint that does not trip: the next trip opens for
+/// the schedule alone.
+#[test]
+fn by_default_a_hint_that_does_not_trip_is_not_remembered() {
+    let f = failfast::Outcome::Failure;
+    let b = Breaker::builder()
+        .consecutive_failures(2)
+        .build_with_clock(ManualClock::new())
+        .unwrap();
+    assert!(!b.config().remembers_hints());
+    b.try_acquire_at(Nanos::ZERO).unwrap().record_hinted_at(
+        f,
+        Some(Duration::from_secs(120)),
+        Nanos::ZERO,
+    );
+    assert_eq!(b.state(), State::Closed);
+    let t = b
+        .try_acquire_at(Nanos::ZERO)
+        .unwrap()
+        .failure_at(Nanos::ZERO)
+        .expect("the second failure trips");
+    assert_eq!(t.open_for, Some(b.config().open_duration(1)));
 }
 
 #[test]
@@ -675,4 +762,86 @@ fn over_an_hour_a_flapping_host_keeps_long_open_periods_and_a_steady_one_returns
     );
     trip_at(&steady, later);
     assert_eq!(open_for(&steady, later), OPEN, "back to the base");
+}
+
+/// The first backoff step that opens for the cap.
+fn cap_step(b: &Breaker<ManualClock>) -> u32 {
+    let c = b.config();
+    (1..=63)
+        .find(|&k| c.open_duration(k) == c.open_duration_cap())
+        .expect("a schedule reaches its cap")
+}
+
+/// A long flap, on the default schedule and on 10 s ×2 up to 80 s: the host
+/// trips again the moment each probe closes it, 30 times. The step stops at
+/// the cap's (Envoy's multiplier does), so `cap step × base` of health
+/// brings the open period back to the base; a step that had counted on to
+/// 30 would still open for the cap after twice that.
+#[test]
+fn after_a_long_flap_cap_step_base_periods_of_health_bring_back_the_base() {
+    for builder in [
+        Breaker::builder().consecutive_failures(1),
+        Breaker::builder()
+            .consecutive_failures(1)
+            .open_duration(Duration::from_secs(10))
+            .backoff(2.0, Duration::from_secs(80)),
+    ] {
+        let make = || {
+            builder
+                .clone()
+                .build_with_clock(ManualClock::new())
+                .unwrap()
+        };
+        let b = make();
+        let (cap, base) = (cap_step(&b), b.config().open_duration_base());
+        let mut close = Nanos::ZERO;
+        for flap in 1..=30u32 {
+            close = trip_and_recover(&b, close);
+            assert_eq!(
+                b.snapshot_at(close).backoff_step,
+                flap.min(cap),
+                "flap {flap}"
+            );
+        }
+        let schedule = b.config();
+        assert_eq!(schedule.open_duration(cap), schedule.open_duration_cap());
+        // One base period short of cap step × base: one step above the base.
+        let trip = |healthy: u32| {
+            let b = make();
+            let mut close = Nanos::ZERO;
+            for _ in 0..30 {
+                close = trip_and_recover(&b, close);
+            }
+            let at = close + base * healthy;
+            trip_at(&b, at);
+            open_for(&b, at)
+        };
+        assert_eq!(trip(cap - 1), schedule.open_duration(2));
+        assert_eq!(trip(cap), base, "{cap} base periods of health");
+        assert_eq!(trip(2 * cap), base);
+    }
+}
+
+/// The default open period is short (1 s), the default probe lease is not
+/// (30 s): a probe that takes 2.5 s to answer, as a healthy but slow
+/// upstream does, closes the breaker; a lease as short as the period would
+/// supersede its round before it answered, and no probe slower than 1 s
+/// could ever close it.
+#[test]
+fn under_the_default_schedule_a_probe_slower_than_the_open_period_closes_the_breaker() {
+    let b = Breaker::builder()
+        .consecutive_failures(1)
+        .build_with_clock(ManualClock::new())
+        .unwrap();
+    trip_at(&b, Nanos::ZERO);
+    let at = Nanos::ZERO + b.config().open_duration(1);
+    let probe = b.try_acquire_at(at).expect("the probe");
+    for waited in [500, 1_000, 2_000] {
+        let later = at + Duration::from_millis(waited);
+        let rejected = b.try_acquire_at(later).unwrap_err();
+        assert_eq!(rejected.reason(), RejectReason::HalfOpenFull, "{waited} ms");
+    }
+    let answered = at + Duration::from_millis(2_500);
+    let t = probe.success_at(answered).expect("closes");
+    assert_eq!((t.to, t.reason), (State::Closed, Reason::ProbesSucceeded));
 }

@@ -1,8 +1,9 @@
 //! What each recovery feature of issue 27 adds to a breaker's memory, as
 //! the design notes state it (`failfast::docs`, "Recovery"): the ramp, the
-//! half-open rate rule and the decaying backoff nothing per breaker; the
-//! hints one 8-byte slot in the breaker's storage, or a 32-byte allocation
-//! for a breaker that otherwise has none; and when a recovered breaker is
+//! half-open rate rule, the decaying backoff and a tripping verdict's hint
+//! (taken by default) nothing per breaker; remembered hints (`hints()`) one
+//! 8-byte slot in the breaker's storage, or a 32-byte allocation for a
+//! breaker that otherwise has none; and when a recovered breaker is
 //! pristine again.
 
 use std::time::Duration;
@@ -22,6 +23,7 @@ fn a_breaker_is_48_bytes_and_the_consecutive_policy_has_no_heap_by_default() {
     assert_eq!(std::mem::size_of::<Breaker<QuantaClock>>(), 48);
     assert_eq!(std::mem::size_of::<Breaker<ManualClock>>(), 48);
     let plain = || Breaker::builder().consecutive_failures(5);
+    // A tripping verdict's hint, taken by default, travels with the verdict.
     assert_eq!(bytes(plain()), 48);
     assert_eq!(bytes(plain().hints().hints_off()), 48);
     // The ramp and the rate rule add nothing to it.

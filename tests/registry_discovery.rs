@@ -177,17 +177,17 @@ fn insert_with_overrides_pins_and_names_the_key_in_errors() {
 }
 
 #[test]
-fn failures_older_than_forget_after_are_forgotten_open_ones_after_ttl_plus_cap() {
+fn failures_older_than_forget_after_are_forgotten_open_ones_after_ttl_plus_their_period() {
     let clock = ManualClock::new();
     let registry: Reg<u64> =
-        Registry::builder(consecutive(3).backoff(2.0, Duration::from_secs(600)))
+        Registry::builder(consecutive(3).open_duration(Duration::from_secs(600)))
             .idle_ttl(Duration::from_secs(60))
             .forget_after(Duration::from_secs(3600))
             .shards(1)
             .build_with_clock(clock.clone())
             .unwrap();
     registry.handle(&1).try_acquire().unwrap().failure(); // a failure in the window
-    trip(&registry.handle(&2)); // open, cap 600 s
+    trip(&registry.handle(&2)); // open for 600 s
     let busy = registry.handle(&3);
     trip(&busy);
     drop(busy);
@@ -202,7 +202,7 @@ fn failures_older_than_forget_after_are_forgotten_open_ones_after_ttl_plus_cap()
     );
     clock.advance(Duration::from_secs(62));
     drop(registry.handle(&3));
-    assert_eq!(registry.sweep(1), 1, "2: idle past TTL + cap");
+    assert_eq!(registry.sweep(1), 1, "2: idle past TTL + its open period");
     assert_eq!(registry.with(&1, |b| b.state()), State::Closed);
     assert!(registry.with(&1, |b| !b.is_pristine_at(failfast::Clock::now(&clock))));
     // (that lookup stamped 1 again)
@@ -216,6 +216,37 @@ fn failures_older_than_forget_after_are_forgotten_open_ones_after_ttl_plus_cap()
     assert_eq!(registry.len(), 1);
     assert_eq!(registry.with(&3, |b| b.state()), State::Open);
     assert_eq!(registry.evicted(), 2);
+}
+
+/// An OPEN breaker is kept for the TTL plus its own open period: a trip on
+/// the schedule's step is forgotten soon after, one an upstream's hint
+/// (`Retry-After: 600`, taken by default) holds open is kept as long as
+/// the hint asks, so a fresh breaker does not call the upstream early.
+#[test]
+fn an_open_breaker_is_kept_for_the_ttl_plus_its_own_period_a_hinted_one_too() {
+    let clock = ManualClock::new();
+    let registry: Reg<u64> = Registry::builder(Breaker::builder().consecutive_failures(1))
+        .idle_ttl(Duration::from_secs(60))
+        .shards(1)
+        .build_with_clock(clock.clone())
+        .unwrap();
+    let step = registry.handle(&1);
+    step.try_acquire().unwrap().failure();
+    let hinted = registry.handle(&2);
+    hinted
+        .try_acquire()
+        .unwrap()
+        .record_hinted(failfast::Outcome::Failure, Some(Duration::from_secs(600)));
+    assert_eq!((step.state(), hinted.state()), (State::Open, State::Open));
+    drop((step, hinted));
+    let base = Breaker::builder().consecutive_failures(1).build_config();
+    let base = base.unwrap().open_duration(1);
+    clock.advance(Duration::from_secs(60) + base + Duration::from_secs(1));
+    assert_eq!(registry.sweep(1), 1, "1: idle past the TTL + its 1 s");
+    assert_eq!(registry.len(), 1, "2: not yet");
+    clock.advance(Duration::from_secs(600));
+    assert_eq!(registry.sweep(1), 1, "2: idle past the TTL + its hint");
+    assert!(registry.is_empty());
 }
 
 #[test]

@@ -213,6 +213,7 @@ fn a_remembered_hint_keeps_its_breaker_until_it_runs_out() {
         0,
         "idle past the TTL, with 50 s of a hint left: kept"
     );
+    clock.advance(Duration::from_secs(50)); // the handle's release stamps the clock's time
     let host = r.handle_at(&1, idle);
     for _ in 0..2 {
         host.try_acquire_at(idle).unwrap().failure_at(idle);
@@ -224,11 +225,17 @@ fn a_remembered_hint_keeps_its_breaker_until_it_runs_out() {
     );
     drop(host);
     assert_eq!(
-        r.sweep_at(1, Nanos::from_secs(101)),
+        r.sweep_at(1, Nanos::from_millis(100_500)),
         1,
-        "the other key, once its hint has run out"
+        "the other key, once its hint has run out; the first is OPEN for the hint's rest"
     );
     assert_eq!(r.len(), 1);
+    assert_eq!(
+        r.sweep_at(1, Nanos::from_secs(50 + 50 + 2)),
+        1,
+        "the first once its open period and the TTL are over"
+    );
+    assert!(r.is_empty());
 }
 
 #[test]
@@ -290,9 +297,8 @@ fn an_ejected_host_is_kept_while_its_ejection_runs() {
     let mut kept = Vec::new();
     r.for_each_snapshot(|k, snap| kept.push((*k, snap.outlier_ejection.is_some())));
     assert_eq!(kept, [(0, true)], "still ejected");
-    // The rule waits out the longest ejection the pool may give (Envoy's
-    // 300 s) and the TTL.
-    assert_eq!(r.sweep_at(1, Nanos::from_secs(20 + 300)), 0);
-    assert_eq!(r.sweep_at(1, Nanos::from_secs(20 + 300 + 2)), 1);
+    // The rule waits out the ejection's own span (30 s) and the TTL.
+    assert_eq!(r.sweep_at(1, Nanos::from_secs(20 + 30)), 0);
+    assert_eq!(r.sweep_at(1, Nanos::from_secs(20 + 30 + 2)), 1);
     assert!(r.is_empty());
 }

@@ -52,11 +52,11 @@
 //!   the bounds.
 //! * **Eviction by information** (the registry's module docs): no handle
 //!   held; CLOSED and idle past `forget_after`, or past the TTL and
-//!   pristine; OPEN/HALF_OPEN and idle past the TTL plus the breaker's own
-//!   longest open period (its backoff cap, its `max_hint` when hints may
-//!   hold it open longer, its pool's longest ejection: [`kept_past_ttl`],
-//!   the one place that knows the rule); never a manual mode or a pinned
-//!   key.
+//!   pristine; OPEN and idle past the TTL plus its own open period (its
+//!   step, or the span a hint or an outlier ejection set: learned from the
+//!   breaker in the act that opened it), HALF_OPEN past the TTL plus the
+//!   backoff cap ([`kept_past_ttl`], the one place that knows the rule);
+//!   never a manual mode or a pinned key.
 //!   Idle time restarts on a lookup and when a handle is released.
 //! * **Pristine**, decided by the model from what the breaker shows, not by
 //!   asking [`Breaker::is_pristine_at`] (which the registry asks): CLOSED,
@@ -76,7 +76,7 @@
 //!   end of each OPEN period (`retry_after`) and checks, at every eviction
 //!   it predicts, that the period is over; a forced open is a manual mode
 //!   and never goes. This check does not use the eviction rule: if a change
-//!   lets something open a breaker for longer than [`longest_open`] says,
+//!   lets something open a breaker for longer than [`kept_past_ttl`] says,
 //!   the model fails here, on the registry's rule and its own alike. (It
 //!   found that an ejection for Envoy's time, the pool's and not the
 //!   breaker's schedule, was cut short this way.)
@@ -147,11 +147,10 @@
 //!
 //! It catches deliberate bugs of the catalogue (`loom-tests/bugs/`):
 //! `retain-keeps-slots`, `totals-skip-overflow`,
-//! `totals-skip-pressure-evictions`, `sweep-ignores-hint-span` (the only
-//! test that does) and `sweep-ignores-ejection-span`. It found two bugs in
-//! the code: a remembered hint did not keep its breaker, and the sweep cut
-//! short an ejection for Envoy's time (which `sweep-ignores-ejection-span`
-//! puts back).
+//! `totals-skip-pressure-evictions` and `registry-forgets-by-the-cap`. It
+//! found two bugs in the code: a remembered hint did not keep its breaker,
+//! and the sweep cut short an ejection for Envoy's time (a registry now
+//! waits out an OPEN breaker's own period, whatever set it).
 //!
 //! # Running
 //!
@@ -230,13 +229,6 @@ fn whole_ticks(d: Duration) -> u64 {
 // ---------------------------------------------------------------------------
 // The defaults the model depends on: read from the crate, here only
 // ---------------------------------------------------------------------------
-
-/// The default ejection time of a pool, `(base, max)` (Envoy's).
-fn default_ejection_time() -> (Duration, Duration) {
-    Outliers::new()
-        .get_ejection_time()
-        .expect("ejections follow Envoy's schedule by default")
-}
 
 /// `hints()`'s cap on a hint (the crate's default `max_hint`).
 fn default_max_hint() -> Duration {
@@ -371,37 +363,21 @@ impl BreakerSpec {
     }
 }
 
-/// The longest open period a breaker of `spec` may be held in: the
-/// backoff's cap, the hint cap when hints may hold it open longer, or its
-/// pool's longest ejection (`ejection`; Envoy's ejection time is the
-/// pool's, not the breaker's schedule).
-fn longest_open(spec: &BreakerSpec, ejection: Option<Duration>) -> Duration {
-    [Some(spec.cap()), spec.max_hint(), ejection]
-        .into_iter()
-        .flatten()
-        .max()
-        .expect("the cap at least")
-}
-
 /// How long past the TTL the registry keeps an idle OPEN or HALF_OPEN
-/// breaker of `spec` (in a pool whose longest ejection is `ejection`),
-/// whose own open period (while OPEN) is `own`, in whole ticks: the
-/// longest open period its configuration allows ([`longest_open`]).
+/// breaker of `spec`, whose own open period (while OPEN) is `own`, in whole
+/// ticks: an OPEN breaker's own period (its step, or the span a hint or an
+/// ejection set, learned in the act that opened it), else the backoff cap.
 ///
-/// **The one place** that knows the rule: a change of it (the breaker's
-/// own period instead, `own`, learned in the act that opened it; or of
-/// what may lengthen an open period: a tripping verdict's hint honoured
-/// with hints off, a new cap on the schedule) is made here, and until it
-/// is, the model disagrees with the registry's sweeps, or its own check
-/// that no eviction ends a running open period fails.
-fn kept_past_ttl(
-    spec: &BreakerSpec,
-    ejection: Option<Duration>,
-    state: State,
-    own: Option<Duration>,
-) -> u64 {
-    let _ = (state, own);
-    whole_ticks(longest_open(spec, ejection))
+/// **The one place** that knows the rule: a change of it (back to the
+/// longest period the configuration allows, [`longest_open`]; or of what
+/// may lengthen an open period) is made here, and until it is, the model
+/// disagrees with the registry's sweeps, or its own check that no eviction
+/// ends a running open period fails.
+fn kept_past_ttl(spec: &BreakerSpec, state: State, own: Option<Duration>) -> u64 {
+    match (state, own) {
+        (State::Open, Some(own)) => whole_ticks(own),
+        _ => whole_ticks(spec.cap()),
+    }
 }
 
 /// How long a pool ejects a host for.
@@ -414,17 +390,6 @@ enum Ejection {
     Envoy(u64, u64),
     /// `ejection_time_of_breaker()`: one more trip of the breaker's backoff.
     Breaker,
-}
-
-impl Ejection {
-    /// The longest an ejection holds a host open.
-    fn max(self) -> Option<Duration> {
-        match self {
-            Ejection::Default => Some(default_ejection_time().1),
-            Ejection::Envoy(_, max) => Some(ticks(max)),
-            Ejection::Breaker => None,
-        }
-    }
 }
 
 #[derive(Clone, Debug)]
@@ -1080,11 +1045,7 @@ impl Model {
     /// [`kept_past_ttl`] for breaker `b`.
     fn kept_past_ttl(&self, b: usize) -> u64 {
         let book = &self.books[b];
-        let ejection = book
-            .pool
-            .and(self.spec.pools.as_ref())
-            .and_then(|p| p.ejection.max());
-        kept_past_ttl(self.conf(b), ejection, book.state, book.open_period)
+        kept_past_ttl(self.conf(b), book.state, book.open_period)
     }
 
     fn observed(&self) -> Observed {
@@ -2067,8 +2028,7 @@ impl Pair {
                     let kept = m.kept_past_ttl(b);
                     if idle > s.ttl + whole_ticks(conf.cap()) && idle <= s.ttl + kept {
                         reached("an idle open breaker kept past its backoff cap");
-                        let beyond_hints = whole_ticks(longest_open(conf, None));
-                        if book.ejected_in.is_some() && idle > s.ttl + beyond_hints {
+                        if book.ejected_in.is_some() {
                             reached("an idle ejected host kept past its schedule");
                         }
                     }

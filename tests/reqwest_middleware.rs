@@ -2,7 +2,8 @@
 //! loopback (hyper), on a `ManualClock`: 503s open the upstream's breaker and
 //! a rejected call sends nothing; a 404 never opens it; a refused connection
 //! counts; a probe closes it; a dropped call is judged as the keyed tower
-//! layer judges one; a 503's `Retry-After` opens it for the hint.
+//! layer judges one; a 503's `Retry-After` opens it for the hint (the
+//! tripping one by default, any with `hints()`).
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -347,4 +348,26 @@ async fn a_503s_retry_after_opens_the_breaker_for_the_hint() {
     up.retry_after("120");
     client.get(up.url("/")).send().await.unwrap();
     assert!(within(wait(&up), 5), "{:?}", wait(&up));
+}
+
+/// With the default breaker (no `hints()`), a real 503 with
+/// `Retry-After: 120` that trips opens its host's breaker for 120 s, as a
+/// user who copies the README gets it.
+#[tokio::test]
+async fn by_default_a_tripping_503s_retry_after_opens_the_breaker_for_the_hint() {
+    let clock = ManualClock::new();
+    let registry = hosts(Breaker::builder().consecutive_failures(1), &clock);
+    let client = client(&registry);
+    let up = Upstream::start(503).await;
+    up.retry_after("120");
+    assert_eq!(client.get(up.url("/")).send().await.unwrap().status(), 503);
+    let wait = registry
+        .handle_from(&up.key())
+        .try_acquire()
+        .err()
+        .and_then(|r| r.retry_after());
+    assert!(
+        wait.is_some_and(|d| d >= Duration::from_secs(120) && d < Duration::from_secs(121)),
+        "{wait:?}"
+    );
 }

@@ -186,11 +186,14 @@ fn a_hung_probes_late_success_cannot_close() {
 }
 
 #[test]
-fn the_default_lease_is_the_open_duration() {
+fn the_default_lease_is_the_open_duration_and_at_least_30_s() {
+    // 30 s: longer than the 10 s open duration, so a probe that takes a
+    // while is not cut off by a short open period.
+    let default = Duration::from_secs(30);
     let f = tripped(None);
-    assert_eq!(f.breaker.config().probe_lease(), OPEN);
+    assert_eq!(f.breaker.config().probe_lease(), default);
     let hung = f.breaker.try_acquire().unwrap();
-    f.clock.advance(OPEN - Duration::from_nanos(1));
+    f.clock.advance(default - Duration::from_nanos(1));
     assert!(f.breaker.try_acquire().is_err());
     f.clock.advance(Duration::from_nanos(1));
     let fresh = f

@@ -326,24 +326,25 @@ fn backoff_grows_per_trip_in_a_row_up_to_the_cap_and_decays_after_a_close() {
     }
     let secs: Vec<u64> = periods.iter().map(Duration::as_secs).collect();
     assert_eq!(secs, [1, 2, 4, 8, 10, 10, 10]);
-    assert_eq!(trips, [1, 2, 3, 4, 5, 6, 7]);
-    assert_eq!(b.snapshot_at(now).trips_in_a_row, 7);
+    // The step stops counting at the cap's (5: 1, 2, 4, 8, 10 s).
+    assert_eq!(trips, [1, 2, 3, 4, 5, 5, 5]);
+    assert_eq!(b.snapshot_at(now).trips_in_a_row, 5);
 
     // Closing ends the run of trips but keeps the backoff step, which
     // decays one step per base period (1 s) of healthy time: a trip at
-    // once continues the schedule, one after 7 healthy seconds is back at
-    // the base.
+    // once continues the schedule, one after 5 healthy seconds (the cap
+    // step × the base) is back at the base.
     now += Duration::from_secs(10);
     let probe = b.try_acquire_at(now).unwrap();
     assert_eq!(probe.success_at(now).unwrap().trips_in_a_row, 0);
-    assert_eq!(b.snapshot_at(now).backoff_step, 7);
-    assert_eq!(b.snapshot_at(now + Duration::from_secs(3)).backoff_step, 4);
+    assert_eq!(b.snapshot_at(now).backoff_step, 5);
+    assert_eq!(b.snapshot_at(now + Duration::from_secs(3)).backoff_step, 2);
     let t = b.try_acquire_at(now).unwrap().failure_at(now).unwrap();
     assert_eq!(t.open_for, Some(Duration::from_secs(10)));
-    assert_eq!(t.trips_in_a_row, 8);
+    assert_eq!(t.trips_in_a_row, 5);
     now += Duration::from_secs(10);
     b.try_acquire_at(now).unwrap().success_at(now).unwrap();
-    now += Duration::from_secs(8);
+    now += Duration::from_secs(5);
     assert_eq!(b.snapshot_at(now).backoff_step, 0);
     let t = b.try_acquire_at(now).unwrap().failure_at(now).unwrap();
     assert_eq!(t.open_for, Some(Duration::from_secs(1)));
@@ -370,32 +371,47 @@ fn lease_expiry_keeps_the_backoff_step() {
 }
 
 #[test]
-fn probe_lease_defaults_to_the_base_open_duration() {
+fn probe_lease_defaults_to_the_base_open_duration_and_at_least_30_s() {
+    let lease = |base: u64| {
+        Breaker::builder()
+            .consecutive_failures(1)
+            .open_duration(Duration::from_secs(base))
+            .build_config()
+            .unwrap()
+            .probe_lease()
+    };
+    // A short open period must not cut off a probe that takes a while.
+    assert_eq!(lease(1), Duration::from_secs(30));
+    assert_eq!(lease(29), Duration::from_secs(30));
+    assert_eq!(lease(45), Duration::from_secs(45));
+    let default = Breaker::builder().consecutive_failures(1).build_config();
+    assert_eq!(default.unwrap().probe_lease(), Duration::from_secs(30));
+
     let b = Breaker::builder()
         .consecutive_failures(1)
-        .open_duration(Duration::from_secs(7))
+        .open_duration(Duration::from_secs(40))
         .backoff(4.0, Duration::from_secs(1_000))
         .build_with_clock(ManualClock::new())
         .unwrap();
-    assert_eq!(b.config().probe_lease(), Duration::from_secs(7));
+    assert_eq!(b.config().probe_lease(), Duration::from_secs(40));
     let t0 = Nanos::from_secs(1);
     let _ = b.try_acquire_at(t0).unwrap().failure_at(t0);
-    let round = t0 + Duration::from_secs(7);
+    let round = t0 + Duration::from_secs(40);
     let hung = b.try_acquire_at(round).unwrap();
     let r = b.try_acquire_at(round).unwrap_err();
-    assert_eq!(r.retry_after(), Some(Duration::from_secs(7)));
+    assert_eq!(r.retry_after(), Some(Duration::from_secs(40)));
     assert!(b
-        .try_acquire_at(round + Duration::from_secs(7) - Duration::from_nanos(1))
+        .try_acquire_at(round + Duration::from_secs(40) - Duration::from_nanos(1))
         .is_err());
-    let fresh = b.try_acquire_at(round + Duration::from_secs(7)).unwrap();
+    let fresh = b.try_acquire_at(round + Duration::from_secs(40)).unwrap();
     assert_eq!(fresh.generation(), hung.generation() + 1);
     // Even after backoff has grown, the lease stays the base duration.
-    let t = fresh.failure_at(round + Duration::from_secs(7)).unwrap();
-    assert_eq!(t.open_for, Some(Duration::from_secs(28)));
-    let next_round = round + Duration::from_secs(7 + 28);
+    let t = fresh.failure_at(round + Duration::from_secs(40)).unwrap();
+    assert_eq!(t.open_for, Some(Duration::from_secs(160)));
+    let next_round = round + Duration::from_secs(40 + 160);
     let _hung = b.try_acquire_at(next_round).unwrap();
     let r = b.try_acquire_at(next_round).unwrap_err();
-    assert_eq!(r.retry_after(), Some(Duration::from_secs(7)));
+    assert_eq!(r.retry_after(), Some(Duration::from_secs(40)));
 }
 
 /// No silent cap: 1.1 M successes then 2 M failures inside one 10 s bucket

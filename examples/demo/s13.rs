@@ -6,7 +6,8 @@
 //! - three replicas of a service call the pricing dependency 150, 50 and 25
 //!   times a second (the balancer's skew); each replica has its own
 //!   [`Registry`] of breakers (failure rate ≥ 50 % over the last
-//!   20 calls, judged from 10; open 10 s, doubling per failed probe; 20 %
+//!   20 calls, judged from 10; open 10 s, doubling per failed probe up to
+//!   30 s (the default backoff: ×2 up to 3 × the base); 20 %
 //!   jitter; each replica's breaker ids differ, as they do across processes);
 //! - calls succeed in 20 ms until the dependency dies at 1 s; from then on
 //!   every call fails after 20 ms (connection refused), probes included;
@@ -272,7 +273,7 @@ pub fn show() {
     title("S13 ★ Three replicas, one dying dependency: trips local, shared, or locked around every call");
     println!("  3 replicas calling one dependency 150, 50 and 25 times/s; it dies at 1 s (calls fail after 20 ms).");
     println!("  local / shared: each replica's breaker opens at ≥ 50 % failures of 20 calls (judged from 10), for 10 s");
-    println!("  (×2 per failed probe), 20 % jitter. Shared: trips go through an outbox to the store every 5 ms, news");
+    println!("  (×2 per failed probe, up to 30 s), 20 % jitter. Shared: trips go through an outbox to the store every 5 ms, news");
     println!("  arrives 2 ms later, reconcile every 5 s; the store is in memory (MemoryStore: the Redis scripts' rules");
     println!("  in process; no server needed).");
     println!("  lock around call: one breaker in Redis for the fleet, gobreaker v2's protocol: read it, take a Redis");

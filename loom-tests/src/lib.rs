@@ -72,9 +72,13 @@ pub fn build(builder: Builder) -> (Arc<Cb>, Log) {
     (Arc::new(breaker), log)
 }
 
-/// A builder with the models' common timing: open for [`OPEN`], constant backoff.
+/// A builder with the models' common timing: open for [`OPEN`], constant
+/// backoff, a probe lease of [`OPEN`] too.
 pub fn base() -> Builder {
-    Breaker::builder().open_duration(OPEN).backoff(1.0, OPEN)
+    Breaker::builder()
+        .open_duration(OPEN)
+        .backoff(1.0, OPEN)
+        .probe_lease(OPEN)
 }
 
 /// The observer's log so far.

@@ -24,6 +24,7 @@ fn tripped() -> (Arc<Breaker<ManualClock>>, ManualClock, Log) {
         .consecutive_failures(1)
         .open_duration(OPEN)
         .backoff(2.0, Duration::from_secs(60))
+        .probe_lease(OPEN)
         .abandoned_after(Duration::from_secs(1))
         .observer(move |t: &Transition| sink.lock().unwrap().push(t.into()))
         .build_with_clock(clock.clone())

@@ -66,7 +66,8 @@ fn stale_reader_two_transitions_behind() {
             failfast::Breaker::builder()
                 .consecutive_failures(1)
                 .open_duration(failfast_loom_tests::OPEN)
-                .backoff(2.0, Duration::from_secs(40)),
+                .backoff(2.0, Duration::from_secs(40))
+                .probe_lease(failfast_loom_tests::OPEN),
         );
         failfast_loom_tests::trip(&b, secs(0));
         let reader = {

@@ -24,12 +24,14 @@ use failfast_loom_tests::{
 use loom::sync::Arc;
 use loom::thread;
 
-/// `consecutive_failures(1)`, open for 10 s at every step, a ramp of
-/// `window` admitting everyone: tripped at 0 s, closed by its probe at 10 s
-/// (generation 3, backoff step 1 kept), ramping from there.
+/// `consecutive_failures(1)`, open for 10 s doubling up to 40 s (a step
+/// that grows, so the next one shows), a ramp of `window` admitting
+/// everyone: tripped at 0 s, closed by its probe at 10 s (generation 3,
+/// backoff step 1 kept), ramping from there.
 fn ramping(window: Duration) -> (Arc<Cb>, Log) {
     let (b, log) = build(
         base()
+            .backoff(2.0, OPEN * 4)
             .consecutive_failures(1)
             .ramp_curve(window, 1.0, 1.0)
             .hints_off(),
@@ -47,13 +49,14 @@ fn ramp_permit(b: &Arc<Cb>) -> OwnedPermit<failfast::ManualClock, Arc<Cb>> {
 }
 
 /// An admission racing the trip: admitted into Closed of generation 3 (before
-/// the trip, or after it lost), or turned away for the new open period.
+/// the trip, or after it lost), or turned away for the new open period (step
+/// 2: 20 s).
 fn admitted_or_open(asked: Result<(bool, u32), failfast::Rejected>) {
     match asked {
         Ok(got) => assert_eq!(got, (false, 3), "an ordinary call of the closed period"),
         Err(r) => {
             assert_eq!(r.reason(), RejectReason::Open, "{r:?}");
-            assert_eq!(r.retry_after(), Some(OPEN));
+            assert_eq!(r.retry_after(), Some(OPEN * 2));
         }
     }
 }

@@ -24,10 +24,12 @@ use loom::thread;
 /// A probe that can move to another thread.
 type Probe = OwnedPermit<ManualClock, Arc<Cb>>;
 
-/// P probes under the rule (failure rate 0.5), tripped at 0 s.
+/// P probes under the rule (failure rate 0.5), open 10 s doubling up to
+/// 40 s (a reopen takes the next step), tripped at 0 s.
 fn rule_breaker(probes: u32) -> (Arc<Cb>, Log) {
     build(
         base()
+            .backoff(2.0, OPEN * 4)
             .consecutive_failures(1)
             .half_open_probes(probes)
             .half_open_failure_rate(0.5)
@@ -222,7 +224,7 @@ fn lease_reopen_races_a_late_success(spawned_first: bool) {
         }
         (None, Err(r)) => {
             assert_eq!(r.reason(), RejectReason::Open);
-            assert_eq!(r.retry_after(), Some(OPEN), "the new open period");
+            assert_eq!(r.retry_after(), Some(OPEN * 2), "the new open period");
             assert_eq!(
                 round,
                 [Seen::new(

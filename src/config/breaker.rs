@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::parts::{BackoffConfig, Preset, RampConfig, TimeWindowConfig, UnansweredConfig};
 use super::{duration, Text};
-use crate::builder::{Builder, UnansweredKnob};
+use crate::builder::{Builder, Hints, UnansweredKnob};
 use crate::error::ConfigError;
 use crate::ramp::Ramp;
 use crate::window::WindowKind;
@@ -113,9 +113,10 @@ pub struct BreakerConfig {
     /// [`Builder::half_open_slow_call_rate`] (turns the rule on).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub half_open_slow_call_rate: Option<f64>,
-    /// [`Builder::max_hint`] (hints on, with this cap), as duration text,
-    /// or `"off"` for [`Builder::hints_off`] (the default: a host can turn
-    /// off the template's hints with it).
+    /// [`Builder::max_hint`] (hints remembered, with this cap), as duration
+    /// text, or `"off"` for [`Builder::hints_off`] (no hint taken, not even
+    /// a tripping verdict's). Left out, the default: a tripping verdict's
+    /// hint is taken, capped at 10 minutes.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_hint: Option<String>,
     /// [`Builder::outlier_pool`]: the outlier pool the key's breaker is
@@ -473,8 +474,13 @@ impl Recovery {
             None => (None, None, None),
             Some((failure, slow)) => (Some(true), failure, slow),
         };
-        // Hints are off by default: left out when off.
-        let max_hint = k.max_hint.map(duration::format);
+        // By default a breaker takes only a tripping verdict's hint: left
+        // out then; "off" for none, the cap when it remembers hints.
+        let max_hint = match k.hints {
+            Hints::Tripping => None,
+            Hints::Off => Some("off".to_owned()),
+            Hints::Remembered(max) => Some(duration::format(max)),
+        };
         Recovery {
             ramp,
             rule,

@@ -70,7 +70,7 @@
 //! half_open_rate_rule = true      # .half_open_rate_rule()
 //! half_open_failure_rate = 0.3    # .half_open_failure_rate(0.3) (turns the rule on)
 //! half_open_slow_call_rate = 0.6  # .half_open_slow_call_rate(0.6) (turns the rule on)
-//! max_hint = "5m"                 # .max_hint(5 min): hints on; "off" (the default): .hints_off()
+//! max_hint = "5m"                 # .max_hint(5 min): hints remembered; "off": .hints_off()
 //! ## id = 7                       # .id(7): tests and simulations only
 //!
 //! ## One host's own breaker (RegistryBuilder::override_key): laid over [breaker].
@@ -121,14 +121,15 @@
 //!   required); left out, the builder's default rule (fitted to the
 //!   slow-call threshold and `abandoned_after`).
 //! - **Backoff**: `"off"` or `{ multiplier, cap }` (both required); left out,
-//!   the builder's default (×2 up to 5 min) or the preset's.
+//!   the builder's default (×2 up to 3 × the base) or the preset's.
 //! - **Recovery**: `ramp = "off"` or `{ window, min_fraction, aggression }`
 //!   (`window` required; the other two default to Envoy's 0.1 and 1.0); left
 //!   out, no ramp. The half-open rate rule is on with
 //!   `half_open_rate_rule = true` or with either of its rates;
 //!   `half_open_rate_rule = false` beside a rate in the same table is
-//!   refused. `max_hint` is a duration (hints taken, capped at it) or
-//!   `"off"`; left out, off. A bad value is the builder's error, naming `ramp.window`,
+//!   refused. `max_hint` is a duration (hints remembered, capped at it) or
+//!   `"off"` (no hint taken); left out, a tripping verdict's hint is taken,
+//!   capped at 10 min. A bad value is the builder's error, naming `ramp.window`,
 //!   `ramp.min_fraction`, `ramp.aggression`, `half_open_probes` (at most 31
 //!   under the rule), `half_open_failure_rate`, `half_open_slow_call_rate`
 //!   or `max_hint`.

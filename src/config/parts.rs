@@ -168,7 +168,7 @@ impl<'de> Visitor<'de> for UnansweredVisitor {
 /// ([`Builder::backoff_off`](crate::Builder::backoff_off)) or
 /// `backoff = { multiplier = 2.0, cap = "5m" }`
 /// ([`Builder::backoff`](crate::Builder::backoff); both fields required).
-/// Left out, the builder's default (×2 up to 5 min) applies.
+/// Left out, the builder's default (×2 up to 3 × the base) applies.
 ///
 /// ```
 /// use failfast::config::BackoffConfig;

@@ -277,6 +277,7 @@ impl<K> AuthorityKey<K> {
         Ok(buf)
     }
 
+    #[inline]
     fn normalise_into<'b, B>(
         &self,
         req: &http::Request<B>,
@@ -325,6 +326,7 @@ impl<K> fmt::Debug for AuthorityKey<K> {
 impl<B, K: FromAuthority> KeyFn<http::Request<B>> for AuthorityKey<K> {
     type Key = K;
 
+    #[inline]
     fn key_into<S: KeySink<K>>(
         &self,
         req: &http::Request<B>,

@@ -71,10 +71,12 @@
 //! [`hints_ignored_total`](crate::hint::hints_ignored_total); a missing one
 //! is neither. The [`hint`](crate::hint) module has the details.
 //!
-//! A breaker takes the hints it is given only with
-//! [`Builder::hints`](crate::Builder::hints) (off by default): then a trip
-//! opens for at least the latest hint, capped at
-//! [`Builder::max_hint`](crate::Builder::max_hint).
+//! By default a breaker takes the hint of the verdict that trips it (or
+//! fails its probe): that trip opens for at least the hint, capped at 10
+//! minutes ([`Builder::max_hint`](crate::Builder::max_hint) sets the cap).
+//! With [`Builder::hints`](crate::Builder::hints) it also remembers a hint
+//! that did not trip, for the next trip; with
+//! [`Builder::hints_off`](crate::Builder::hints_off) it takes none.
 //!
 //! # A client without tower: reqwest by hand
 //!

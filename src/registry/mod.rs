@@ -109,12 +109,12 @@
 //!     stamp the entry — a lookup when it happens, a handle when it is
 //!     released; a kept entry is never evicted), and failures that old carry
 //!     no information about the host now;
-//!   * OPEN or HALF_OPEN and idle longer than the TTL **plus the longest open
-//!     period** (the configuration's backoff cap; its `max_hint` when an
-//!     upstream's hint may hold it open longer; its outlier pool's longest
-//!     ejection when that is longer still): nobody asked for the host
-//!     through a whole open period, so a fresh breaker would admit its next
-//!     call just as this one would let it probe.
+//!   * OPEN or HALF_OPEN and idle longer than the TTL **plus an open
+//!     period** (an OPEN breaker's own, as its backoff step, an upstream's
+//!     hint, its outlier pool's ejection or another replica's news set it; the configuration's backoff
+//!     cap for a HALF_OPEN one): nobody asked for the host through a whole
+//!     open period, so a fresh breaker would admit its next call just as
+//!     this one would let it probe.
 //!
 //! Breakers in a manual mode (forced open, disabled, metrics only) and keys
 //! inserted with [`insert_with`](Registry::insert_with) are never evicted.

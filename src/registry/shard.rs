@@ -83,10 +83,11 @@ impl Evict {
     ///   not within a ramp's window, a backoff step kept by its last close
     ///   decayed back to the base, and no upstream's hint still remembered,
     ///   besides a clean window and no run);
-    /// * OPEN or HALF_OPEN: idle past the TTL plus the longest open period
-    ///   (the backoff's cap, `max_hint` when hints may hold it open longer,
-    ///   its pool's longest ejection when that is longer still): nobody asked
-    ///   for the host through a whole open period and a TTL;
+    /// * OPEN or HALF_OPEN: idle past the TTL plus an open period (an OPEN
+    ///   breaker's own, however it was set: the backoff step, an upstream's
+    ///   hint, an outlier ejection, another replica's news; the backoff's cap for a HALF_OPEN
+    ///   one): nobody asked for the host through a whole open period and a
+    ///   TTL;
     /// * manual modes (forced open, disabled, metrics only), pinned and
     ///   shared breakers: never.
     fn is_stale<K, C: Clock>(&self, e: &Entry<K, C>) -> bool {
@@ -101,7 +102,7 @@ impl Evict {
                     || ((self.pressure || idle > self.ttl_ticks) && b.is_pristine_at(self.now))
             }
             State::Open | State::HalfOpen => {
-                let open_for = ticks(b.longest_open_period());
+                let open_for = ticks(b.unvisited_open_period());
                 idle > self.ttl_ticks.saturating_add(open_for).min(MAX_AGE_TICKS)
             }
             State::ForcedOpen | State::Disabled | State::MetricsOnly => false,

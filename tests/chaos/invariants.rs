@@ -7,6 +7,15 @@ use failfast::{BreakerSnapshot, Config, Nanos, Reason, State, Transition};
 
 use super::specs::window_capacity;
 
+/// The first backoff step whose period is the schedule's longest: the step
+/// counts no further.
+pub fn cap_step(config: &Config) -> u32 {
+    let longest = config.open_duration(63);
+    (1..=63)
+        .find(|&k| config.open_duration(k) == longest)
+        .unwrap_or(63)
+}
+
 /// Walks the observer's transitions in generation order and checks each
 /// against the one before it.
 #[derive(Debug)]
@@ -26,8 +35,11 @@ pub struct Chain {
     pub checked: u64,
     /// Open → HalfOpen transitions: the cycles of the run.
     pub cycles: u64,
-    /// Trips in a row seen at their 6-bit ceiling (63).
-    pub at_trip_ceiling: u64,
+    /// Trips in a row seen at the cap step of a schedule that grows (the
+    /// step counts no further there).
+    pub at_cap_step: u64,
+    /// The first backoff step that opens for the cap.
+    cap_step: u32,
     /// The longest open period entered.
     pub longest_open: Duration,
     pub rounds_superseded: u64,
@@ -55,7 +67,8 @@ impl Chain {
             entered: None,
             checked: 0,
             cycles: 0,
-            at_trip_ceiling: 0,
+            at_cap_step: 0,
+            cap_step: cap_step(config),
             longest_open: Duration::ZERO,
             rounds_superseded: 0,
             reasons: Vec::new(),
@@ -114,10 +127,12 @@ impl Chain {
                 // close's stamp may be a racer's later reading: a bound.
                 let base = self.config.open_duration_base().as_nanos() as u64;
                 let healthy = t.at.as_nanos().saturating_sub(self.closed_at.as_nanos());
-                let decayed = (self.kept_step.saturating_sub((healthy / base) as u32) + 1).min(63);
+                let decayed =
+                    (self.kept_step.saturating_sub((healthy / base) as u32) + 1).min(self.cap_step);
                 if self.racing {
                     assert!(
-                        (decayed..=(self.kept_step + 1).min(63)).contains(&t.trips_in_a_row),
+                        (decayed..=(self.kept_step + 1).min(self.cap_step))
+                            .contains(&t.trips_in_a_row),
                         "a trip from Closed after a close that kept step {}: {t:?}",
                         self.kept_step
                     );
@@ -157,7 +172,11 @@ impl Chain {
                 State::Open,
                 Reason::ProbeFailed | Reason::ProbeSlow | Reason::ProbeAbandoned,
             ) => {
-                assert_eq!(t.trips_in_a_row, (prev_trips + 1).min(63), "{t:?}");
+                assert_eq!(
+                    t.trips_in_a_row,
+                    (prev_trips + 1).min(self.cap_step),
+                    "{t:?}"
+                );
             }
             (State::HalfOpen, State::Closed, Reason::ProbesSucceeded) => {
                 assert_eq!(t.probe_successes, self.probes, "all P probes: {t:?}");
@@ -185,8 +204,12 @@ impl Chain {
             }
             None => assert_ne!(t.to, State::Open, "{t:?}"),
         }
-        if t.trips_in_a_row == 63 {
-            self.at_trip_ceiling += 1;
+        assert!(
+            t.trips_in_a_row <= self.cap_step,
+            "past the cap step: {t:?}"
+        );
+        if t.trips_in_a_row == self.cap_step && self.cap_step > 1 {
+            self.at_cap_step += 1;
         }
         if matches!(t.to, State::Open | State::HalfOpen) {
             self.entered = Some(*t);
@@ -212,7 +235,7 @@ pub fn check_snapshot(config: &Config, s: &BreakerSnapshot, quiescent: bool) {
         matches!(s.state, State::Closed | State::Open | State::HalfOpen),
         "no manual mode is used: {s:?}"
     );
-    assert!(s.trips_in_a_row <= 63, "{s:?}");
+    assert!(s.trips_in_a_row <= cap_step(config), "{s:?}");
     if let Some(w) = window_capacity(config) {
         assert!(u64::from(s.window.calls) <= w, "window overflow: {s:?}");
     }

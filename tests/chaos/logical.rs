@@ -328,7 +328,7 @@ impl Run {
                     if self.outage == 0 && self.rng.per_10k(50) {
                         // A long outage: every call fails for 80 cycles, so
                         // the backoff reaches its cap and the trips in a row
-                        // their 6-bit ceiling.
+                        // their cap step.
                         self.outage = 80;
                     }
                 }

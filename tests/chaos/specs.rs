@@ -53,8 +53,8 @@ pub const SPECS: [Spec; 5] = [
     },
     Spec {
         // A failure rate over 2 s in 8 buckets; no slow-call threshold, so an
-        // abandoned call (120 ms) is a failure; the lease is the default
-        // (the base open duration); half the open period may be jitter.
+        // abandoned call (120 ms) is a failure; the lease is the base open
+        // duration; half the open period may be jitter.
         name: "time_window",
         builder: || {
             Breaker::builder()
@@ -65,6 +65,7 @@ pub const SPECS: [Spec; 5] = [
                 .open_duration(ms(150))
                 .backoff(3.0, ms(20_000))
                 .jitter(0.5)
+                .probe_lease(ms(150))
                 .abandoned_after(ms(120))
         },
     },
@@ -91,8 +92,8 @@ pub const SPECS: [Spec; 5] = [
     Spec {
         // One failure trips; each trip in a row multiplies the period by
         // 1000 up to the largest cap allowed (one day): after three failed
-        // rounds every period is the cap, and the trips in a row run into
-        // their 6-bit ceiling.
+        // rounds every period is the cap, and the trips in a row stop at
+        // their cap step, 4.
         name: "backoff_at_the_cap",
         builder: || {
             Breaker::builder()
