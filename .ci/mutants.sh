@@ -141,16 +141,12 @@ case "$mode" in
     ;;
 esac
 
-diff_file=
 if [ "$mode" = diff ]; then
   if ! git rev-parse --verify --quiet "$base^{commit}" >/dev/null; then
     echo "mutants: no commit $base to diff against; nothing to do"
     exit 0
   fi
-  diff_file="$(mktemp "${TMPDIR:-/tmp}/failfast-mutants.XXXXXX.diff")"
-  trap 'rm -f "$diff_file"' EXIT
-  git diff "$base" -- src/ >"$diff_file"
-  if [ ! -s "$diff_file" ]; then
+  if git diff --quiet "$base" -- src/; then
     echo "mutants: src/ unchanged since $base; nothing to mutate"
     exit 0
   fi
@@ -177,16 +173,42 @@ if [ ${#run[@]} -eq 0 ]; then
   exit 0
 fi
 
-# A group's files as one regex over mutant names: its own regex, less the
+# A group's mutated files, one a line: those its regex matches, less the
 # files an earlier group already takes.
-names_re() {
-  local g="$1" f re=
+group_files() {
+  local f
   for f in $(mutated_files); do
-    [ "$(group_of "$f")" = "$(group_name "$g")" ] || continue
+    if [ "$(group_of "$f")" = "$(group_name "$1")" ]; then printf '%s\n' "$f"; fi
+  done
+}
+
+# The same as one regex over mutant names.
+names_re() {
+  local f re=
+  for f in $(group_files "$1"); do
     re+="${re:+|}$(printf '%s' "$f" | sed 's/[.]/\\./g')"
   done
   printf '^(%s):' "$re"
 }
+
+# Each group's mutants are also chosen by a diff of its own files only: the
+# lines changed since BASE (diff), or every line (full: the files against
+# git's empty tree). cargo-mutants 27.1 lets struct-field deletions ("delete
+# field X from struct Y expression") through every name and file filter
+# (`--re`, `--exclude-re`, `-f`; its issue 632), so without this a group's
+# run also tests other files' field deletions against the wrong tests;
+# `--in-diff` is the one filter they obey.
+EMPTY_TREE=4b825dc642cb6eb9a060e54bf8d69288fbee4904
+declare -A group_diff=()
+diff_dir="$(mktemp -d "${TMPDIR:-/tmp}/failfast-mutants.XXXXXX")"
+trap 'rm -rf "$diff_dir"' EXIT
+for g in "${run[@]}"; do
+  name="$(group_name "$g")"
+  mapfile -t files < <(group_files "$g")
+  [ ${#files[@]} -gt 0 ] || continue
+  git diff "${base:-$EMPTY_TREE}" -- "${files[@]}" >"$diff_dir/$name.diff"
+  [ -s "$diff_dir/$name.diff" ] && group_diff[$name]="$diff_dir/$name.diff"
+done
 
 # Group arguments: its files and its tests.
 group_args() {
@@ -202,9 +224,10 @@ shard=()
 if [ -n "${MUTANTS_MAX:-}" ]; then
   total=0
   for g in "${run[@]}"; do
-    [ "$(names_re "$g")" = '^():' ] && continue
+    gd="${group_diff[$(group_name "$g")]:-}"
+    [ -n "$gd" ] || continue
     mapfile -t ga < <(group_args "$g")
-    n=$(cargo mutants --list ${diff_file:+--in-diff "$diff_file"} "${ga[@]}" 2>/dev/null | wc -l)
+    n=$(cargo mutants --list --in-diff "$gd" "${ga[@]}" 2>/dev/null | wc -l)
     total=$((total + n))
   done
   if [ "$total" -gt "$MUTANTS_MAX" ]; then
@@ -220,9 +243,9 @@ status=0
 missed_all=()
 for g in "${run[@]}"; do
   name="$(group_name "$g")"
-  args=(--test-tool cargo --jobs 1 --no-shuffle -o "mutants.out/$name")
-  [ -n "$diff_file" ] && args+=(--in-diff "$diff_file")
-  if [ "$(names_re "$g")" = '^():' ]; then continue; fi
+  gd="${group_diff[$name]:-}"
+  [ -n "$gd" ] || continue
+  args=(--test-tool cargo --jobs 1 --no-shuffle -o "mutants.out/$name" --in-diff "$gd")
   mapfile -t ga < <(group_args "$g")
   args+=("${ga[@]}" "${shard[@]}")
   printf '\n--- mutants: group %s (%s)\n' "$name" "$(date -u +%H:%M:%S)"

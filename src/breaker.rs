@@ -1695,12 +1695,17 @@ impl<C: Clock> Breaker<C> {
     /// Whether this breaker is indistinguishable from a fresh one at `now`:
     /// Closed and not ramping, no run of failures or unanswered calls, its
     /// backoff step decayed back to the base (see
-    /// [`BreakerSnapshot::trips_in_a_row`]), and no failure or slow call in
-    /// its window.
+    /// [`BreakerSnapshot::trips_in_a_row`]), no upstream's hint remembered
+    /// and still running (it would lengthen the next trip; see
+    /// [`Builder::hints`](crate::Builder::hints)), and no failure or slow
+    /// call in its window.
     /// The registry evicts only such breakers.
     pub fn is_pristine_at(&self, now: Nanos) -> bool {
         let s = self.cell.load();
         if !s.is_closed_or_ramping() || s.count() != 0 || s.unanswered() != 0 {
+            return false;
+        }
+        if self.remembered_hint(now).1.is_some() {
             return false;
         }
         let since = self.cell.since(s);

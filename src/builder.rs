@@ -438,7 +438,9 @@ impl Builder {
     /// only. A hint never turns a call away while Closed. The breaker keeps
     /// the remembered hint in one slot: 8 bytes in its window's allocation,
     /// or a 32-byte allocation of its own for a policy with no window and
-    /// no counters (see [`Breaker::memory_bytes`]).
+    /// no counters (see [`Breaker::memory_bytes`]). While a remembered hint
+    /// runs, the breaker is not [pristine](crate::Breaker::is_pristine_at):
+    /// a registry keeps it, so that its next trip still opens for the hint.
     ///
     /// ```
     /// use failfast::{Breaker, ManualClock, Nanos, Outcome};

@@ -564,9 +564,11 @@
 //! evicts an idle Closed breaker early only when it is pristine, keeps a
 //! flapping host's history until it has been healthy long enough to lose it
 //! anyway. A Closed breaker idle past `forget_after` is evicted whatever it
-//! holds, its step included. An OPEN one is kept for the TTL plus its own
-//! open period (its step, or the span a hint or another replica's news
-//! set), so a trip a `Retry-After: 600` holds open is not forgotten before
+//! holds, its step included. An upstream's hint remembered from a verdict
+//! that did not trip is kept by the same rule: it would lengthen the next
+//! trip, so the breaker is not pristine until the hint has run out. An OPEN
+//! one is kept for the TTL plus its own open period (its step, or the span
+//! a hint, an outlier ejection or another replica's news set), so a trip a `Retry-After: 600` holds open is not forgotten before
 //! the upstream asked to be called again.
 //!
 //! # The default schedule

@@ -2,7 +2,7 @@
 //! memory footprint, whether it is pristine (the registry's eviction test),
 //! its `Debug` output, and which states reject.
 
-use failfast::{Breaker, ManualClock, Nanos, State, WindowKind};
+use failfast::{Breaker, ManualClock, Nanos, Outcome, State, WindowKind};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -134,6 +134,33 @@ fn pristine_means_closed_with_no_run_and_a_clean_window() {
         .unwrap()
         .success_at(t + Duration::from_secs(2));
     assert!(!b.is_pristine_at(t), "a slow call in the window");
+}
+
+#[test]
+fn a_remembered_hint_is_not_pristine_until_it_runs_out() {
+    let t = Nanos::from_secs(1);
+    let hint = Some(Duration::from_secs(10));
+    let b = Breaker::builder()
+        .consecutive_failures(3)
+        .hints()
+        .build_with_clock(ManualClock::new())
+        .unwrap();
+    // An ignored call's hint is remembered: the next trip opens for it.
+    b.try_acquire_at(t)
+        .unwrap()
+        .record_hinted_at(Outcome::Ignored, hint, t);
+    assert!(!b.is_pristine_at(t), "a hint remembered");
+    assert!(!b.is_pristine_at(t + Duration::from_millis(9_999)));
+    assert!(b.is_pristine_at(t + Duration::from_secs(10)), "run out");
+    // With hints off, nothing is remembered.
+    let off = Breaker::builder()
+        .consecutive_failures(3)
+        .build_with_clock(ManualClock::new())
+        .unwrap();
+    off.try_acquire_at(t)
+        .unwrap()
+        .record_hinted_at(Outcome::Ignored, hint, t);
+    assert!(off.is_pristine_at(t));
 }
 
 #[test]

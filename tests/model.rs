@@ -52,7 +52,8 @@
 //!   min), whichever is longer, when that is longer than the schedule's
 //!   step, held as whole 2²⁴ ns units rounded up (exact, no jitter), and
 //!   forgets the remembered one either way. The lease's reopen under the
-//!   rule reads no hint. With `hints_off()` no hint counts.
+//!   rule reads no hint. With `hints_off()` no hint counts. A breaker with a
+//!   remembered hint still running is not pristine (`is_pristine_at`).
 //!
 //! # Open durations and jitter
 //!
@@ -1015,7 +1016,8 @@ impl Model {
 
     /// Indistinguishable from a fresh breaker at `now` (what a registry
     /// may evict): Closed and not ramping, no run, the backoff step decayed
-    /// to the base, no failure or slow call in the window.
+    /// to the base, no hint remembered that is still running, no failure or
+    /// slow call in the window.
     fn is_pristine(&self, now: Nanos) -> bool {
         let w = self.window(now);
         self.mode == State::Closed
@@ -1023,6 +1025,7 @@ impl Model {
             && self.run == 0
             && self.unanswered == 0
             && self.backoff_step(now) == 0
+            && self.hint_until <= now
             && w.failures == 0
             && w.slow == 0
     }

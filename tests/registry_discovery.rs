@@ -8,7 +8,7 @@ use std::collections::hash_map::RandomState;
 use std::time::Duration;
 
 use failfast::registry::HostKey;
-use failfast::{Breaker, Builder, Handle, ManualClock, MaxOpen, Registry, State};
+use failfast::{Breaker, Builder, Handle, ManualClock, MaxOpen, Outcome, Registry, State};
 
 type Reg<K> = Registry<K, RandomState, ManualClock>;
 
@@ -411,6 +411,35 @@ fn lifetime_totals_keep_every_kind_of_count_through_a_removal() {
         before,
         h.snapshot().calls.unwrap(),
         "one breaker: its own counts"
+    );
+    drop(h);
+    assert!(registry.remove(&1));
+    assert_eq!(registry.lifetime_calls().unwrap(), before);
+}
+
+/// The same for the counts only some settings make: neutral verdicts (the
+/// caller's fault, not the upstream's) and calls dropped unanswered under
+/// the `unanswered` rule.
+#[test]
+fn lifetime_totals_keep_neutral_and_unanswered_counts_through_a_removal() {
+    let clock = ManualClock::new();
+    let registry: Reg<u64> = Registry::builder(
+        consecutive(100)
+            .count_calls(true)
+            .unanswered(100, Duration::from_millis(200)),
+    )
+    .build_with_clock(clock.clone())
+    .unwrap();
+    let h = registry.handle(&1);
+    h.try_acquire().unwrap().record(Outcome::Neutral);
+    h.try_acquire().unwrap().record(Outcome::Neutral);
+    let waiting = h.try_acquire().unwrap();
+    clock.advance(Duration::from_millis(300));
+    drop(waiting); // given up on after the rule's age: unanswered
+    let before = registry.lifetime_calls().unwrap();
+    assert_eq!(
+        (before.admitted, before.neutral, before.unanswered),
+        (3, 2, 1)
     );
     drop(h);
     assert!(registry.remove(&1));

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use failfast::{Breaker, ManualClock, Nanos, Registry, State};
+use failfast::{Breaker, ManualClock, Nanos, Outcome, Outliers, Registry, State};
 
 type Reg = Registry<u64, std::collections::hash_map::RandomState, ManualClock>;
 
@@ -176,5 +176,129 @@ fn information_is_forgotten_only_past_its_edges() {
         "OPEN, idle for exactly TTL + open: kept"
     );
     assert_eq!(r.sweep_at(1, at(8 * TICK)), 1, "one tick longer: gone");
+    assert!(r.is_empty());
+}
+
+#[test]
+fn a_remembered_hint_keeps_its_breaker_until_it_runs_out() {
+    // An upstream said "not for 100 s" with a failure that did not trip, and
+    // a success ended the run: the breaker is CLOSED with a clean run, but
+    // its next trip opens for what is left of the hint. A fresh breaker's
+    // would not, so an idle sweep keeps it until the hint has run out.
+    let clock = ManualClock::new();
+    let r = Registry::<u64>::builder(
+        Breaker::builder()
+            .consecutive_failures(2)
+            .open_duration(Duration::from_secs(10))
+            .hints(),
+    )
+    .idle_ttl(Duration::from_secs(1))
+    .shards(1)
+    .build_with_clock(clock.clone())
+    .unwrap();
+    let start = Nanos::ZERO;
+    for key in [1, 2] {
+        r.with_at(&key, start, |b| {
+            b.try_acquire_at(start).unwrap().record_hinted_at(
+                Outcome::Failure,
+                Some(Duration::from_secs(100)),
+                start,
+            );
+            b.try_acquire_at(start).unwrap().success_at(start);
+        });
+    }
+    let idle = Nanos::from_secs(50);
+    assert_eq!(
+        r.sweep_at(1, idle),
+        0,
+        "idle past the TTL, with 50 s of a hint left: kept"
+    );
+    clock.advance(Duration::from_secs(50)); // the handle's release stamps the clock's time
+    let host = r.handle_at(&1, idle);
+    for _ in 0..2 {
+        host.try_acquire_at(idle).unwrap().failure_at(idle);
+    }
+    let open_for = host.snapshot_at(idle).retry_after.unwrap();
+    assert!(
+        open_for >= Duration::from_secs(50),
+        "the kept breaker opens for the rest of the hint, not the base 10 s: {open_for:?}"
+    );
+    drop(host);
+    assert_eq!(
+        r.sweep_at(1, Nanos::from_millis(100_500)),
+        1,
+        "the other key, once its hint has run out; the first is OPEN for the hint's rest"
+    );
+    assert_eq!(r.len(), 1);
+    assert_eq!(
+        r.sweep_at(1, Nanos::from_secs(50 + 50 + 2)),
+        1,
+        "the first once its open period and the TTL are over"
+    );
+    assert!(r.is_empty());
+}
+
+#[test]
+fn an_ejected_host_is_kept_while_its_ejection_runs() {
+    // Envoy's ejection time (30 s the first time) is the pool's, not the
+    // breaker's: here a breaker's own open period is 1 s at most, and its
+    // registry forgets idle hosts after 1 s.
+    let clock = ManualClock::new();
+    let r = Registry::<u64>::builder(
+        Breaker::builder()
+            .consecutive_failures(1000)
+            .open_duration(Duration::from_secs(1))
+            .backoff_off(),
+    )
+    .idle_ttl(Duration::from_secs(1))
+    .shards(1)
+    .outliers(Outliers::envoy().interval(Duration::from_secs(10)))
+    .build_with_clock(clock.clone())
+    .unwrap();
+    // Two intervals of traffic: host 0 fails half its calls, 1..5 none.
+    for interval in 0..2 {
+        let now = Nanos::from_secs(10 * interval);
+        for key in 0..5u64 {
+            r.with_at(&key, now, |b| {
+                for i in 0..100 {
+                    let p = b.try_acquire_at(now).unwrap();
+                    let failed = key == 0 && i % 2 == 0;
+                    let outcome = if failed {
+                        Outcome::Failure
+                    } else {
+                        Outcome::Success
+                    };
+                    let _ = p.record_at(outcome, now);
+                }
+            });
+        }
+    }
+    // Its next call rolls its interval: ejected, for 30 s.
+    let ejected = Nanos::from_secs(20);
+    let open_for = r.with_at(&0, ejected, |b| {
+        b.try_acquire_at(ejected).unwrap().success_at(ejected);
+        b.snapshot_at(ejected).retry_after
+    });
+    assert!(
+        open_for.is_some_and(|d| d >= Duration::from_secs(30)),
+        "ejected for Envoy's 30 s (in whole 2^24 ns units): {open_for:?}"
+    );
+    let idle = Nanos::from_secs(25);
+    assert_eq!(
+        r.sweep_at(1, idle),
+        4,
+        "idle past the TTL and the breaker's own schedule: the healthy hosts go"
+    );
+    assert_eq!(
+        (r.len(), r.open_count()),
+        (1, 1),
+        "the ejected host stays while its ejection runs"
+    );
+    let mut kept = Vec::new();
+    r.for_each_snapshot(|k, snap| kept.push((*k, snap.outlier_ejection.is_some())));
+    assert_eq!(kept, [(0, true)], "still ejected");
+    // The rule waits out the ejection's own span (30 s) and the TTL.
+    assert_eq!(r.sweep_at(1, Nanos::from_secs(20 + 30)), 0);
+    assert_eq!(r.sweep_at(1, Nanos::from_secs(20 + 30 + 2)), 1);
     assert!(r.is_empty());
 }

@@ -93,12 +93,16 @@
 //!   handle); an OPEN breaker that still sees traffic is never evicted;
 //! * and one of:
 //!   * CLOSED and **pristine** — no failure run and no failure or slow call
-//!     in its window, not ramping up after a recovery, and no backoff step
-//!     left to decay ([`Breaker::is_pristine_at`]): indistinguishable from a
+//!     in its window, not ramping up after a recovery, no backoff step
+//!     left to decay, and no upstream's hint remembered that is still
+//!     running ([`Breaker::is_pristine_at`]): indistinguishable from a
 //!     fresh breaker. A breaker that closed after trips in a row keeps its
 //!     step and loses one per base open duration of healthy time; until it
 //!     is back at the base it is not pristine, so a host that flaps keeps
-//!     its longer open periods rather than being forgotten between flaps;
+//!     its longer open periods rather than being forgotten between flaps.
+//!     Likewise a host that said "not for 2 minutes" with a verdict that
+//!     did not trip is kept until those minutes have passed, so that its
+//!     next trip still opens for them;
 //!   * CLOSED and idle longer than [`forget_after`](RegistryBuilder::forget_after)
 //!     (default 1 h): every call its window holds started at least that long
 //!     ago (a call is admitted through a lookup or a held handle, and both
@@ -107,7 +111,7 @@
 //!     no information about the host now;
 //!   * OPEN or HALF_OPEN and idle longer than the TTL **plus an open
 //!     period** (an OPEN breaker's own, as its backoff step, an upstream's
-//!     hint or another replica's news set it; the configuration's backoff
+//!     hint, its outlier pool's ejection or another replica's news set it; the configuration's backoff
 //!     cap for a HALF_OPEN one): nobody asked for the host through a whole
 //!     open period, so a fresh breaker would admit its next call just as
 //!     this one would let it probe.

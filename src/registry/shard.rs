@@ -80,11 +80,12 @@ impl Evict {
     ///   holds is that old, and whatever is left of a decaying backoff step
     ///   goes with it — or idle past the TTL (any idle time under pressure)
     ///   and pristine ([`Breaker::is_pristine_at`](crate::Breaker::is_pristine_at):
-    ///   not within a ramp's window, and a backoff step kept by its last
-    ///   close decayed back to the base, besides a clean window and no run);
+    ///   not within a ramp's window, a backoff step kept by its last close
+    ///   decayed back to the base, and no upstream's hint still remembered,
+    ///   besides a clean window and no run);
     /// * OPEN or HALF_OPEN: idle past the TTL plus an open period (an OPEN
     ///   breaker's own, however it was set: the backoff step, an upstream's
-    ///   hint, another replica's news; the backoff's cap for a HALF_OPEN
+    ///   hint, an outlier ejection, another replica's news; the backoff's cap for a HALF_OPEN
     ///   one): nobody asked for the host through a whole open period and a
     ///   TTL;
     /// * manual modes (forced open, disabled, metrics only), pinned and
