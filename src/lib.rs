@@ -49,7 +49,7 @@
 //! | calls a function that can fail | [`Breaker::call`] / [`call_async`](Breaker::call_async) | [`Breaker::call`] |
 //! | records each call's verdict itself | [`Breaker::try_acquire`], then [`Permit::record`] | [`Permit`], the example above |
 //! | a tower service with one upstream | `tower::FailFastLayer` (feature `tower`) | [`FailFastLayer`](tower/struct.FailFastLayer.html) |
-//! | a client or proxy for many hosts | `tower::KeyedLayer` over a `Registry<HostKey>` | [`KeyedLayer`](tower/struct.KeyedLayer.html), [`examples/proxy.rs`](https://docs.rs/crate/failfast/latest/source/examples/proxy.rs) |
+//! | a client or proxy for many hosts | `tower::KeyedLayer` over a `Registry<HostKey>` | [`KeyedLayer`](tower/struct.KeyedLayer.html), [`examples/proxy`](https://docs.rs/crate/failfast/latest/source/examples/proxy/main.rs) |
 //! | a reqwest client | `reqwest::BreakerMiddleware` (feature `reqwest`) | [`failfast::reqwest`](reqwest/index.html) |
 //! | an axum handler calling a dependency | [`Registry`] + [`call_async_or_else_with`](Breaker::call_async_or_else_with) + `http::HttpClassifier` | [`examples/axum.rs`](https://docs.rs/crate/failfast/latest/source/examples/axum.rs), [`failfast::http`](http/index.html) |
 //! | a tonic client | `FailFastLayer` + `http::GrpcClassifier`, `classify_at_end` | [`examples/tonic.rs`](https://docs.rs/crate/failfast/latest/source/examples/tonic.rs) |

@@ -1,5 +1,5 @@
 //! End to end: real upstream servers on 127.0.0.1 (healthy, slow, failing,
-//! refusing), the real proxy of `examples/proxy.rs`, bounded concurrent
+//! refusing), the real proxy of `examples/proxy`, bounded concurrent
 //! traffic through it; then what a proxy exposed to real clients must
 //! survive: a slowloris client, a 65 KB URI, 300 idle upstream connections,
 //! running out of file descriptors, bad arguments, malformed and stalled
@@ -19,7 +19,7 @@
 //! The tests that need a process of their own (a small `ulimit -n`, an exit
 //! status) run this test binary again as the proxy: see [`proxy_child`].
 
-#[path = "../examples/proxy.rs"]
+#[path = "../examples/proxy/main.rs"]
 #[allow(unreachable_pub, missing_docs)]
 mod proxy;
 
@@ -171,10 +171,7 @@ async fn per_host_breakers_through_a_real_proxy() {
         drive(&client, format!("{base}/down/"), 4, 8),
     );
     let registry = &proxy.registry;
-    let state_of = |addr: SocketAddr| {
-        let key: http::uri::Authority = addr.to_string().parse().unwrap();
-        registry.handle(&key).state()
-    };
+    let state_of = |addr: SocketAddr| registry.handle_from(addr.to_string().as_str()).state();
 
     // The slow upstream: tripped by the slow-call rate while it still answered 200.
     assert_eq!(state_of(slow.addr), State::Open);
@@ -317,7 +314,11 @@ async fn a_get_is_answered_stale_while_its_upstream_is_open_and_fresh_after_reco
         .consecutive_failures(3)
         .open_duration(Duration::from_millis(400))
         .jitter(0.0);
-    let proxy = proxy::proxy(routes, template, proxy::Settings::default()).unwrap();
+    let settings = proxy::Settings {
+        stale_routes: vec!["api".to_owned()],
+        ..proxy::Settings::default()
+    };
+    let proxy = proxy::proxy(routes, template, settings).unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(proxy::serve(listener, proxy.clone()));
@@ -342,8 +343,11 @@ async fn a_get_is_answered_stale_while_its_upstream_is_open_and_fresh_after_reco
             "the upstream's own 503"
         );
     }
-    let key: http::uri::Authority = upstream.addr.to_string().parse().unwrap();
-    assert_eq!(proxy.registry.handle(&key).state(), State::Open);
+    let key = upstream.addr.to_string();
+    assert_eq!(
+        proxy.registry.handle_from(key.as_str()).state(),
+        State::Open
+    );
 
     // Open: the GET is answered from the cache, marked stale, not forwarded.
     let hits = upstream.hits.load(Ordering::SeqCst);
@@ -389,7 +393,10 @@ async fn a_get_is_answered_stale_while_its_upstream_is_open_and_fresh_after_reco
         );
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
-    assert_eq!(proxy.registry.handle(&key).state(), State::Closed);
+    assert_eq!(
+        proxy.registry.handle_from(key.as_str()).state(),
+        State::Closed
+    );
     assert!(
         upstream.hits.load(Ordering::SeqCst) > hits,
         "forwarded again"
@@ -539,6 +546,9 @@ async fn idle_upstream_connections_close_after_the_idle_timeout() {
     let idle_timeout = Duration::from_millis(400);
     let settings = proxy::Settings {
         idle_timeout,
+        // 300 calls gather at the upstream before any is answered.
+        timeout: Duration::from_secs(5),
+        body_timeout: Duration::from_secs(2),
         ..proxy::Settings::default()
     };
     let (proxy, addr) = start(upstream, settings).await;
@@ -591,8 +601,8 @@ async fn the_status_page_is_bounded_and_can_live_on_an_admin_address() {
     let admin_addr = admin.local_addr().unwrap();
     tokio::spawn(proxy::serve_admin(admin, proxy.clone()));
     for i in 0..5 {
-        let other: http::uri::Authority = format!("10.0.0.{i}:80").parse().unwrap();
-        proxy.registry.handle(&other); // tracked, never called
+        let other = format!("10.0.0.{i}:80");
+        proxy.registry.handle_from(other.as_str()); // tracked, never called
     }
     assert_eq!(raw_status(addr, "/healthy/").await, Some(200));
 
@@ -989,8 +999,10 @@ async fn raw_request(addr: SocketAddr, request: &[u8]) -> Option<u16> {
 
 /// The healthy upstream's breaker in `proxy`: its state and counted calls.
 fn upstream_breaker(proxy: &proxy::Proxy, upstream: SocketAddr) -> (State, failfast::CallCounts) {
-    let key: http::uri::Authority = upstream.to_string().parse().unwrap();
-    let snapshot = proxy.registry.handle(&key).snapshot();
+    let snapshot = proxy
+        .registry
+        .handle_from(upstream.to_string().as_str())
+        .snapshot();
     (
         snapshot.state,
         snapshot.calls.expect("the template counts calls"),
@@ -1195,7 +1207,11 @@ async fn no_stale_answer_is_ever_someone_elses() {
         .consecutive_failures(3)
         .open_duration(Duration::from_secs(30))
         .jitter(0.0);
-    let (proxy, addr) = start_routes(&[("api", echo.addr)], template, Default::default()).await;
+    let settings = proxy::Settings {
+        stale_routes: vec!["api".to_owned()],
+        ..Default::default()
+    };
+    let (proxy, addr) = start_routes(&[("api", echo.addr)], template, settings).await;
     let client: HttpClient = Client::builder(TokioExecutor::new()).build_http();
     let url = |path: &str| format!("http://{addr}/api/{path}");
     let get = |path: &'static str, fields: &'static [(&'static str, &'static str)]| {
@@ -1264,8 +1280,11 @@ async fn no_stale_answer_is_ever_someone_elses() {
     for _ in 0..3 {
         assert_eq!(get("trip", ANONYMOUS).await.0, 503);
     }
-    let upstream: http::uri::Authority = echo.addr.to_string().parse().unwrap();
-    assert_eq!(proxy.registry.handle(&upstream).state(), State::Open);
+    let upstream = echo.addr.to_string();
+    assert_eq!(
+        proxy.registry.handle_from(upstream.as_str()).state(),
+        State::Open
+    );
     let hits = echo.hits.load(Ordering::SeqCst);
 
     // Open. Nobody is served Alice's answer: not Bob, not an anonymous
@@ -1684,6 +1703,8 @@ async fn each_request_gets_one_access_log_line_with_the_breakers_decision() {
             &routes[2],
             "--max-in-flight",
             "1",
+            "--stale",
+            "flaky",
         ],
         None,
     );
@@ -1749,6 +1770,7 @@ async fn each_request_gets_one_access_log_line_with_the_breakers_decision() {
     for line in &lines[..expected.len()] {
         let fields = logfmt(line);
         assert_eq!(fields["client"], "127.0.0.1", "{line}");
+        assert_time(fields["time"]);
         assert_eq!(fields["upstream"], upstreams[fields["route"]], "{line}");
         assert!(
             fields["duration_ms"].parse::<f64>().unwrap() >= 0.0,
@@ -1945,4 +1967,219 @@ async fn without_the_metrics_feature_the_metrics_page_says_how_to_get_it() {
     .await;
     assert_eq!(status, 404);
     assert!(body.contains("--features tower,metrics"), "{body}");
+}
+
+// ---------------------------------------------------------------------------
+// The production shape: breakers configured from the command line or a
+// file, the library's own recovery schedule, a switch that turns the
+// breakers off, the stale answers off unless asked for, and a log line for
+// every call, abandoned ones included.
+
+#[test]
+fn every_breaker_setting_comes_from_the_command_line_or_a_config_file() {
+    let parse = |args: &[&str]| proxy::parse_args(args.iter().map(|a| a.to_string()));
+    let run = |args: &[&str]| match parse(args).unwrap() {
+        proxy::Cli::Run(options) => *options,
+        proxy::Cli::Help => panic!("a run"),
+    };
+    let registry = |options: &proxy::Options| {
+        proxy::breakers(options.config.as_deref(), &options.breaker_sets)
+            .unwrap()
+            .build()
+            .unwrap()
+    };
+
+    // The defaults: the template's trip conditions, the library's recovery
+    // schedule (no open period, backoff or unanswered rule of its own).
+    let defaults = run(&["--route", "a=127.0.0.1:1"]);
+    assert_eq!(defaults.settings.timeout, Duration::from_millis(900));
+    assert_eq!(defaults.settings.body_timeout, Duration::from_millis(450));
+    assert!(defaults.settings.breakers);
+    assert!(
+        defaults.settings.stale_routes.is_empty(),
+        "no stale answers"
+    );
+    let library = Breaker::builder()
+        .failure_rate(0.5)
+        .slow_call_rate(0.5)
+        .slow_call_threshold(Duration::from_millis(500))
+        .count_window(20)
+        .min_calls(10)
+        .build()
+        .unwrap();
+    let ours = registry(&defaults);
+    let ours = ours.handle_from("127.0.0.1:1");
+    let (ours, library) = (ours.config(), library.config());
+    assert_eq!(ours.failure_rate(), Some(0.5));
+    assert_eq!(ours.slow_call_threshold(), Some(Duration::from_millis(500)));
+    for trips in 0..8 {
+        assert_eq!(
+            ours.open_duration(trips),
+            library.open_duration(trips),
+            "the library's schedule, trip {trips}"
+        );
+    }
+    assert_eq!(ours.unanswered(), library.unanswered());
+    assert_eq!(ours.abandoned_after(), library.abandoned_after());
+
+    // `--breaker KEY=VALUE`: any field of the [breaker] table.
+    let tuned = run(&[
+        "--route",
+        "a=127.0.0.1:1",
+        "--breaker",
+        "slow_call_threshold=2s",
+        "--breaker",
+        "open_duration=7s",
+        "--breaker",
+        "backoff=off",
+        "--breaker",
+        "unanswered={ calls = 3, after = \"1500ms\" }",
+        "--breaker",
+        "min_calls=4",
+    ]);
+    let tuned = registry(&tuned);
+    let tuned = tuned.handle_from("127.0.0.1:1");
+    let config = tuned.config();
+    assert_eq!(config.slow_call_threshold(), Some(Duration::from_secs(2)));
+    assert_eq!(config.open_duration(0), Duration::from_secs(7));
+    assert_eq!(
+        config.open_duration(5),
+        Duration::from_secs(7),
+        "no backoff"
+    );
+    assert_eq!(config.unanswered(), Some((3, Duration::from_millis(1500))));
+    assert_eq!(config.failure_rate(), Some(0.5), "the template's");
+
+    // `--config FILE`: the template and one host's own settings.
+    let dir = std::env::temp_dir().join(format!("failfast-e2e-config-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("breakers.toml");
+    std::fs::write(
+        &file,
+        r#"
+            capacity = 1000
+            [breaker]
+            consecutive_failures = 4
+            open_duration = "3s"
+            [hosts."127.0.0.1:2"]
+            consecutive_failures = 2
+        "#,
+    )
+    .unwrap();
+    let file = file.to_str().unwrap();
+    let from_file = run(&[
+        "--route",
+        "a=127.0.0.1:1",
+        "--config",
+        file,
+        "--breaker",
+        "jitter=0.0",
+    ]);
+    let from_file = registry(&from_file);
+    let a = from_file.handle_from("127.0.0.1:1");
+    let b = from_file.handle_from("127.0.0.1:2");
+    assert_eq!(a.config().consecutive_failures(), Some(4));
+    assert_eq!(a.config().failure_rate(), None, "the file's template only");
+    assert_eq!(a.config().open_duration(0), Duration::from_secs(3));
+    assert_eq!(b.config().consecutive_failures(), Some(2), "its own");
+
+    // Bad settings are usage errors that name the field.
+    for (args, says) in [
+        (&["--breaker", "failure_rate=1.5"][..], "failure_rate"),
+        (&["--breaker", "open_duration=soon"], "open_duration"),
+        (&["--breaker", "failure_rates=0.5"], "failure_rates"),
+        (&["--breaker", "no-equals"], "KEY=VALUE"),
+        (&["--config", "/nonexistent/breakers.toml"], "--config"),
+        (&["--stale", "nowhere"], "no such route"),
+    ] {
+        let mut all = vec!["--route", "a=127.0.0.1:1"];
+        all.extend_from_slice(args);
+        let err = parse(&all).unwrap_err();
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+    // Switches.
+    let off = run(&["--route", "a=127.0.0.1:1", "--no-breakers", "--stale", "a"]);
+    assert!(!off.settings.breakers);
+    assert_eq!(off.settings.stale_routes, ["a"]);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn the_help_says_how_to_choose_the_timeout_and_shows_the_template() {
+    for needle in [
+        "just below your callers' own",
+        "[default: 900",
+        "--breaker KEY=VALUE",
+        "--config FILE",
+        "--no-breakers",
+        "--stale ROUTE",
+        proxy::TEMPLATE.lines().next().unwrap(),
+    ] {
+        assert!(proxy::USAGE.contains(needle), "{needle:?} not in --help");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_breakers_off_every_call_reaches_the_upstream() {
+    let failing = proxy::upstream(proxy::FAILING).await.unwrap();
+    let settings = proxy::Settings {
+        breakers: false,
+        ..proxy::Settings::default()
+    };
+    let (proxy, addr) = start(failing.addr, settings).await;
+    for _ in 0..30 {
+        assert_eq!(raw_get(addr, "/healthy/").await, (503, None), "forwarded");
+    }
+    assert_eq!(failing.hits.load(Ordering::SeqCst), 30);
+    assert_eq!(proxy.registry.len(), 0, "no breaker was asked");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_the_client_abandons_is_logged_and_counted() {
+    let (held, hits, gate) = held_upstream().await;
+    let route = format!("held={held}");
+    let child = Child::start(&["--listen", "127.0.0.1:0", "--route", &route], None);
+    let addr = child.address();
+    // A client that gives up after 200 ms (the call is still in flight).
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    stream
+        .write_all(b"GET /held/slow?q=secret HTTP/1.1\r\nhost: proxy\r\n\r\n")
+        .await
+        .unwrap();
+    until_count(&hits, 1).await;
+    drop(stream);
+    let line = child.wait_for("access ", Duration::from_secs(5));
+    let fields = logfmt(&line);
+    assert_eq!(fields["status"], "499", "{line}");
+    assert_eq!(fields["decision"], "abandoned", "{line}");
+    assert_eq!(fields["route"], "held", "{line}");
+    assert_eq!(fields["path"], "/held/slow", "{line}");
+    assert!(!line.contains("secret"), "{line}");
+    assert_time(fields["time"]);
+    gate.add_permits(1);
+}
+
+/// `2026-12-06T14:03:00.123Z`, within a minute of now.
+fn assert_time(time: &str) {
+    let bytes = time.as_bytes();
+    assert!(
+        time.len() == 24 && bytes[10] == b'T' && bytes[19] == b'.' && time.ends_with('Z'),
+        "{time}"
+    );
+    let num = |range: std::ops::Range<usize>| time[range].parse::<i64>().unwrap();
+    let (y, m, d) = (num(0..4), num(5..7), num(8..10));
+    // Days from 1970-01-01 (Howard Hinnant's days_from_civil).
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let secs = days * 86_400 + num(11..13) * 3600 + num(14..16) * 60 + num(17..19);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    assert!((now - secs).abs() < 60, "{time} is not now ({now})");
 }

@@ -44,7 +44,7 @@ macro_rules! needs {
     };
 }
 
-needs!(e2e_proxy, "tower", "needs --features tower");
+needs!(e2e_proxy, "tower" + "serde", "needs --features tower,serde");
 needs!(example_axum, "tower", "needs --features tower");
 needs!(example_tonic, "tower", "needs --features tower");
 needs!(tower_layers, "tower", "needs --features tower");
@@ -107,8 +107,8 @@ needs!(
 );
 needs!(
     redis_proxy,
-    "tower" + "redis",
-    "needs --features tower,redis"
+    "tower" + "redis" + "serde",
+    "needs --features tower,redis,serde"
 );
 needs!(downstream_time, "tower", "needs --features tower");
 needs!(reqwest_chain, "reqwest", "needs --features reqwest");

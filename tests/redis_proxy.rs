@@ -1,5 +1,5 @@
 //! **redis.** The example proxy's `--redis`: two real proxies
-//! (`examples/proxy.rs`) in front of one failing upstream share trips
+//! (`examples/proxy`) in front of one failing upstream share trips
 //! through a real `redis-server` (started by the test, see `redis_server/`):
 //! once the first trips, the second rejects without calling the upstream.
 //! Needs `--features tower,redis` (the proxy is built on the layers);
@@ -7,7 +7,7 @@
 
 mod redis_server;
 
-#[path = "../examples/proxy.rs"]
+#[path = "../examples/proxy/main.rs"]
 #[allow(unreachable_pub, missing_docs)]
 mod proxy;
 
@@ -67,7 +67,7 @@ async fn two_proxies_share_a_trip() {
             "A called upstream"
         );
     }
-    let state = |p: &proxy::Proxy| p.registry.with(&upstream, |b| b.state());
+    let state = |p: &proxy::Proxy| p.registry.handle_from(upstream.as_str()).state();
     assert_eq!(state(&proxies[0]), State::Open);
     let hits = failing.hits.load(Ordering::SeqCst);
     assert_eq!(hits, 10);

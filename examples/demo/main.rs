@@ -5,7 +5,7 @@
 //! cargo run --release --example demo                 # S1, S3, S6, S13, recovery, outliers (simulated, a second or two)
 //! cargo run --release --example demo -- --load 600   # S1 at another offered load (calls/s)
 //! cargo run --release --example demo -- --scene outliers   # one scene (s1, s3, s6, s13, recovery, outliers)
-//! cargo run --release --example demo -- --real       # real HTTP through examples/proxy.rs
+//! cargo run --release --example demo -- --real       # real HTTP through examples/proxy
 //! ```
 //!
 //! Everything runs on a `ManualClock` driven by a small discrete-event
@@ -28,8 +28,8 @@ use std::process::ExitCode;
 const USAGE: &str = "\
 usage: demo [--real [--seconds N]] [--scene NAME[,NAME…]] [--load CALLS_PER_S] [--bulkhead N] [--hosts N]
 
-  --real          real HTTP through the per-host proxy (examples/proxy.rs, built with
-                  --features tower) and real upstreams on loopback, in real time
+  --real          real HTTP through the per-host proxy (examples/proxy, built with
+                  --features tower,serde) and real upstreams on loopback, in real time
   --seconds N     --real: how long to drive traffic (default 15)
   --scene NAMES   only these scenes, comma-separated: s1, s3, s6, s13, recovery, outliers
                   (default all). The outliers scene checks its claims: the demo exits 1 if

@@ -1,6 +1,6 @@
 //! `--real`: real HTTP through the real per-host proxy, in real time.
 //!
-//! The proxy is `examples/proxy.rs` (hyper + tokio + the `tower` feature).
+//! The proxy is `examples/proxy` (hyper + tokio + the `tower` feature).
 //! Started with `--demo` it runs three local upstreams — `healthy` (200 at
 //! once), `slow` (200 OK after 800 ms) and `failing` (503) — with one
 //! failfast breaker per upstream (slow-call rate and failure rate ≥ 50 % of
@@ -28,15 +28,15 @@ const CLIENTS: usize = 8;
 const PACE: Duration = Duration::from_millis(50);
 
 const HOW: &str = "\
---real drives real HTTP through the per-host proxy (examples/proxy.rs), which needs
+--real drives real HTTP through the per-host proxy (examples/proxy), which needs
 the `tower` feature. Build it once, then run the demo again:
 
-    cargo build --release --example proxy --features tower
+    cargo build --release --example proxy --features tower,serde
     cargo run --release --example demo -- --real
 
 Or run the proxy yourself and try it with curl:
 
-    cargo run --release --example proxy --features tower -- --demo";
+    cargo run --release --example proxy --features tower,serde -- --demo";
 
 /// What a caller saw.
 #[derive(Copy, Clone, PartialEq)]

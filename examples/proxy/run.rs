@@ -1,0 +1,180 @@
+//! Running as a process: the runtime, the listeners, the stop signals,
+//! the drain, trips shared through Redis.
+
+use super::*;
+
+pub fn main_with(args: impl IntoIterator<Item = String>) -> i32 {
+    let options = match parse_args(args) {
+        Ok(Cli::Run(options)) => *options,
+        Ok(Cli::Help) => {
+            print!("{USAGE}");
+            return 0;
+        }
+        Err(err) => {
+            eprintln!("error: {err}\n\n{USAGE}");
+            return 2;
+        }
+    };
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("error: cannot start the runtime: {err}");
+            return 1;
+        }
+    };
+    match runtime.block_on(run(options)) {
+        Ok(()) => 0,
+        Err(err) => {
+            eprintln!("error: {err}");
+            1
+        }
+    }
+}
+
+/// Serves until SIGTERM or SIGINT, then drains (see [`Proxy::shutdown`]).
+pub(crate) async fn run(options: Options) -> io::Result<()> {
+    // Installed first: a signal from now on drains rather than kills.
+    let mut stop = StopSignals::new()?;
+    let mut routes: HashMap<String, Authority> = options.routes.into_iter().collect();
+    if options.demo {
+        for (name, mode) in [
+            ("healthy", HEALTHY),
+            ("slow", slow(800)),
+            ("failing", FAILING),
+        ] {
+            let addr = upstream(mode).await?.addr;
+            routes.insert(name.to_owned(), authority(addr));
+        }
+        routes.insert("down".to_owned(), authority(refusing().await?));
+    }
+    let drain = options.settings.drain;
+    let breakers = breakers(options.config.as_deref(), &options.breaker_sets)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    let proxy = proxy_with(routes, breakers, options.settings)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+    #[cfg(feature = "redis")]
+    if let (Some(url), Some(outbox)) = (&options.redis, &proxy.outbox) {
+        share_trips(&proxy, outbox.clone(), url, options.replica.as_deref())?;
+    }
+    let listener = bind(options.listen).await?;
+    eprintln!("failfast proxy on http://{}", listener.local_addr()?);
+    let admin = match options.admin {
+        Some(addr) => {
+            let admin = bind(addr).await?;
+            eprintln!("status on http://{}{STATUS_PATH}", admin.local_addr()?);
+            Some(admin)
+        }
+        None => {
+            eprintln!("status on http://{}{STATUS_PATH}", listener.local_addr()?);
+            None
+        }
+    };
+    let mut names: Vec<_> = proxy.routes.iter().collect();
+    names.sort_by_key(|(name, _)| name.as_str());
+    for (name, to) in names {
+        eprintln!("  /{name}/  ->  http://{to}/");
+    }
+    let mut loops = vec![tokio::spawn(serve(listener, proxy.clone()))];
+    if let Some(admin) = admin {
+        loops.push(tokio::spawn(serve_admin(admin, proxy.clone())));
+    }
+
+    let signal = stop.next().await;
+    proxy.shutdown();
+    for accept_loop in loops {
+        let _ = accept_loop.await; // its listener is closed once it returns
+    }
+    eprintln!(
+        "{signal}: stopped accepting; draining {} connections (at most {drain:?})",
+        proxy.open_connections()
+    );
+    let drained = tokio::time::timeout(drain, proxy.drained()).await;
+    // The access log's last lines before the last words.
+    proxy.log.flush();
+    match drained {
+        Ok(()) => eprintln!("drained; exiting"),
+        Err(_) => eprintln!(
+            "drain deadline: closing {} connections still open; exiting",
+            proxy.open_connections()
+        ),
+    }
+    Ok(())
+}
+
+/// Binds `addr`, naming it in the error (the OS's "Address already in
+/// use" does not).
+pub(crate) async fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|err| io::Error::new(err.kind(), format!("cannot listen on {addr}: {err}")))
+}
+
+/// SIGTERM (how process managers and Kubernetes stop a process) and SIGINT
+/// (Ctrl-C), each caught from the moment this is made.
+pub(crate) struct StopSignals {
+    #[cfg(unix)]
+    terminate: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    interrupt: tokio::signal::unix::Signal,
+}
+
+impl StopSignals {
+    fn new() -> io::Result<StopSignals> {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            Ok(StopSignals {
+                terminate: signal(SignalKind::terminate())?,
+                interrupt: signal(SignalKind::interrupt())?,
+            })
+        }
+        #[cfg(not(unix))]
+        Ok(StopSignals {})
+    }
+
+    /// The next stop signal's name.
+    async fn next(&mut self) -> &'static str {
+        #[cfg(unix)]
+        {
+            tokio::select! {
+                _ = self.terminate.recv() => "SIGTERM",
+                _ = self.interrupt.recv() => "SIGINT",
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+            "Ctrl-C"
+        }
+    }
+}
+
+/// Starts the task that shares this proxy's trips through Redis at `url`
+/// (on the current tokio runtime); its counters.
+#[cfg(feature = "redis")]
+pub fn share_trips(
+    proxy: &Proxy,
+    outbox: Arc<Outbox>,
+    url: &str,
+    name: Option<&str>,
+) -> io::Result<Arc<failfast::share::SyncStats>> {
+    use failfast::redis::RedisSyncBuilder;
+    use failfast::share::Replica;
+
+    let invalid =
+        |e: failfast::ConfigError| io::Error::new(io::ErrorKind::InvalidInput, e.to_string());
+    let mut replica = Replica::builder(proxy.registry.clone(), outbox);
+    if let Some(name) = name {
+        replica = replica.origin(name);
+    }
+    let replica = replica.build().map_err(invalid)?;
+    eprintln!("sharing trips through {url} as {}", replica.origin());
+    let sync = RedisSyncBuilder::new(url).build(replica).map_err(invalid)?;
+    let stats = sync.stats();
+    tokio::spawn(sync.run());
+    Ok(stats)
+}
+
+pub(crate) fn authority(addr: SocketAddr) -> Authority {
+    Authority::try_from(addr.to_string()).expect("a socket address is an authority")
+}
