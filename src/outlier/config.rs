@@ -5,6 +5,7 @@ use core::time::Duration;
 
 use super::evidence;
 use super::mark::TIMES_MAX;
+use super::rule::OutlierRule;
 use super::sums::PPM;
 use crate::error::ConfigError;
 
@@ -519,6 +520,15 @@ pub(crate) struct Rules {
 }
 
 impl Rules {
+    /// `rule`'s enforcement percentage.
+    pub(crate) fn enforcing(&self, rule: OutlierRule) -> u8 {
+        match rule {
+            OutlierRule::SuccessRate => self.sr_enforce,
+            OutlierRule::FailurePercentage => self.fp_enforce,
+            OutlierRule::Slow => self.slow_enforce,
+        }
+    }
+
     /// How long an ejection that is the host's `times`-th (decayed, counting
     /// this one) lasts under Envoy's schedule: `min(base × times, max)`.
     pub(crate) fn ejection_nanos(&self, times: u32) -> Option<u64> {

@@ -30,7 +30,7 @@
 //! `eject`, `end_ejection` and `remember`): a field never overwrites a
 //! racing change of another.
 
-use super::figures::OutlierRule;
+use super::rule::OutlierRule;
 
 const GEN_BITS: u32 = 16;
 const GEN_MASK: u64 = (1 << GEN_BITS) - 1;

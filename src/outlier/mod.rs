@@ -94,12 +94,13 @@ pub(crate) mod figures;
 mod loom_models;
 pub(crate) mod mark;
 pub(crate) mod pool;
+mod rule;
 #[doc(hidden)]
 pub mod sim;
 pub(crate) mod sums;
 pub(crate) mod tally;
 
 pub use config::Outliers;
-pub use figures::OutlierRule;
 pub use pool::OutlierPoolSnapshot;
 pub(crate) use pool::Pool;
+pub use rule::OutlierRule;

@@ -7,8 +7,9 @@ use crate::state::State;
 use crate::sync::{AtomicU128, AtomicU64, Ordering};
 
 use super::config::Rules;
-use super::figures::{self, Figures, OutlierRule};
+use super::figures::{self, Figures};
 use super::mark::Evidence;
+use super::rule::OutlierRule;
 #[cfg(test)]
 use super::sums::Totals;
 use super::sums::{Added, Report, Sums, STRIPES};
@@ -123,7 +124,7 @@ impl Pool {
             }
             // Relaxed: statistics, read by snapshots only.
             self.detected[rule.index()].fetch_add(1, Ordering::Relaxed);
-            if eject.is_none() && enforced(id, epoch, rule.enforcing(&self.rules)) {
+            if eject.is_none() && enforced(id, epoch, self.rules.enforcing(rule)) {
                 eject = Some(rule);
             }
         }

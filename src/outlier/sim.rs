@@ -4,9 +4,9 @@
 //! cap and panic — and the breaker's ejection bookkeeping (the mark, the
 //! ejection time), with the calls themselves left out. Not part of the API.
 
-use super::figures::OutlierRule;
 use super::mark::Mark;
 use super::pool::Pool;
+use super::rule::OutlierRule;
 use super::tally::Counts;
 use super::Outliers;
 use crate::clock::Nanos;
