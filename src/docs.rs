@@ -199,7 +199,7 @@
 //!
 //! # Departures from the design document
 //!
-//! * **Outliers (issue 28), where they depart from the issue's text:** a
+//! * **Outliers, where they depart from the design document:** a
 //!   pooled call is counted at its *admission* (the verdict adds only a
 //!   failure or a slow call), so a pooled breaker keeps its configuration's
 //!   success path, and an ejection happens at the admission that rolls the
@@ -211,8 +211,8 @@
 //!   a seal between a report's two CASes takes it in one word only (each
 //!   rule reads one word). `success_rate_minimum_gap` is an addition,
 //!   0 by default (Envoy's rule). A removed host leaves its pool at once, as
-//!   it leaves the fleet's counts. The pooled rows miss the issue's cost
-//!   targets (`benches/README.md` says by how much and why).
+//!   it leaves the fleet's counts. The pooled rows cost more than the design's
+//!   budget for them (`benches/README.md` says by how much and why).
 //! * **Call counters are opt-in** ([`Builder::count_calls`](crate::Builder::count_calls)).
 //!   Counting every admission and rejection is a read-modify-write per call,
 //!   which invariant 8 forbids on the healthy path; the generation already

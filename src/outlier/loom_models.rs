@@ -1,4 +1,4 @@
-//! loom models of the outlier pools' two concurrent words (issue 28): a
+//! loom models of the outlier pools' two concurrent words: a
 //! host's [tally](super::tally) and a pool's [sums](super::sums). They sit
 //! in the crate because neither word is reachable through the public API
 //! without a registry, a breaker and a sealed interval around it, which
