@@ -113,8 +113,11 @@
 //! (`call_metrics`, feature `metrics`). A rejected call can be answered by
 //! a fallback that says so: [`Breaker::call_or_else`] returns an
 //! [`Answer`], and the tower `FallbackLayer` marks a stale HTTP answer. The
-//! README's section "Seeing what the breaker did" has a copyable example
-//! per integration: spans, metrics, OpenTelemetry.
+//! [guide](guide#seeing-what-the-breaker-did) has a copyable example per
+//! integration: spans, metrics, OpenTelemetry.
+//!
+//! The [`guide`] walks every integration with a compiled example, every
+//! default and why, clocks, recovery and outliers.
 //!
 //! Start with [`Breaker`] and its [`Builder`]; wrap calls with
 //! [`Breaker::call`] / [`Breaker::call_async`] or use the [`Permit`] API; put a
@@ -180,6 +183,8 @@ mod error;
 #[cfg_attr(docsrs, doc(cfg(any(feature = "tracing", feature = "metrics"))))]
 pub mod export;
 mod fallback;
+// A guide for users: prose and doctests, no code.
+pub mod guide;
 // Its docs link to `tower::DownstreamBody`, which exists with feature
 // `tower` (as on docs.rs); without it, a plain `cargo doc` need not warn.
 #[cfg_attr(not(feature = "tower"), allow(rustdoc::broken_intra_doc_links))]

@@ -369,7 +369,7 @@ fn default_breaker(clock: &ManualClock) -> Arc<Breaker<ManualClock>> {
     )
 }
 
-/// As the README's layers are written, with the default breaker: a
+/// As the guide's layers are written, with the default breaker: a
 /// tripping 503's `Retry-After` and a tripping gRPC pushback (at the head
 /// and in the trailers) set the open period, and the keyed layer's
 /// per-host breakers take their own hosts' hints. A hint that does not

@@ -352,7 +352,7 @@ async fn a_503s_retry_after_opens_the_breaker_for_the_hint() {
 
 /// With the default breaker (no `hints()`), a real 503 with
 /// `Retry-After: 120` that trips opens its host's breaker for 120 s, as a
-/// user who copies the README gets it.
+/// user who copies the guide gets it.
 #[tokio::test]
 async fn by_default_a_tripping_503s_retry_after_opens_the_breaker_for_the_hint() {
     let clock = ManualClock::new();

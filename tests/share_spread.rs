@@ -1,6 +1,6 @@
 //! Probes spread without configuration: replicas that apply the same remote
 //! trip at the same instant end its open period at different instants,
-//! with the breakers' jitter at 0 (the README's settings), by their own
+//! with the breakers' jitter at 0 (the guide's settings), by their own
 //! probe offset — bounded, deterministic, never a longer period — while a
 //! local trip keeps its exact period (the OPEN fast path is untouched).
 //! On a [`ManualClock`], in process.

@@ -92,7 +92,7 @@ pub struct RegistryConfig {
 impl RegistryConfig {
     /// The [`RegistryBuilder`] this describes, for keys of type `K` made
     /// from each host's text: [`HostKey`](crate::registry::HostKey) for host names (the type the keyed
-    /// tower layer and the README use), or `String`, `u64`, `Box<str>`,
+    /// tower layer and the guide use), or `String`, `u64`, `Box<str>`,
     /// `http::uri::Authority`, a type of your own. Checked as
     /// [`RegistryBuilder::build`] checks it: the registry's limits, then the
     /// `[outliers]` table, then the template, then each override in the

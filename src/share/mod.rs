@@ -76,7 +76,7 @@
 //! let news = News::new("db:5432", 7, Duration::from_secs(30), 1, Reason::FailureRate, "checkout-0");
 //! let mut ends = Vec::new();
 //! for name in ["checkout-1", "checkout-2", "checkout-3", "checkout-4"] {
-//!     // The README's breakers: no jitter.
+//!     // The guide's breakers: no jitter.
 //!     let registry = Arc::new(
 //!         Registry::<String>::builder(Breaker::builder().failure_rate(0.5).jitter(0.0))
 //!             .build_with_clock(clock.clone())?,

@@ -1,4 +1,4 @@
-//! The README's pingora recipe, compiled and run: a pingora proxy with one
+//! The guide's pingora recipe, compiled and run: a pingora proxy with one
 //! failfast breaker per upstream host. The incident harness
 //! (`incident/harness`) runs it beside the proxy example, nginx and HAProxy.
 //!
