@@ -58,6 +58,8 @@ options:
                           503 with x-failfast: overloaded [default: 1024]
   --drain MS              on SIGTERM or SIGINT, stop accepting and wait this
                           long at most for requests in flight [default: 10000]
+  --workers N             threads serving clients, each with its own runtime
+                          and upstream connections [default: one per CPU]
   --header-timeout MS     close a connection whose request head is not
                           complete by then [default: 10000]
   --idle-timeout MS       close pooled upstream connections idle this long
@@ -143,6 +145,7 @@ pub fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Cli, String>
             "--body-timeout" => body_timeout = Some(millis(&arg, &value("MS")?)?),
             "--max-in-flight" => options.settings.max_in_flight = count(&arg, &value("N")?)?,
             "--drain" => options.settings.drain = millis(&arg, &value("MS")?)?,
+            "--workers" => options.settings.workers = count(&arg, &value("N")?)?,
             "--header-timeout" => options.settings.header_timeout = millis(&arg, &value("MS")?)?,
             "--idle-timeout" => options.settings.idle_timeout = millis(&arg, &value("MS")?)?,
             "--status-limit" => {
