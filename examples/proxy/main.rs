@@ -91,10 +91,12 @@
 //!   `414`, one that does not parse a `400`;
 //! * **an upstream client of its own** ([`UpstreamClient`]), on hyper's
 //!   connection API: a bounded pool of idle keep-alive connections per
-//!   upstream, closed after `--idle-timeout`, a pooled connection checked
-//!   before use (and the request sent once more on a new one if the
-//!   upstream had closed it), and nothing else between a request and its
-//!   connection (see [`client`] for what hyper-util's pooled client costs);
+//!   upstream and worker, closed after `--idle-timeout`, a pooled
+//!   connection checked before use (and the request sent once more on a
+//!   new one if the upstream had closed it);
+//! * **a thread per CPU** (`--workers`), each with a single-threaded
+//!   runtime accepting from the one listening socket, as nginx's workers
+//!   do: a request never changes threads (see [`run`](mod@run));
 //! * **a bounded status page** (`?limit=N`, capped by `--status-limit`, with
 //!   the count of the rest), which `--admin` moves to its own address with
 //!   `/metrics` (keep that one private: it has no authentication);
