@@ -280,7 +280,14 @@ pub fn run(
         ("failfast-pingora", "nginx", "pingora with failfast / nginx"),
         ("failfast-example", "haproxy", "example / HAProxy"),
     ];
-    text.push_str("\n| ratio (same round) | round 1 | round 2 | round 3 |\n|---|---:|---:|---:|\n");
+    let _ = writeln!(
+        text,
+        "\n| ratio (same round) |{}\n|---|{}",
+        (1..=rounds)
+            .map(|r| format!(" round {r} |"))
+            .collect::<String>(),
+        "---:|".repeat(rounds as usize)
+    );
     for (a, b, label) in pairs {
         let cells: Vec<String> = (0..rounds as usize)
             .map(|r| match (rps(a, r), rps(b, r)) {
