@@ -25,6 +25,10 @@ pub struct Proxy {
     pub outbox: Option<Arc<Outbox>>,
     /// The access log and the transitions, on stderr.
     pub log: Log,
+    /// Whether `accept` is failing for want of a resource: the workers'
+    /// accept loops share it, so that the log says once that the proxy
+    /// backs off, and once that it accepts again, whichever worker sees it.
+    pub(crate) accept_failing: Mutex<bool>,
     /// `true` once asked to stop; every accept loop and connection holds a
     /// receiver, so the count of receivers is what is still open.
     pub(crate) stop: watch::Sender<bool>,
@@ -132,6 +136,7 @@ impl Proxy {
             stale,
             outbox,
             log: Log::new(),
+            accept_failing: Mutex::new(false),
             stop: watch::Sender::new(false),
             #[cfg(feature = "metrics")]
             metrics: Metrics::new(),
@@ -180,6 +185,12 @@ impl Proxy {
     /// Resolves once every accept loop and connection has closed.
     pub async fn drained(&self) {
         self.stop.closed().await
+    }
+
+    fn accept_failing(&self) -> std::sync::MutexGuard<'_, bool> {
+        self.accept_failing
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
     }
 
     pub(crate) fn count(&self, route: &str, decision: Decision) {
@@ -244,7 +255,7 @@ pub(crate) async fn accept_loop(listener: TcpListener, proxy: Arc<Proxy>, role: 
             Err(err) => {
                 // EMFILE, ENFILE, ENOBUFS, ENOMEM: the same call would fail
                 // again at once. Wait for connections to close instead.
-                if backoff.is_zero() {
+                if !std::mem::replace(&mut *proxy.accept_failing(), true) {
                     eprintln!("accept: {err}; backing off (up to {MAX_ACCEPT_BACKOFF:?})");
                 }
                 backoff = (backoff * 2).clamp(MIN_ACCEPT_BACKOFF, MAX_ACCEPT_BACKOFF);
@@ -254,9 +265,9 @@ pub(crate) async fn accept_loop(listener: TcpListener, proxy: Arc<Proxy>, role: 
                 }
             }
         };
-        if !backoff.is_zero() {
+        backoff = Duration::ZERO;
+        if std::mem::replace(&mut *proxy.accept_failing(), false) {
             eprintln!("accept: recovered");
-            backoff = Duration::ZERO;
         }
         tokio::spawn(serve_connection(stream, client, proxy.clone(), role));
     }
