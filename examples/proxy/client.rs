@@ -15,8 +15,8 @@
 //! What it keeps of a pooled client's behaviour:
 //!
 //! * **bounded**: at most [`Settings::max_in_flight`] idle connections per
-//!   upstream (no more can be busy at once: the in-flight cap is taken
-//!   first); a connection coming back to a full pool is closed;
+//!   upstream and worker (no more can be busy at once: the in-flight cap is
+//!   taken first); a connection coming back to a full list is closed;
 //! * **idle connections close** after [`Settings::idle_timeout`]: a sweeper
 //!   task, started with the first pooled connection, looks at the pools
 //!   every quarter of it (at most every second);
