@@ -290,3 +290,26 @@ pub(crate) fn count(flag: &str, s: &str) -> Result<usize, String> {
         _ => Err(format!("{flag} {s:?}: expected a number, at least 1")),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Cli, String> {
+        parse_args(args.iter().map(|a| (*a).to_owned()))
+    }
+
+    #[test]
+    fn workers_are_one_per_cpu_unless_told() {
+        let Ok(Cli::Run(options)) = parse(&["--demo"]) else {
+            panic!("--demo parses")
+        };
+        assert_eq!(options.settings.workers, default_workers());
+        let Ok(Cli::Run(options)) = parse(&["--demo", "--workers", "3"]) else {
+            panic!("--workers 3 parses")
+        };
+        assert_eq!(options.settings.workers, 3);
+        let err = parse(&["--demo", "--workers", "0"]).unwrap_err();
+        assert!(err.contains("at least 1"), "{err}");
+    }
+}
