@@ -63,21 +63,40 @@ impl Log {
     }
 
     /// Adds one line: `kind time=…`, then what `fields` writes, then `\n`.
+    ///
+    /// The line is made in a buffer of the thread's own (no allocation once
+    /// it has grown), with the time's text up to the second kept from the
+    /// thread's previous line of the same second.
     pub fn line(&self, kind: &str, fields: impl FnOnce(&mut String)) {
-        let mut line = String::with_capacity(192);
-        line.push_str(kind);
-        line.push_str(" time=");
-        push_time(&mut line, SystemTime::now());
-        fields(&mut line);
-        line.push('\n');
-        let mut state = self.state();
-        let was_empty = state.lines.is_empty();
-        state.lines.extend_from_slice(line.as_bytes());
-        state.added += 1;
-        drop(state);
-        if was_empty {
-            self.shared.ready.notify_one();
-        }
+        SCRATCH.with(|scratch| {
+            let mut scratch = scratch.borrow_mut();
+            let Scratch { line, second, date } = &mut *scratch;
+            line.clear();
+            line.push_str(kind);
+            line.push_str(" time=");
+            let since = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap_or_default();
+            if *second != Some(since.as_secs()) {
+                date.clear();
+                push_date(date, since.as_secs());
+                *second = Some(since.as_secs());
+            }
+            line.push_str(date);
+            line.push('.');
+            push_padded(line, since.subsec_millis().into(), 3);
+            line.push('Z');
+            fields(line);
+            line.push('\n');
+            let mut state = self.state();
+            let was_empty = state.lines.is_empty();
+            state.lines.extend_from_slice(line.as_bytes());
+            state.added += 1;
+            drop(state);
+            if was_empty {
+                self.shared.ready.notify_one();
+            }
+        });
     }
 
     /// Returns once every line added so far is written.
@@ -137,20 +156,61 @@ fn write_until_closed(shared: &Shared) {
     }
 }
 
-/// `2026-12-06T14:03:00.123Z`
-fn push_time(out: &mut String, now: SystemTime) {
-    let since = now.duration_since(UNIX_EPOCH).unwrap_or_default();
-    let secs = since.as_secs() as i64;
+/// A thread's line buffer, and its last line's time to the second.
+#[derive(Default)]
+struct Scratch {
+    line: String,
+    second: Option<u64>,
+    /// `2026-12-06T14:03:00` for `second`.
+    date: String,
+}
+
+thread_local! {
+    static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::default();
+}
+
+/// `2026-12-06T14:03:00`: the UTC time `secs` after the epoch, to the
+/// second (a line adds `.123Z`).
+fn push_date(out: &mut String, secs: u64) {
+    let secs = secs as i64;
     let (days, of_day) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
     let (y, m, d) = civil_from_days(days);
     let _ = write!(
         out,
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}",
         of_day / 3600,
         of_day / 60 % 60,
         of_day % 60,
-        since.subsec_millis()
     );
+}
+
+/// `n` in decimal, at least `width` digits (zeros in front), without
+/// `fmt`'s machinery (a log line has several numbers).
+pub(crate) fn push_padded(out: &mut String, mut n: u64, width: usize) {
+    let mut digits = [b'0'; 20];
+    let mut start = digits.len();
+    while n > 0 || digits.len() - start < width.max(1) {
+        start -= 1;
+        digits[start] = b'0' + (n % 10) as u8;
+        n /= 10;
+    }
+    // ASCII digits.
+    out.push_str(std::str::from_utf8(&digits[start..]).unwrap_or_default());
+}
+
+/// `text` as `{:?}` writes it (quoted, escaped), without `fmt`'s machinery
+/// when nothing needs escaping.
+fn push_quoted(out: &mut String, text: &str) {
+    if text
+        .bytes()
+        .all(|b| (b' '..=b'~').contains(&b) && b != b'"' && b != b'\\')
+    {
+        out.push('"');
+        out.push_str(text);
+        out.push('"');
+    } else {
+        let _ = write!(out, "{text:?}");
+    }
 }
 
 /// The proleptic Gregorian date of a day count from 1970-01-01 (Howard
@@ -172,7 +232,7 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
 /// dropped, and so is this, which logs `status=499 decision=abandoned`.
 pub struct Pending<'p> {
     proxy: &'p Proxy,
-    client: SocketAddr,
+    client: &'p Peer,
     method: Method,
     uri: Uri,
     started: Instant,
@@ -182,7 +242,7 @@ pub struct Pending<'p> {
 }
 
 impl<'p> Pending<'p> {
-    pub fn new(proxy: &'p Proxy, client: SocketAddr, method: Method, uri: Uri) -> Pending<'p> {
+    pub fn new(proxy: &'p Proxy, client: &'p Peer, method: Method, uri: Uri) -> Pending<'p> {
         Pending {
             proxy,
             client,
@@ -213,17 +273,27 @@ impl<'p> Pending<'p> {
             None => ("-", "-"),
         };
         self.proxy.log.line("access", |line| {
+            line.push_str(" client=");
+            line.push_str(self.client.ip_str());
+            line.push_str(" method=");
+            line.push_str(self.method.as_str());
             // The path without its query, which may carry secrets.
-            let _ = write!(
-                line,
-                " client={} method={} path={:?} route={route} upstream={upstream} status={status} \
-                 duration_ms={:.3} decision={}",
-                self.client.ip(),
-                self.method,
-                self.uri.path(),
-                took.as_secs_f64() * 1e3,
-                decision.as_str(),
-            );
+            line.push_str(" path=");
+            push_quoted(line, self.uri.path());
+            line.push_str(" route=");
+            line.push_str(route);
+            line.push_str(" upstream=");
+            line.push_str(upstream);
+            line.push_str(" status=");
+            push_padded(line, status.into(), 1);
+            // Milliseconds to the microsecond: `12.345`.
+            let micros = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
+            line.push_str(" duration_ms=");
+            push_padded(line, micros / 1000, 1);
+            line.push('.');
+            push_padded(line, micros % 1000, 3);
+            line.push_str(" decision=");
+            line.push_str(decision.as_str());
         });
     }
 }
@@ -239,6 +309,31 @@ impl Drop for Pending<'_> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn numbers_and_paths_as_fmt_writes_them() {
+        let padded = |n, width| {
+            let mut s = String::new();
+            super::push_padded(&mut s, n, width);
+            s
+        };
+        assert_eq!(padded(0, 1), "0");
+        assert_eq!(padded(7, 3), "007");
+        assert_eq!(padded(12_345, 3), "12345");
+        assert_eq!(padded(u64::MAX, 1), u64::MAX.to_string());
+        for path in [
+            "/healthy/",
+            "/a b/c",
+            "/q\"uote",
+            "/back\\slash",
+            "/tab\t",
+            "/é",
+        ] {
+            let mut s = String::new();
+            super::push_quoted(&mut s, path);
+            assert_eq!(s, format!("{path:?}"));
+        }
+    }
+
     #[test]
     fn dates() {
         assert_eq!(super::civil_from_days(0), (1970, 1, 1));

@@ -58,6 +58,8 @@ options:
                           503 with x-failfast: overloaded [default: 1024]
   --drain MS              on SIGTERM or SIGINT, stop accepting and wait this
                           long at most for requests in flight [default: 10000]
+  --workers N             threads serving clients, each with its own runtime
+                          and upstream connections [default: one per CPU]
   --header-timeout MS     close a connection whose request head is not
                           complete by then [default: 10000]
   --idle-timeout MS       close pooled upstream connections idle this long
@@ -143,6 +145,7 @@ pub fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Cli, String>
             "--body-timeout" => body_timeout = Some(millis(&arg, &value("MS")?)?),
             "--max-in-flight" => options.settings.max_in_flight = count(&arg, &value("N")?)?,
             "--drain" => options.settings.drain = millis(&arg, &value("MS")?)?,
+            "--workers" => options.settings.workers = count(&arg, &value("N")?)?,
             "--header-timeout" => options.settings.header_timeout = millis(&arg, &value("MS")?)?,
             "--idle-timeout" => options.settings.idle_timeout = millis(&arg, &value("MS")?)?,
             "--status-limit" => {
@@ -285,5 +288,28 @@ pub(crate) fn count(flag: &str, s: &str) -> Result<usize, String> {
     match s.parse::<usize>() {
         Ok(n) if n > 0 => Ok(n),
         _ => Err(format!("{flag} {s:?}: expected a number, at least 1")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Cli, String> {
+        parse_args(args.iter().map(|a| (*a).to_owned()))
+    }
+
+    #[test]
+    fn workers_are_one_per_cpu_unless_told() {
+        let Ok(Cli::Run(options)) = parse(&["--demo"]) else {
+            panic!("--demo parses")
+        };
+        assert_eq!(options.settings.workers, default_workers());
+        let Ok(Cli::Run(options)) = parse(&["--demo", "--workers", "3"]) else {
+            panic!("--workers 3 parses")
+        };
+        assert_eq!(options.settings.workers, 3);
+        let err = parse(&["--demo", "--workers", "0"]).unwrap_err();
+        assert!(err.contains("at least 1"), "{err}");
     }
 }

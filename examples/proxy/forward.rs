@@ -116,9 +116,10 @@ pub(crate) fn upstream_uri(
 pub(crate) async fn forward<'p>(
     mut req: Request<Incoming>,
     proxy: &'p Proxy,
-    client: SocketAddr,
+    client: &Peer,
+    route: Option<(&'p str, &'p Authority)>,
 ) -> Answer<'p> {
-    let Some((route, upstream)) = route_of(proxy, req.uri().path()) else {
+    let Some((route, upstream)) = route else {
         return Answer::here(text(StatusCode::NOT_FOUND, "no such route\n"));
     };
     let answer = |response, decision| Answer {
@@ -139,7 +140,7 @@ pub(crate) async fn forward<'p>(
         },
         None => None, // every route's upstream has one
     };
-    to_upstream(&mut req, client.ip());
+    to_upstream(&mut req, client);
     let settings = &proxy.settings;
     let req = req.map(|body| {
         DownstreamBody::new(body)

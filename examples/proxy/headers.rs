@@ -3,10 +3,13 @@
 
 use super::*;
 
+/// How many fields [`HOP_BY_HOP`] names.
+const HOPS: usize = 9;
+
 /// The hop-by-hop fields of RFC 9110 §7.6.1, with `Proxy-Connection` (its
 /// pre-standard spelling): each describes one connection, and a proxy
 /// forwards none of them.
-pub const HOP_BY_HOP: [HeaderName; 9] = [
+pub const HOP_BY_HOP: [HeaderName; HOPS] = [
     header::CONNECTION,
     HeaderName::from_static("keep-alive"),
     header::PROXY_AUTHORIZATION,
@@ -23,15 +26,39 @@ pub const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for
 
 /// Removes the hop-by-hop fields: those `Connection` names, then
 /// [`HOP_BY_HOP`]. hyper frames each hop's body itself.
+///
+/// Done with one look at each field, and a removal (a hash) only for a
+/// field that is there: most messages carry one hop-by-hop field
+/// (`Connection: keep-alive`) or none.
 pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
-    let named: Vec<HeaderName> = headers
+    // `Vec::new` allocates nothing until a name is pushed: `keep-alive` is
+    // removed below anyway, and `close` names a field only if there is one.
+    let mut named: Vec<HeaderName> = Vec::new();
+    for token in headers
         .get_all(header::CONNECTION)
         .iter()
         .flat_map(|value| value.as_bytes().split(|b| *b == b','))
-        .filter_map(|name| HeaderName::from_bytes(name.trim_ascii()).ok())
-        .collect();
-    for name in named.iter().chain(&HOP_BY_HOP) {
+        .map(<[u8]>::trim_ascii)
+    {
+        let skip = token.eq_ignore_ascii_case(b"keep-alive")
+            || (token.eq_ignore_ascii_case(b"close") && !headers.contains_key("close"));
+        if !skip {
+            named.extend(HeaderName::from_bytes(token).ok());
+        }
+    }
+    for name in &named {
         headers.remove(name);
+    }
+    let mut present = [false; HOPS];
+    for name in headers.keys() {
+        if let Some(i) = HOP_BY_HOP.iter().position(|hop| hop == name) {
+            present[i] = true;
+        }
+    }
+    for (name, here) in HOP_BY_HOP.iter().zip(present) {
+        if here {
+            headers.remove(name);
+        }
     }
 }
 
@@ -48,10 +75,14 @@ pub(crate) fn append_via(headers: &mut HeaderMap, received: Version) {
     headers.append(header::VIA, HeaderValue::from_static(via));
 }
 
-/// Appends `client` to `X-Forwarded-For`, after any addresses the request
-/// already carried (one field, comma-separated).
-pub(crate) fn append_forwarded_for(headers: &mut HeaderMap, client: IpAddr) {
-    let client = client.to_string();
+/// Appends `client` (an IP address's text) to `X-Forwarded-For`, after any
+/// addresses the request already carried (one field, comma-separated).
+pub(crate) fn append_forwarded_for(headers: &mut HeaderMap, client: &HeaderValue) {
+    if !headers.contains_key(&X_FORWARDED_FOR) {
+        // The common case: the client's address alone (a reference count).
+        headers.insert(X_FORWARDED_FOR, client.clone());
+        return;
+    }
     let mut value = Vec::new();
     for earlier in headers.get_all(&X_FORWARDED_FOR) {
         value.extend_from_slice(earlier.as_bytes());
@@ -68,18 +99,18 @@ pub(crate) fn append_forwarded_for(headers: &mut HeaderMap, client: IpAddr) {
 /// A client's request made ready for the upstream: `Host` left to the
 /// upstream URI, the hop-by-hop fields removed, `X-Forwarded-For` and `Via`
 /// added.
-pub(crate) fn to_upstream<B>(req: &mut Request<B>, client: IpAddr) {
+pub(crate) fn to_upstream<B>(req: &mut Request<B>, client: &Peer) {
     let version = req.version();
     let headers = req.headers_mut();
     headers.remove(header::HOST);
     strip_hop_by_hop(headers);
-    append_forwarded_for(headers, client);
+    append_forwarded_for(headers, &client.ip);
     append_via(headers, version);
 }
 
 /// An upstream's answer made ready for the client: the hop-by-hop fields
 /// removed, `Via` added, the body boxed.
-pub(crate) fn from_upstream(response: Response<Incoming>) -> Response<Body> {
+pub(crate) fn from_upstream(response: Response<Pooled>) -> Response<Body> {
     let (mut head, body) = response.into_parts();
     strip_hop_by_hop(&mut head.headers);
     append_via(&mut head.headers, head.version);

@@ -89,8 +89,14 @@
 //!   instead of spinning on the same error; it resumes when descriptors free;
 //! * **no panic on request data**: a rewritten URI longer than 8 KiB is a
 //!   `414`, one that does not parse a `400`;
-//! * **a pool timer**, without which hyper ignores `pool_idle_timeout` and
-//!   keeps every idle upstream connection forever;
+//! * **an upstream client of its own** ([`UpstreamClient`]), on hyper's
+//!   connection API: a bounded pool of idle keep-alive connections per
+//!   upstream and worker, closed after `--idle-timeout`, a pooled
+//!   connection checked before use (and the request sent once more on a
+//!   new one if the upstream had closed it);
+//! * **a thread per CPU** (`--workers`), each with a single-threaded
+//!   runtime accepting from the one listening socket, as nginx's workers
+//!   do: a request never changes threads (see [`run`](mod@run));
 //! * **a bounded status page** (`?limit=N`, capped by `--status-limit`, with
 //!   the count of the rest), which `--admin` moves to its own address with
 //!   `/metrics` (keep that one private: it has no authentication);
@@ -132,9 +138,12 @@ mod access_log;
 #[macro_use]
 mod breakers;
 mod cli;
+mod client;
 mod demo;
+mod fnv;
 mod forward;
 mod headers;
+mod peer;
 mod prometheus;
 mod run;
 mod server;
@@ -143,9 +152,12 @@ mod stale;
 pub use access_log::*;
 pub use breakers::*;
 pub use cli::*;
+pub use client::*;
 pub use demo::*;
+pub use fnv::*;
 pub use forward::*;
 pub use headers::*;
+pub use peer::*;
 pub use prometheus::*;
 pub use run::*;
 pub use server::*;
@@ -175,8 +187,7 @@ use http::{HeaderMap, HeaderValue, Method, Version};
 use http_body_util::{combinators::BoxBody, BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
 use hyper::{Request, Response, StatusCode};
-use hyper_util::client::legacy::{connect::HttpConnector, Client};
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tower::{Layer, ServiceExt};
@@ -185,14 +196,13 @@ type Body = BoxBody<Bytes, hyper::Error>;
 /// A client's request body as it goes upstream: its errors, stalls and
 /// excess marked as the client's, so they never count against an upstream.
 type Upload = DownstreamBody<Incoming>;
-pub(crate) type UpstreamClient = Client<HttpConnector, Upload>;
 /// One breaker per upstream, keyed by its `host:port` normal form.
 pub(crate) type Breakers =
     Keyed<UpstreamClient, HostKey, failfast::tower::AuthorityKey<HostKey>, HttpClassifier>;
 /// The breakers, their answers' hop-by-hop headers removed and bodies
 /// boxed, and the stale answers in front.
 pub(crate) type Guarded = Fallback<
-    tower::util::MapResponse<Breakers, fn(Response<Incoming>) -> Response<Body>>,
+    tower::util::MapResponse<Breakers, fn(Response<Pooled>) -> Response<Body>>,
     StaleAnswers,
 >;
 
@@ -251,6 +261,9 @@ pub struct Settings {
     pub max_in_flight: usize,
     /// How long a shutdown waits for requests in flight.
     pub drain: Duration,
+    /// The threads that serve clients, each with its runtime and its own
+    /// idle upstream connections (see [`run`](mod@run)).
+    pub workers: usize,
     /// The most upstreams the status page shows (and its default).
     pub status_limit: usize,
     /// Whether the status page is on its own (admin) listener only.
@@ -285,6 +298,7 @@ impl Default for Settings {
             idle_timeout: Duration::from_secs(30),
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             drain: Duration::from_secs(10),
+            workers: default_workers(),
             status_limit: 100,
             admin_listener: false,
             verbose: false,

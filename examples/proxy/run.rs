@@ -1,7 +1,34 @@
-//! Running as a process: the runtime, the listeners, the stop signals,
+//! Running as a process: the runtimes, the listeners, the stop signals,
 //! the drain, trips shared through Redis.
+//!
+//! **Workers.** Clients are served by `--workers` threads (one per CPU by
+//! default), each with a single-threaded tokio runtime of its own that
+//! accepts from the one listening socket, as nginx's worker processes do: a
+//! connection, its requests and its upstream connections stay on the
+//! thread that accepted it (each worker has its own idle upstream
+//! connections, [`UpstreamClient`]), so no request is handed from one
+//! thread to another. A multi-threaded runtime would share its tasks among
+//! its threads, and pay for it in wakes across threads: measured through
+//! wrk on 2 CPUs, this takes a fifth less CPU per request
+//! (`incident/results/overhead.md`). The main thread's own runtime has the
+//! signals, the admin listener, the demo's upstreams and the Redis sync.
 
 use super::*;
+
+thread_local! {
+    /// Which worker this thread is (0 for any thread that is not one).
+    static WORKER: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// The worker the current thread is (0 outside the workers).
+pub fn worker() -> usize {
+    WORKER.with(std::cell::Cell::get)
+}
+
+/// The default `--workers`: one per CPU.
+pub fn default_workers() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
+}
 
 pub fn main_with(args: impl IntoIterator<Item = String>) -> i32 {
     let options = match parse_args(args) {
@@ -15,7 +42,10 @@ pub fn main_with(args: impl IntoIterator<Item = String>) -> i32 {
             return 2;
         }
     };
-    let runtime = match tokio::runtime::Runtime::new() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build();
+    let runtime = match runtime {
         Ok(runtime) => runtime,
         Err(err) => {
             eprintln!("error: cannot start the runtime: {err}");
@@ -56,7 +86,7 @@ pub(crate) async fn run(options: Options) -> io::Result<()> {
     if let (Some(url), Some(outbox)) = (&options.redis, &proxy.outbox) {
         share_trips(&proxy, outbox.clone(), url, options.replica.as_deref())?;
     }
-    let listener = bind(options.listen).await?;
+    let listener = bind(options.listen).await?.into_std()?;
     eprintln!("failfast proxy on http://{}", listener.local_addr()?);
     let admin = match options.admin {
         Some(addr) => {
@@ -74,9 +104,22 @@ pub(crate) async fn run(options: Options) -> io::Result<()> {
     for (name, to) in names {
         eprintln!("  /{name}/  ->  http://{to}/");
     }
-    let mut loops = vec![tokio::spawn(serve(listener, proxy.clone()))];
+    // Each accept loop says when it has returned (its listener closed).
+    let mut loops = Vec::new();
+    for index in 0..proxy.settings.workers {
+        let (returned, on_return) = tokio::sync::oneshot::channel::<()>();
+        spawn_worker(index, listener.try_clone()?, proxy.clone(), returned)?;
+        loops.push(on_return);
+    }
+    drop(listener); // the workers' copies are the socket's last
     if let Some(admin) = admin {
-        loops.push(tokio::spawn(serve_admin(admin, proxy.clone())));
+        let (returned, on_return) = tokio::sync::oneshot::channel::<()>();
+        let proxy = proxy.clone();
+        tokio::spawn(async move {
+            serve_admin(admin, proxy).await;
+            let _ = returned.send(());
+        });
+        loops.push(on_return);
     }
 
     let signal = stop.next().await;
@@ -98,6 +141,36 @@ pub(crate) async fn run(options: Options) -> io::Result<()> {
             proxy.open_connections()
         ),
     }
+    Ok(())
+}
+
+/// Starts worker `index`: a thread with a single-threaded runtime that
+/// serves the routes on its copy of the listening socket, then drives its
+/// connections until every connection of the proxy has closed (the main
+/// thread ends the process at the drain's deadline). `returned` is sent
+/// once its accept loop has returned.
+fn spawn_worker(
+    index: usize,
+    listener: std::net::TcpListener,
+    proxy: Arc<Proxy>,
+    returned: tokio::sync::oneshot::Sender<()>,
+) -> io::Result<()> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    std::thread::Builder::new()
+        .name(format!("proxy-worker-{index}"))
+        .spawn(move || {
+            WORKER.with(|w| w.set(index));
+            runtime.block_on(async move {
+                match TcpListener::from_std(listener) {
+                    Ok(listener) => serve(listener, proxy.clone()).await,
+                    Err(err) => eprintln!("worker {index}: {err}"),
+                }
+                let _ = returned.send(());
+                proxy.drained().await;
+            });
+        })?;
     Ok(())
 }
 

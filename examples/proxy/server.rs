@@ -7,13 +7,13 @@ use super::*;
 /// What the proxy shares between connections.
 pub struct Proxy {
     /// Route name → upstream authority.
-    pub routes: HashMap<String, Authority>,
+    pub routes: FnvMap<String, Authority>,
     /// The breakers, one per upstream, keyed by its `host:port` normal form.
     pub registry: Arc<Registry<HostKey>>,
     /// The cap on calls in flight, one per upstream authority.
-    pub bulkheads: HashMap<Authority, Bulkhead>,
+    pub bulkheads: FnvMap<Authority, Bulkhead>,
     /// Requests per route, by [`Decision`].
-    pub requests: HashMap<String, Decisions>,
+    pub requests: FnvMap<String, Decisions>,
     /// The most recent transitions the layer saw, with their upstream.
     pub transitions: Mutex<VecDeque<(String, Transition)>>,
     /// The knobs it was built with.
@@ -25,6 +25,10 @@ pub struct Proxy {
     pub outbox: Option<Arc<Outbox>>,
     /// The access log and the transitions, on stderr.
     pub log: Log,
+    /// Whether `accept` is failing for want of a resource: the workers'
+    /// accept loops share it, so that the log says once that the proxy
+    /// backs off, and once that it accepts again, whichever worker sees it.
+    pub(crate) accept_failing: Mutex<bool>,
     /// `true` once asked to stop; every accept loop and connection holds a
     /// receiver, so the count of receivers is what is still open.
     pub(crate) stop: watch::Sender<bool>,
@@ -51,6 +55,7 @@ pub fn proxy_with(
     settings: Settings,
 ) -> Result<Arc<Proxy>, failfast::ConfigError> {
     let registry = Arc::new(breakers.build()?);
+    let routes: FnvMap<String, Authority> = routes.into_iter().collect();
     let outbox = settings.share_trips.then(|| Arc::new(Outbox::new(1024)));
     // Routes are known at start: one bulkhead per upstream (routes to the
     // same upstream share it), one row of counters per route.
@@ -64,11 +69,7 @@ pub fn proxy_with(
         .collect();
     Ok(Arc::new_cyclic(|me: &std::sync::Weak<Proxy>| {
         let me = me.clone();
-        let client = Client::builder(TokioExecutor::new())
-            // Without a timer hyper never closes idle pooled connections.
-            .pool_timer(TokioTimer::new())
-            .pool_idle_timeout(settings.idle_timeout)
-            .build_http::<Upload>();
+        let client = UpstreamClient::new(routes.values(), &settings);
         if !settings.breakers {
             let stale = Arc::new(StaleCache::new(0, 0, Duration::ZERO));
             return Proxy::new(
@@ -97,7 +98,7 @@ pub fn proxy_with(
             settings.stale_max_body,
             settings.stale_max_age,
         ));
-        let from_upstream: fn(Response<Incoming>) -> Response<Body> = from_upstream;
+        let from_upstream: fn(Response<Pooled>) -> Response<Body> = from_upstream;
         let service = FallbackLayer::from_recover(StaleAnswers(stale.clone()))
             .layer(tower::util::MapResponse::new(service, from_upstream));
         Proxy::new(
@@ -116,10 +117,10 @@ pub fn proxy_with(
 impl Proxy {
     #[allow(clippy::too_many_arguments)]
     fn new(
-        routes: HashMap<String, Authority>,
+        routes: FnvMap<String, Authority>,
         registry: Arc<Registry<HostKey>>,
-        bulkheads: HashMap<Authority, Bulkhead>,
-        requests: HashMap<String, Decisions>,
+        bulkheads: FnvMap<Authority, Bulkhead>,
+        requests: FnvMap<String, Decisions>,
         settings: Settings,
         stale: Arc<StaleCache>,
         outbox: Option<Arc<Outbox>>,
@@ -135,6 +136,7 @@ impl Proxy {
             stale,
             outbox,
             log: Log::new(),
+            accept_failing: Mutex::new(false),
             stop: watch::Sender::new(false),
             #[cfg(feature = "metrics")]
             metrics: Metrics::new(),
@@ -183,6 +185,12 @@ impl Proxy {
     /// Resolves once every accept loop and connection has closed.
     pub async fn drained(&self) {
         self.stop.closed().await
+    }
+
+    fn accept_failing(&self) -> std::sync::MutexGuard<'_, bool> {
+        self.accept_failing
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
     }
 
     pub(crate) fn count(&self, route: &str, decision: Decision) {
@@ -247,7 +255,7 @@ pub(crate) async fn accept_loop(listener: TcpListener, proxy: Arc<Proxy>, role: 
             Err(err) => {
                 // EMFILE, ENFILE, ENOBUFS, ENOMEM: the same call would fail
                 // again at once. Wait for connections to close instead.
-                if backoff.is_zero() {
+                if !std::mem::replace(&mut *proxy.accept_failing(), true) {
                     eprintln!("accept: {err}; backing off (up to {MAX_ACCEPT_BACKOFF:?})");
                 }
                 backoff = (backoff * 2).clamp(MIN_ACCEPT_BACKOFF, MAX_ACCEPT_BACKOFF);
@@ -257,9 +265,9 @@ pub(crate) async fn accept_loop(listener: TcpListener, proxy: Arc<Proxy>, role: 
                 }
             }
         };
-        if !backoff.is_zero() {
+        backoff = Duration::ZERO;
+        if std::mem::replace(&mut *proxy.accept_failing(), false) {
             eprintln!("accept: recovered");
-            backoff = Duration::ZERO;
         }
         tokio::spawn(serve_connection(stream, client, proxy.clone(), role));
     }
@@ -275,7 +283,11 @@ pub(crate) async fn serve_connection(
 ) {
     let mut stop = proxy.stop.subscribe();
     let header_timeout = proxy.settings.header_timeout;
-    let service = hyper::service::service_fn(move |req| handle(req, proxy.clone(), role, client));
+    // Answers go out in one write each; nothing to gain from Nagle's delay.
+    let _ = stream.set_nodelay(true);
+    let peer = Arc::new(Peer::new(client));
+    let service =
+        hyper::service::service_fn(move |req| handle(req, proxy.clone(), role, peer.clone()));
     let connection = hyper::server::conn::http1::Builder::new()
         .timer(TokioTimer::new())
         .header_read_timeout(header_timeout)
@@ -306,15 +318,15 @@ pub(crate) async fn handle(
     req: Request<Incoming>,
     proxy: Arc<Proxy>,
     role: Role,
-    client: SocketAddr,
+    client: Arc<Peer>,
 ) -> Result<Response<Body>, Infallible> {
     // Counted and logged when answered, or when the client goes away first
     // (hyper then drops this future, and `pending` with it).
-    let mut pending = Pending::new(&proxy, client, req.method().clone(), req.uri().clone());
+    let mut pending = Pending::new(&proxy, &client, req.method().clone(), req.uri().clone());
     if role == Role::Main {
         pending.route = route_of(&proxy, req.uri().path());
     }
-    let answer = answer(req, &proxy, role, client).await;
+    let answer = answer(req, &proxy, role, &client, pending.route).await;
     pending.route = answer.route;
     pending.answered(answer.response.status(), answer.decision);
     Ok(answer.response)
@@ -339,11 +351,14 @@ impl Answer<'_> {
     }
 }
 
+/// `route`: the route the path names, if any (looked up once, by
+/// [`handle`]).
 pub(crate) async fn answer<'p>(
     req: Request<Incoming>,
     proxy: &'p Proxy,
     role: Role,
-    client: SocketAddr,
+    client: &Peer,
+    route: Option<(&'p str, &'p Authority)>,
 ) -> Answer<'p> {
     let pages_here = match role {
         Role::Admin => true,
@@ -361,7 +376,7 @@ pub(crate) async fn answer<'p>(
             "the admin address serves /_failfast and /metrics only\n",
         ));
     }
-    forward(req, proxy, client).await
+    forward(req, proxy, client, route).await
 }
 
 /// `/_failfast?limit=N`: at most `N` upstreams (default and cap:

@@ -247,15 +247,17 @@ async fn run(args: Args) -> i32 {
         }
     }
     if let Some(rounds) = args.overhead {
+        // Written before the runs: the load average the runs started in.
+        let header = header(&args);
         let text = tokio::task::block_in_place(|| {
             overhead::run(&args.tools, &kinds, rounds, 10, &args.out)
         });
+        let load_after = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+        let load_after: Vec<&str> = load_after.split_whitespace().take(3).collect();
+        let text = format!("{text}\nLoad average after: {}.\n", load_after.join(" "));
         eprintln!("{text}");
         let _ = std::fs::create_dir_all(&args.out);
-        let _ = std::fs::write(
-            args.out.join("overhead.md"),
-            format!("{}{text}", header(&args)),
-        );
+        let _ = std::fs::write(args.out.join("overhead.md"), format!("{header}{text}"));
         return 0;
     }
     let scenarios: Vec<Scenario> = scenarios(args.short)
@@ -354,13 +356,24 @@ fn header(args: &Args) -> String {
         sh("nginx -v"),
         sh("haproxy -v"),
         sh("rustc --version"),
-        if args.short {
-            "short plan"
-        } else {
-            "full plan"
+        match (args.overhead, args.short) {
+            (Some(_), _) => "overhead runs",
+            (None, true) => "short plan",
+            (None, false) => "full plan",
         },
         sh("cut -d' ' -f1-3 /proc/loadavg"),
-        if args.short { " --short" } else { "" },
+        match args.overhead {
+            Some(rounds) => format!(
+                " --overhead {rounds} --proxies {}",
+                args.kinds
+                    .iter()
+                    .map(|k| k.name())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ),
+            None if args.short => " --short".to_owned(),
+            None => String::new(),
+        },
     )
 }
 

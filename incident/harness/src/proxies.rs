@@ -191,6 +191,11 @@ pub fn start(
 }
 
 impl Proxy {
+    /// Its process id (nginx: the master's; its workers are its children).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// SIGTERM (nginx's master then stops its workers), then SIGKILL if it
     /// is still there after 5 s.
     pub fn stop(mut self) {
