@@ -43,6 +43,7 @@ pub(crate) mod tokens;
 /// # Ok::<(), failfast::ConfigError>(())
 /// ```
 #[derive(Copy, Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub enum RetryBudget {
     /// gRPC's retry throttling ([`RetryBudget::tokens`]).
     Tokens {
