@@ -27,7 +27,7 @@ use crate::ramp;
 use crate::remote::RemoteTrip;
 use crate::retry::{self, Rules};
 use crate::state::{Next, Snapshot, State, StateCell, Updated};
-use crate::storage::{PoolSlots, Storage};
+use crate::storage::{Layout, PoolSlots, Storage};
 use crate::sync::{Arc, AtomicU64, Ordering};
 use crate::ticket::{RoundStart, Ticket, UNTIMED};
 use crate::window::{self, Shape, Window, WindowCounts};
@@ -78,6 +78,8 @@ pub(crate) struct Shared<C: Clock> {
     ratio: retry::ratio::Ratio,
     /// The token retry budget's rules (zeros without one).
     tokens: retry::tokens::Tokens,
+    /// What each breaker's storage starts with.
+    layout: Layout,
 }
 
 impl<C: Clock> Shared<C> {
@@ -88,6 +90,7 @@ impl<C: Clock> Shared<C> {
     ) -> Shared<C> {
         let config_shape_hints = (config.shape, config.remembers_hints);
         let config_retry = config.retry;
+        let config_counts = config.count_calls;
         Shared {
             flags: config.flags(),
             config,
@@ -107,6 +110,13 @@ impl<C: Clock> Shared<C> {
                 Some(Rules::Tokens(t)) => t,
                 _ => Default::default(),
             },
+            layout: Layout::new(
+                config_counts,
+                config_shape_hints.0,
+                config_shape_hints.1,
+                false,
+                config_retry,
+            ),
         }
     }
 
@@ -119,6 +129,13 @@ impl<C: Clock> Shared<C> {
         self.pool = Some(pool);
         self.pool_at = Storage::pool_at(self.config.shape, self.config.remembers_hints);
         self.retry_at = Storage::retry_at(self.config.shape, self.config.remembers_hints, true);
+        self.layout = Layout::new(
+            self.config.count_calls,
+            self.config.shape,
+            self.config.remembers_hints,
+            true,
+            self.config.retry,
+        );
         self
     }
 
@@ -186,13 +203,7 @@ impl<C: Clock> Breaker<C> {
         let flags = shared.flags;
         let breaker = Breaker {
             cell: StateCell::new(),
-            storage: Storage::new(
-                flags.counts_calls(),
-                shared.config.shape,
-                shared.config.remembers_hints,
-                flags.pooled(),
-                shared.config.retry.map(|rules| (rules, shared.clock.now())),
-            ),
+            storage: Storage::new(&shared.layout),
             id,
             flags,
             shared,

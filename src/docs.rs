@@ -794,19 +794,24 @@
 //! round) and a refusal gives its permit back as a neutral drop, its probe
 //! slot freed, and takes back the deposit the admission made.
 //!
-//! **Cost.** Off, nothing: no slot, and no test on any path (the budget's
-//! flags join masks the paths already test). A ratio budget takes two
-//! slots of the breaker's storage (16 bytes: the half's index, and the two
-//! sums packed in one word), and its first tries read the clock at
-//! admission (so a permit dropped without a verdict is judged by its age,
-//! as in an outlier pool); a deposit is a compare of the stored half with
-//! now's (a multiply by a precomputed reciprocal, no division) and one
-//! `fetch_add`; a retry is one CAS. A token budget takes one slot (8
-//! bytes); its verdicts take the general path, where a success on a full
-//! bucket is one load. With call counters, one more slot counts the
-//! refused retries. The races (withdrawals for the last retry, the move to
-//! a new half racing a deposit or a withdrawal, verdicts on the bucket) are
-//! loom models in `loom-tests/tests/retry_budget.rs`; the bookkeeping is a
+//! **Cost.** Off: no slot, and no instruction on any measured path — the
+//! budget's flags join masks the paths already test, the deposit waits
+//! behind the call counters' own test and the bucket in the outlier pool's
+//! `else` (with call counters on, an admission and a verdict test one more
+//! flag). A ratio budget takes two slots of the breaker's storage (16
+//! bytes: when the current half ends, and the two sums packed in one word),
+//! and its first tries read the clock at admission (so a permit dropped
+//! without a verdict is judged by its age, as in an outlier pool); a
+//! deposit is one compare of now with the half's end (no division, no
+//! multiplication), one `fetch_add` and a carry test, out of line; a retry
+//! is one CAS, in line. A token budget takes one slot (8 bytes); its
+//! verdicts take the general path, where a success on a full bucket is one
+//! load. With call counters, one more slot counts the refused retries. The
+//! numbers are callgrind's `ff_budget`, `ff_retry` and their `_at` twins
+//! (`benches/README.md`). The races (withdrawals for the last retry, the
+//! move to a new half racing a deposit or a withdrawal, verdicts on the
+//! bucket) are loom models in `loom-tests/tests/retry_budget.rs`; the
+//! bookkeeping is a
 //! proptest model (`tests/retry_model.rs`).
 //!
 //! # What each request path costs
@@ -828,6 +833,8 @@
 //! | registry: a lookup's epoch guard ends | none | none, but it may *free* a batch of entries evicted earlier (`seize` reclaims retired entries as guards leave) | its thread's own reservation only | — |
 //! | tower layers: rejection | none | the `BoxError` (and with `name_rejections`, the name's `Arc`) | none | — |
 //! | pooled host (outliers): a verdict | none | none | none: the tally is the host's own line (one `fetch_add`) | callgrind `ff_pool_count`, `ff_pool_slow` |
+//! | retry budget (ratio): a first try / a retry | none | none | the host's sums word: one `fetch_add` / one CAS (and, once per half of the TTL, a CAS on its end) | callgrind `ff_budget`, `ff_retry`; loom `retry_budget` |
+//! | retry budget (tokens): a verdict | none | none | the host's bucket: one CAS when it moves (none for a success on a full bucket) | callgrind `ff_retry_tokens`; loom `retry_budget` |
 //! | pooled host: its first verdict of an interval | none | none | the pool's stripe words (two CASes); once per interval and pool, 32 CASes to seal | `src/outlier` loom models; bench `outliers` |
 //!
 //! Two costs are left to remove. The reference count is the one shared

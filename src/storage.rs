@@ -19,7 +19,6 @@
 
 use core::fmt;
 
-use crate::clock::Nanos;
 use crate::counters::{self, Counters};
 use crate::retry::Rules;
 use crate::sync::AtomicU64;
@@ -41,35 +40,59 @@ pub(crate) struct PoolSlots<'a> {
 /// The window's head in the header and the slots, or nothing.
 pub(crate) struct Storage(Option<SlotArc>);
 
-impl Storage {
-    /// Slots for a window of `shape` followed by the hint's, the pool's,
-    /// the retry budget's (started at `now`) and the counters (if
-    /// `counts_calls`), all zero but the window's head and constants
-    /// ([`Shape::initial_head`], [`Shape::initial`]) and the budget's
-    /// ([`Rules::initial`]).
+/// What every breaker of one configuration starts its storage with,
+/// computed once per configuration: the window's head, then every slot's
+/// initial value — the window's (its constants, [`Shape::initial`]), the
+/// hint's, the pool's, the retry budget's ([`Rules::initial`]), its
+/// refused count, the counters — so that building a breaker copies them
+/// and decides nothing.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Layout {
+    head: u64,
+    initial: Box<[u64]>,
+}
+
+impl Layout {
+    /// The layout of a window of `shape` followed by the hint's slot (if
+    /// `hints`), the pool's (if `pooled`), the retry budget's (if any) and
+    /// the counters (if `counts_calls`).
     pub(crate) fn new(
         counts_calls: bool,
         shape: Shape,
         hints: bool,
         pooled: bool,
-        retry: Option<(Rules, Nanos)>,
-    ) -> Storage {
+        retry: Option<Rules>,
+    ) -> Layout {
         let retry_at = Storage::retry_at(shape, hints, pooled);
-        let retry_slots = retry.map_or(0, |(rules, _)| Storage::retry_slots(rules, counts_calls));
+        let retry_slots = retry.map_or(0, |rules| Storage::retry_slots(rules, counts_calls));
         let len = if counts_calls { counters::SLOTS } else { 0 } + retry_at + retry_slots;
-        if len == 0 {
+        let initial = (0..len)
+            .map(|i| match retry {
+                Some(rules) if (retry_at..retry_at + rules.slots()).contains(&i) => {
+                    rules.initial(i - retry_at)
+                }
+                Some(_) if (retry_at..retry_at + retry_slots).contains(&i) => 0, // refused
+                _ => shape.initial(i),
+            })
+            .collect();
+        Layout {
+            head: shape.initial_head(),
+            initial,
+        }
+    }
+}
+
+impl Storage {
+    /// The storage a breaker of this layout starts with: a copy of
+    /// `layout`'s initial values (none: no allocation).
+    #[inline]
+    pub(crate) fn new(layout: &Layout) -> Storage {
+        if layout.initial.is_empty() {
             return Storage(None);
         }
-        let initial = |i: usize| match retry {
-            Some((rules, now)) if (retry_at..retry_at + rules.slots()).contains(&i) => {
-                rules.initial(i - retry_at, now)
-            }
-            Some(_) if (retry_at..retry_at + retry_slots).contains(&i) => 0, // refused
-            _ => shape.initial(i),
-        };
         Storage(Some(SlotArc::from_header_and_iter(
-            AtomicU64::new(shape.initial_head()),
-            (0..len).map(|i| AtomicU64::new(initial(i))),
+            AtomicU64::new(layout.head),
+            layout.initial.iter().map(|&v| AtomicU64::new(v)),
         )))
     }
 
@@ -170,7 +193,7 @@ mod tests {
                 buckets: 4,
             },
         ] {
-            let storage = Storage::new(true, Shape::of(kind), true, true, None);
+            let storage = Storage::new(&Layout::new(true, Shape::of(kind), true, true, None));
             let counters = storage.counters(true).unwrap();
             counters.admitted();
             counters.verdict(Verdict::Failure, false);

@@ -20,7 +20,6 @@
 
 use core::time::Duration;
 
-use crate::clock::Nanos;
 use crate::error::ConfigError;
 
 mod admit;
@@ -251,11 +250,12 @@ impl Rules {
         }
     }
 
-    /// The slots' initial values, when the breaker is built at `now`.
-    pub(crate) fn initial(self, i: usize, now: Nanos) -> u64 {
+    /// The slots' initial values: a full bucket, or empty sums of a half
+    /// that ended at 0 (the first call moves them to its own half).
+    pub(crate) fn initial(self, i: usize) -> u64 {
         match self {
             Rules::Tokens(t) => t.initial(),
-            Rules::Ratio(r) => r.initial(i, now),
+            Rules::Ratio(r) => r.initial(i),
         }
     }
 }

@@ -100,10 +100,12 @@ impl Ratio {
         Nanos::from_nanos((self.epoch(now) + 1).saturating_mul(self.half))
     }
 
-    /// The slots' values for a budget started at `now`.
-    pub(crate) fn initial(self, i: usize, now: Nanos) -> u64 {
+    /// The slots' first values: empty sums of a half that ended at 0, so
+    /// that the first call moves them to its own half (a breaker is built
+    /// with no clock read for it).
+    pub(crate) const fn initial(self, i: usize) -> u64 {
         if i == 0 {
-            self.half_end(now).as_nanos()
+            0
         } else {
             EMPTY
         }
@@ -324,8 +326,8 @@ mod tests {
         );
         assert_eq!(r.half_end(Nanos::from_secs(5)), Nanos::from_secs(10));
         assert_eq!(r.half_end(Nanos::from_secs(12)), Nanos::from_secs(15));
-        assert_eq!(r.initial(0, Nanos::from_secs(12)), 15_000_000_000);
-        assert_eq!(r.initial(1, Nanos::from_secs(12)), EMPTY);
+        assert_eq!(r.initial(0), 0);
+        assert_eq!(r.initial(1), EMPTY);
     }
 
     #[test]
@@ -362,10 +364,7 @@ mod tests {
     #[test]
     fn withdrawals_stop_at_the_balance() {
         let r = Ratio::new(500, Duration::from_secs(10), 0);
-        let slots = [
-            AtomicU64::new(r.initial(0, Nanos::ZERO)),
-            AtomicU64::new(EMPTY),
-        ];
+        let slots = [AtomicU64::new(r.initial(0)), AtomicU64::new(EMPTY)];
         let w = Window::new(&slots);
         let now = Nanos::ZERO;
         assert!(!w.withdraw(&r, now, RETRY));
@@ -392,10 +391,7 @@ mod tests {
     #[test]
     fn a_full_half_saturates() {
         let r = Ratio::new(1_000_000, Duration::from_secs(10), 0);
-        let slots = [
-            AtomicU64::new(r.initial(0, Nanos::ZERO)),
-            AtomicU64::new(EMPTY),
-        ];
+        let slots = [AtomicU64::new(r.initial(0)), AtomicU64::new(EMPTY)];
         let w = Window::new(&slots);
         for _ in 0..3_000 {
             w.deposit(&r, Nanos::ZERO);
