@@ -25,9 +25,10 @@ use crate::outlier::{self, OutlierRule, Pool};
 use crate::policy::{Config, Flags, SuccessPath};
 use crate::ramp;
 use crate::remote::RemoteTrip;
+use crate::retry::{self, Rules};
 use crate::state::{Next, Snapshot, State, StateCell, Updated};
-use crate::storage::{PoolSlots, Storage};
-use crate::sync::{Arc, Ordering};
+use crate::storage::{Layout, PoolSlots, Storage};
+use crate::sync::{Arc, AtomicU64, Ordering};
 use crate::ticket::{RoundStart, Ticket, UNTIMED};
 use crate::window::{self, Shape, Window, WindowCounts};
 
@@ -69,6 +70,16 @@ pub(crate) struct Shared<C: Clock> {
     /// The pool's `⌈2⁶⁴ / interval⌉`, here so that a pooled call finds its
     /// interval without reading the pool.
     pool_per_nanos: u64,
+    /// Where the retry budget's slots are in each breaker's storage (after
+    /// the pool's, if any).
+    retry_at: usize,
+    /// The ratio retry budget's rules (zeros without one), here so that a
+    /// first try finds them without matching the configuration's enum.
+    ratio: retry::ratio::Ratio,
+    /// The token retry budget's rules (zeros without one).
+    tokens: retry::tokens::Tokens,
+    /// What each breaker's storage starts with.
+    layout: Layout,
 }
 
 impl<C: Clock> Shared<C> {
@@ -77,6 +88,9 @@ impl<C: Clock> Shared<C> {
         clock: C,
         observer: Option<std::sync::Arc<dyn Observer>>,
     ) -> Shared<C> {
+        let config_shape_hints = (config.shape, config.remembers_hints);
+        let config_retry = config.retry;
+        let config_counts = config.count_calls;
         Shared {
             flags: config.flags(),
             config,
@@ -87,6 +101,22 @@ impl<C: Clock> Shared<C> {
             pool: None,
             pool_at: 0,
             pool_per_nanos: 0,
+            retry_at: Storage::retry_at(config_shape_hints.0, config_shape_hints.1, false),
+            ratio: match config_retry {
+                Some(Rules::Ratio(r)) => r,
+                _ => Default::default(),
+            },
+            tokens: match config_retry {
+                Some(Rules::Tokens(t)) => t,
+                _ => Default::default(),
+            },
+            layout: Layout::new(
+                config_counts,
+                config_shape_hints.0,
+                config_shape_hints.1,
+                false,
+                config_retry,
+            ),
         }
     }
 
@@ -98,6 +128,14 @@ impl<C: Clock> Shared<C> {
         self.pool_per_nanos = pool.per_nanos();
         self.pool = Some(pool);
         self.pool_at = Storage::pool_at(self.config.shape, self.config.remembers_hints);
+        self.retry_at = Storage::retry_at(self.config.shape, self.config.remembers_hints, true);
+        self.layout = Layout::new(
+            self.config.count_calls,
+            self.config.shape,
+            self.config.remembers_hints,
+            true,
+            self.config.retry,
+        );
         self
     }
 
@@ -165,12 +203,7 @@ impl<C: Clock> Breaker<C> {
         let flags = shared.flags;
         let breaker = Breaker {
             cell: StateCell::new(),
-            storage: Storage::new(
-                flags.counts_calls(),
-                shared.config.shape,
-                shared.config.remembers_hints,
-                flags.pooled(),
-            ),
+            storage: Storage::new(&shared.layout),
             id,
             flags,
             shared,
@@ -180,6 +213,12 @@ impl<C: Clock> Breaker<C> {
             Tally(slots.tally).start(pool.epoch(breaker.shared.clock.now()));
         }
         breaker
+    }
+
+    /// Whether the breaker has a retry budget (one test of its own flags).
+    #[inline(always)]
+    pub(crate) fn has_retry_budget(&self) -> bool {
+        self.flags.has_retry_budget()
     }
 
     /// The call counters, when kept.
@@ -402,7 +441,7 @@ impl<C: Clock> Breaker<C> {
 
     #[inline(always)]
     fn admitted(&self, ticket: Ticket) -> Ticket {
-        if self.flags.counts_or_pools() {
+        if self.flags.counts_admissions() {
             self.count_admission(ticket.start);
         }
         ticket
@@ -414,11 +453,53 @@ impl<C: Clock> Breaker<C> {
         Ok(self.admitted(ticket))
     }
 
-    /// An admission's counts: the call counters', the outlier pool's tally.
-    /// Out of line, so that the admission paths of breakers with neither
-    /// keep their one test (callgrind `ff_ramp`).
+    /// An admission's counts: the call counters', the outlier pool's tally,
+    /// a ratio retry budget's deposit. Behind one test, so that the
+    /// admission paths of breakers with none of them keep their one test
+    /// (callgrind `ff_ramp`).
     #[inline(always)]
     fn count_admission(&self, start: Nanos) {
+        // The deposit behind the counters' own test (now of either), so
+        // that a pooled breaker's admission pays nothing for it (callgrind
+        // `ff_pool_count`, `ff_pool_slow`); a ratio budget alone stops
+        // after its deposit.
+        if self.flags.counts_or_deposits() {
+            if self.flags.ratio_budget() {
+                // Tail calls: the admission paths without a budget keep
+                // their registers (callgrind `ff_consecutive_at`, `ff_std`).
+                if self.flags.counts_or_pools() {
+                    return self.deposit_and_count(start);
+                }
+                return self.deposit_only(start);
+            }
+            if let Some(c) = self.counters() {
+                c.admitted();
+            }
+        }
+        if self.flags.pooled() {
+            self.pooled_call(start);
+        }
+    }
+
+    /// A first try's deposit in the ratio budget, then the admission's
+    /// other counts (out of line: see [`count_admission`](Self::count_admission)).
+    #[inline(never)]
+    fn deposit_and_count(&self, start: Nanos) {
+        self.deposit(start);
+        self.count_call(start);
+    }
+
+    /// A first try's deposit in the ratio budget, its admission's only
+    /// count (out of line: see [`count_admission`](Self::count_admission)).
+    #[inline(never)]
+    fn deposit_only(&self, start: Nanos) {
+        self.deposit(start);
+    }
+
+    /// An admission's counts but the deposit: the call counters', the
+    /// outlier pool's tally (a retry's admission counts so).
+    #[inline(always)]
+    fn count_call(&self, start: Nanos) {
         if let Some(c) = self.counters() {
             c.admitted();
         }
@@ -579,7 +660,7 @@ impl<C: Clock> Breaker<C> {
     ) -> Result<Ticket, Rejected> {
         if ramp::admits(ramp::next_turn(), self.id, fraction) {
             let ticket = Ticket::new(s.generation(), false, now);
-            if self.flags.counts_or_pools() {
+            if self.flags.counts_admissions() {
                 // A tail call: the ramp's admission of a breaker with no
                 // counts saves no register for it (callgrind `ff_ramp`).
                 return self.counted(ticket);
@@ -648,6 +729,184 @@ impl<C: Clock> Breaker<C> {
             ticket.start,
             WindowCounts::default(),
         ))
+    }
+
+    // ===== Retry budget =====
+
+    /// The retry budget's first `N` slots, from `retry_at`.
+    #[inline(always)]
+    fn retry_slots<const N: usize>(&self, retry_at: usize) -> Option<&[AtomicU64; N]> {
+        self.storage
+            .slots()?
+            .body()
+            .get(retry_at..retry_at + N)?
+            .try_into()
+            .ok()
+    }
+
+    /// The ratio budget's rules and slots, when the breaker has one.
+    #[inline(always)]
+    fn ratio_window(&self) -> Option<(&retry::ratio::Ratio, retry::ratio::Window<'_>)> {
+        if !self.flags.ratio_budget() {
+            return None;
+        }
+        let shared = &*self.shared;
+        let slots = self.retry_slots(shared.retry_at)?;
+        Some((&shared.ratio, retry::ratio::Window::new(slots)))
+    }
+
+    /// The token bucket's rules and slot, when the breaker has one.
+    #[inline(always)]
+    fn token_bucket(&self) -> Option<(retry::tokens::Tokens, retry::tokens::Bucket<'_>)> {
+        if !self.flags.token_budget() {
+            return None;
+        }
+        let shared = &*self.shared;
+        let [slot] = self.retry_slots(shared.retry_at)?;
+        Some((shared.tokens, retry::tokens::Bucket(slot)))
+    }
+
+    /// A first try admitted at `now` deposits its share of a retry.
+    #[inline(always)]
+    fn deposit(&self, now: Nanos) {
+        let shared = &*self.shared;
+        if let Some(slots) = self.retry_slots(shared.retry_at) {
+            retry::ratio::Window::new(slots).deposit(&shared.ratio, now);
+        }
+    }
+
+    /// The count of retries the budget refused, when the breaker counts
+    /// calls (its slot follows the budget's).
+    fn refused_slot(&self) -> Option<&AtomicU64> {
+        let shared = &*self.shared;
+        let rules = shared.config.retry?;
+        if !self.flags.counts_calls() {
+            return None;
+        }
+        self.storage.slot(shared.retry_at + rules.slots())
+    }
+
+    /// Retries the budget refused so far (0 without counters or a budget).
+    fn retries_refused(&self) -> u64 {
+        // Relaxed: a statistic, as the call counters.
+        self.refused_slot()
+            .map_or(0, |slot| slot.load(Ordering::Relaxed))
+    }
+
+    /// What the budget has room for at `now`, changing nothing: retries
+    /// (ratio) or failures before retries stop (tokens); `None` without a
+    /// budget.
+    pub(crate) fn retry_room(&self, now: Nanos) -> Option<u32> {
+        if let Some((rules, window)) = self.ratio_window() {
+            return Some(window.room(rules, now));
+        }
+        let (rules, bucket) = self.token_bucket()?;
+        Some(rules.room(bucket.load()))
+    }
+
+    /// A retry's admission at `now`, with the budget on: the breaker's
+    /// admission (its rejections first), the upstream's remembered hint,
+    /// then the budget's room. In CLOSED the breaker admits without a
+    /// change, so the budget is asked first and a refusal creates no
+    /// permit: the common case, a Closed breaker with room and no hint,
+    /// is decided here in line; everything else goes out of line
+    /// ([`retry_slow`](Self::retry_slow)).
+    #[inline(always)]
+    pub(crate) fn retry_ticket(&self, now: Nanos) -> Result<Ticket, Rejected> {
+        let s = self.cell.load();
+        if s.is_closed() && !self.flags.remembers_hints() {
+            let room = match self.ratio_window() {
+                Some((rules, window)) => window.withdraw(rules, now, retry::ratio::RETRY),
+                None => self
+                    .token_bucket()
+                    .is_some_and(|(rules, bucket)| rules.allows(bucket.load())),
+            };
+            if room {
+                self.count_call(now);
+                return Ok(Ticket::new(s.generation(), false, now));
+            }
+        }
+        self.retry_slow(s, now)
+    }
+
+    /// [`retry_ticket`](Self::retry_ticket) past its common case: a
+    /// refusal in CLOSED, a remembered hint, any other state. Outside
+    /// CLOSED the breaker's admission comes first (it may start a probe
+    /// round), and a refusal by the hint or the budget releases its permit
+    /// as a neutral drop (its slot freed, nothing judged) and takes back
+    /// the admission's deposit.
+    #[inline(never)]
+    fn retry_slow(&self, s: Snapshot, now: Nanos) -> Result<Ticket, Rejected> {
+        if s.is_closed() {
+            if self.flags.remembers_hints() {
+                if let Some(refused) = self.retry_refusal(now, 0) {
+                    return Err(refused);
+                }
+                self.count_call(now);
+                return Ok(Ticket::new(s.generation(), false, now));
+            }
+            // The budget refused in line: counted, with its wait.
+            return Err(self.budget_refusal(now));
+        }
+        let ticket = self.admit_other(s, now, &self.shared.config)?;
+        // The admission counted as a first try's: a ratio budget took its
+        // deposit, which the retry gives back with its withdrawal.
+        let deposited = self.ratio_window().map_or(0, |(rules, _)| rules.deposit);
+        match self.retry_refusal(now, deposited) {
+            None => Ok(ticket),
+            Some(refused) => {
+                if let Some((rules, window)) = self.ratio_window() {
+                    window.undeposit(rules);
+                }
+                self.drop_neutral(ticket);
+                Err(refused)
+            }
+        }
+    }
+
+    /// Whether the hint or the budget refuses a retry at `now` (`None`: it
+    /// may go, and a ratio budget withdrew one retry plus `extra`
+    /// milli-retries); the refusal is counted.
+    fn retry_refusal(&self, now: Nanos, extra: u64) -> Option<Rejected> {
+        // A remembered hint: the upstream asked for no call before it ends.
+        if let (_, Some(left)) = self.remembered_hint(now) {
+            return Some(self.refuse_retry(now.saturating_add(left), now));
+        }
+        if let Some((rules, window)) = self.ratio_window() {
+            if window.withdraw(rules, now, retry::ratio::RETRY + extra) {
+                return None;
+            }
+            return Some(self.budget_refusal(now));
+        }
+        if let Some((rules, bucket)) = self.token_bucket() {
+            if !rules.allows(bucket.load()) {
+                return Some(self.budget_refusal(now));
+            }
+        }
+        None
+    }
+
+    /// The budget's refusal at `now`, counted: until the current half of a
+    /// ratio budget's TTL ends (expiring withdrawals may make room then);
+    /// with no known wait for a token budget (only a success refills it).
+    #[cold]
+    fn budget_refusal(&self, now: Nanos) -> Rejected {
+        let until = match self.ratio_window() {
+            Some((rules, _)) => rules.half_end(now),
+            None => Nanos::NEVER,
+        };
+        self.refuse_retry(until, now)
+    }
+
+    /// A retry refused by the budget (or a remembered hint) at `now`, until
+    /// `until`, counted.
+    #[cold]
+    fn refuse_retry(&self, until: Nanos, now: Nanos) -> Rejected {
+        if let Some(slot) = self.refused_slot() {
+            // Relaxed: a statistic.
+            slot.fetch_add(1, Ordering::Relaxed);
+        }
+        self.reject(RejectReason::RetryBudget, until, now)
     }
 
     // ===== Verdicts =====
@@ -883,7 +1142,7 @@ impl<C: Clock> Breaker<C> {
         let slow = !matches!(outcome, Outcome::Ignored | Outcome::Neutral)
             && self.flags.times_calls()
             && self.shared.config.is_slow(ticket.start, now);
-        if self.flags.counts_or_pools() {
+        if self.flags.counts_verdicts() {
             self.count(ticket, outcome.into(), slow);
         }
         let s = self.cell.load();
@@ -912,8 +1171,24 @@ impl<C: Clock> Breaker<C> {
         if let Some(c) = self.counters() {
             c.verdict(verdict, slow);
         }
-        if self.flags.pooled() && (slow || verdict != Verdict::Success) {
-            self.pooled_verdict(ticket.start, verdict, slow);
+        // The bucket in the pool's `else`: a pooled breaker's verdict pays
+        // nothing for it (callgrind `ff_pool_count`, `ff_pool_slow`), nor
+        // does any verdict path that does not count (a token budget, like
+        // counters and pools, routes its breaker's verdicts here).
+        if self.flags.pooled() {
+            if slow || verdict != Verdict::Success {
+                self.pooled_verdict(ticket.start, verdict, slow);
+            }
+        } else if self.flags.token_budget() {
+            self.token_verdict(verdict, slow);
+        }
+    }
+
+    /// A verdict moves the token bucket.
+    #[inline(never)]
+    fn token_verdict(&self, verdict: Verdict, slow: bool) {
+        if let Some((rules, bucket)) = self.token_bucket() {
+            bucket.verdict(rules, verdict, slow);
         }
     }
 
@@ -1134,7 +1409,7 @@ impl<C: Clock> Breaker<C> {
             _ if ticket.is_answered() => ticket.head_was_slow(),
             _ => self.shared.config.is_slow(ticket.start, now),
         };
-        if self.flags.counts_or_pools() {
+        if self.flags.counts_verdicts() {
             self.count(ticket, verdict, slow);
         }
         let s = self.cell.load();
@@ -1650,8 +1925,13 @@ impl<C: Clock> Breaker<C> {
             },
             backoff_step: self.backoff_step(s, since, now),
             ramp_fraction: self.ramp_fraction(s, since, now),
-            calls: self.counters().map(|c| c.read()),
+            calls: self.counters().map(|c| {
+                let mut calls = c.read();
+                calls.retries_refused = self.retries_refused();
+                calls
+            }),
             outlier_ejection: self.outlier_ejection(s),
+            retry_room: self.retry_room(now),
         }
     }
 

@@ -1,8 +1,10 @@
 //! A breaker's heap slots: its window, then the slot of an upstream's
 //! remembered hint, then an outlier pool's two (the tally and the ejection
-//! mark), then its call counters, in one allocation made when the breaker is
-//! built — none at all for a breaker with none of them (the
-//! consecutive-failures policy with hints off, in no pool).
+//! mark), then a retry budget's one or two (and, with call counters, the
+//! count of retries it refused), then its call counters, in one allocation
+//! made when the breaker is built — none at all for a breaker with none of
+//! them (the consecutive-failures policy with hints off, in no pool, no
+//! retry budget).
 //!
 //! The allocation is a `triomphe::ThinArc`: a thin pointer (8 bytes in the
 //! breaker) to a header, then the slots. The header holds the window's head
@@ -18,6 +20,7 @@
 use core::fmt;
 
 use crate::counters::{self, Counters};
+use crate::retry::Rules;
 use crate::sync::AtomicU64;
 use crate::window::{Shape, SlotArc, Slots, Window};
 
@@ -37,22 +40,72 @@ pub(crate) struct PoolSlots<'a> {
 /// The window's head in the header and the slots, or nothing.
 pub(crate) struct Storage(Option<SlotArc>);
 
+/// What every breaker of one configuration starts its storage with,
+/// computed once per configuration: the window's head, then every slot's
+/// initial value — the window's (its constants, [`Shape::initial`]), the
+/// hint's, the pool's, the retry budget's ([`Rules::initial`]), its
+/// refused count, the counters — so that building a breaker copies them
+/// and decides nothing.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Layout {
+    head: u64,
+    initial: Box<[u64]>,
+}
+
+impl Layout {
+    /// The layout of a window of `shape` followed by the hint's slot (if
+    /// `hints`), the pool's (if `pooled`), the retry budget's (if any) and
+    /// the counters (if `counts_calls`).
+    pub(crate) fn new(
+        counts_calls: bool,
+        shape: Shape,
+        hints: bool,
+        pooled: bool,
+        retry: Option<Rules>,
+    ) -> Layout {
+        let retry_at = Storage::retry_at(shape, hints, pooled);
+        let retry_slots = retry.map_or(0, |rules| Storage::retry_slots(rules, counts_calls));
+        let len = if counts_calls { counters::SLOTS } else { 0 } + retry_at + retry_slots;
+        let initial = (0..len)
+            .map(|i| match retry {
+                Some(rules) if (retry_at..retry_at + rules.slots()).contains(&i) => {
+                    rules.initial(i - retry_at)
+                }
+                Some(_) if (retry_at..retry_at + retry_slots).contains(&i) => 0, // refused
+                _ => shape.initial(i),
+            })
+            .collect();
+        Layout {
+            head: shape.initial_head(),
+            initial,
+        }
+    }
+}
+
 impl Storage {
-    /// Slots for a window of `shape` followed by the counters (if
-    /// `counts_calls`), all zero but the window's head and constants
-    /// ([`Shape::initial_head`], [`Shape::initial`]).
-    pub(crate) fn new(counts_calls: bool, shape: Shape, hints: bool, pooled: bool) -> Storage {
-        let len = if counts_calls { counters::SLOTS } else { 0 }
-            + usize::from(hints)
-            + if pooled { POOL_SLOTS } else { 0 }
-            + shape.slots();
-        if len == 0 {
+    /// The storage a breaker of this layout starts with: a copy of
+    /// `layout`'s initial values (none: no allocation).
+    #[inline]
+    pub(crate) fn new(layout: &Layout) -> Storage {
+        if layout.initial.is_empty() {
             return Storage(None);
         }
         Storage(Some(SlotArc::from_header_and_iter(
-            AtomicU64::new(shape.initial_head()),
-            (0..len).map(|i| AtomicU64::new(shape.initial(i))),
+            AtomicU64::new(layout.head),
+            layout.initial.iter().map(|&v| AtomicU64::new(v)),
         )))
+    }
+
+    /// Where a retry budget's slots begin: after the window's, the hint's
+    /// and the pool's.
+    pub(crate) fn retry_at(shape: Shape, hints: bool, pooled: bool) -> usize {
+        Storage::pool_at(shape, hints) + if pooled { POOL_SLOTS } else { 0 }
+    }
+
+    /// The slots a retry budget takes: its own, and the count of retries it
+    /// refused when the breaker counts calls.
+    pub(crate) fn retry_slots(rules: Rules, counts_calls: bool) -> usize {
+        rules.slots() + usize::from(counts_calls)
     }
 
     /// The slot of an upstream's remembered hint (an instant, 0 when none),
@@ -140,7 +193,7 @@ mod tests {
                 buckets: 4,
             },
         ] {
-            let storage = Storage::new(true, Shape::of(kind), true, true);
+            let storage = Storage::new(&Layout::new(true, Shape::of(kind), true, true, None));
             let counters = storage.counters(true).unwrap();
             counters.admitted();
             counters.verdict(Verdict::Failure, false);
