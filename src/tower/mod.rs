@@ -105,16 +105,18 @@ mod layer;
 mod mode;
 mod permit;
 mod respond;
+mod retry;
 mod timeout;
 mod watch;
 
 // At home in `failfast::http` (no tower needed); here under the paths the
 // layers' users already have.
 pub use crate::http::{
-    is_stale, mark_stale, normalise_authority, retry_after_secs, status_json, unavailable,
+    is_stale, mark_stale, normalise_authority, retry_after_secs, retry_attempt, status_json,
+    unavailable,
     AuthorityKey, Classify, ClassifyEos, ClassifyStream, DefaultClassifier, FaultFn, FromAuthority,
     GrpcClassifier, GrpcEos, HeadOutcome, HttpClassifier, KeyBuf, KeyFn, KeySink, Keyless,
-    KeylessReason, Stale, Verdict, CACHE_STATUS_STALE, DEFAULT_MAX_KEY_LEN, GRPC_STATUS,
+    KeylessReason, Retries, RetriesBuilder, RetryAttempt, Stale, Verdict, CACHE_STATUS_STALE, DEFAULT_MAX_KEY_LEN, GRPC_STATUS,
     MAX_AUTHORITY_LEN, X_FAILFAST,
 };
 
@@ -132,4 +134,5 @@ pub use keyed::{Keyed, KeyedLayer, KeylessPolicy};
 pub use layer::{FailFast, FailFastLayer};
 pub use mode::{AtEnd, AtHead};
 pub use respond::error_response;
+pub use retry::{Attempt, RetryPolicy};
 pub use timeout::TimedOut;

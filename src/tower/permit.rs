@@ -11,6 +11,8 @@ use crate::clock::{Clock, Nanos};
 use crate::error::{Rejected, UpstreamName};
 use crate::permit::OwnedPermit;
 use crate::registry::{Entry, EntryArc};
+#[allow(unused_imports)]
+use crate::http::RetryTicketShim;
 
 /// What a layer's permit owns its breaker through.
 pub(crate) enum Owner<K, C: Clock> {
@@ -151,6 +153,24 @@ pub(crate) fn admit<K, C: Clock>(
     naming: &Naming<K, C>,
 ) -> Result<LayerPermit<K, C>, Rejected> {
     match owner.ticket_at(now) {
+        Ok(ticket) => Ok(OwnedPermit::new(owner, ticket)),
+        Err(rejected) => Err(naming.name(owner, rejected)),
+    }
+}
+
+/// [`admit`] for a retry ([`RetryAttempt`](crate::http::RetryAttempt)):
+/// through the breaker's retry budget ([`Breaker::try_retry`]), which pays
+/// nothing in and may refuse with
+/// [`RejectReason::RetryBudget`](crate::RejectReason::RetryBudget). Out of
+/// line: an ordinary request's path does not carry it.
+#[cold]
+#[inline(never)]
+pub(crate) fn admit_retry<K, C: Clock>(
+    owner: Owner<K, C>,
+    now: Nanos,
+    naming: &Naming<K, C>,
+) -> Result<LayerPermit<K, C>, Rejected> {
+    match owner.retry_ticket(now) {
         Ok(ticket) => Ok(OwnedPermit::new(owner, ticket)),
         Err(rejected) => Err(naming.name(owner, rejected)),
     }
