@@ -11,7 +11,7 @@
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use failfast::{Breaker, Nanos, StdClock};
+use failfast::{Breaker, Nanos, RetryBudget, StdClock};
 
 mod adapters;
 mod sharing;
@@ -21,7 +21,7 @@ use adapters::{
     ff_time_slow, trip, with_peer, work, Failfast, Guard, WithGuard, PEERS,
 };
 
-const VARIANTS: [&str; 13] = [
+const VARIANTS: [&str; 18] = [
     "ff_consecutive_at",
     "ff_count",
     "ff_count_at",
@@ -35,6 +35,11 @@ const VARIANTS: [&str; 13] = [
     "ff_ramp",
     "ff_pool_count",
     "ff_pool_slow",
+    "ff_budget",
+    "ff_budget_at",
+    "ff_retry",
+    "ff_retry_at",
+    "ff_retry_tokens",
 ];
 /// Requests through `KeyedLayer` over a held registry (feature `tower`): a
 /// `Host` header normalised by `AuthorityKey`, looked up among 1000 tracked
@@ -126,6 +131,55 @@ fn permits(b: &Breaker, n: u64, at: bool, step: u64) -> u64 {
     })
 }
 
+/// `ff_consecutive_slow`'s breaker with a retry budget.
+fn ff_budget(budget: RetryBudget) -> Breaker {
+    Breaker::builder()
+        .consecutive_failures(5)
+        .slow_call_threshold(std::time::Duration::from_secs(1))
+        .open_duration(adapters::LONG)
+        .retry_budget(budget)
+        .build()
+        .unwrap()
+}
+
+/// `ff_count`'s breaker with Finagle's retry budget.
+fn ff_count_budget() -> Breaker {
+    ff_count_budget_with(RetryBudget::finagle())
+}
+
+/// `ff_count`'s breaker with a retry budget.
+fn ff_count_budget_with(budget: RetryBudget) -> Breaker {
+    Breaker::builder()
+        .failure_rate(0.5)
+        .count_window(100)
+        .open_duration(adapters::LONG)
+        .retry_budget(budget)
+        .build()
+        .unwrap()
+}
+
+/// A ratio budget whose reserve alone admits 600 000 retries.
+const RESERVED: RetryBudget = RetryBudget::ratio(0.2, std::time::Duration::from_secs(60), 10_000);
+
+/// N retries admitted (and their successes), time read inside or passed.
+fn retries(b: &Breaker, n: u64, at: bool) -> u64 {
+    let start = b.now();
+    measured(move || {
+        let mut ran = 0;
+        for _ in 0..n {
+            let p = if at {
+                black_box(&b).try_retry_at(start)
+            } else {
+                black_box(&b).try_retry()
+            };
+            let Ok(p) = p else { continue };
+            ran += u64::from(work().is_ok());
+            let _ = if at { p.success_at(start) } else { p.success() };
+        }
+        ran
+    })
+}
+
 /// N successes of one key's breaker in a registry pooled by `outliers`.
 fn pooled(template: failfast::Builder, outliers: failfast::Outliers, n: u64) -> u64 {
     let registry = failfast::Registry::<u64>::builder(template)
@@ -204,6 +258,20 @@ fn variant(name: &str, open: bool, n: u64) -> u64 {
             failfast::Outliers::new().slow_outliers(3.0, 0.1),
             n,
         ),
+        // First tries with Finagle's retry budget: `ff_consecutive_slow`'s
+        // breaker (its admission reads the clock anyway), each admission
+        // depositing its share of a retry.
+        "ff_budget" => permits(&ff_budget(RetryBudget::finagle()), n, false, 0),
+        // `ff_count_at`'s breaker with Finagle's budget, the time passed in.
+        "ff_budget_at" => permits(&ff_count_budget(), n, true, 0),
+        // Retries admitted with room, and their successes: `ff_budget`'s
+        // breaker with a reserve of 600 000 retries (10 000/s over 60 s),
+        // so N ≤ 600 000 (the row checks that every call ran).
+        "ff_retry" => retries(&ff_budget(RESERVED), n, false),
+        // The same on `ff_count_at`'s breaker, the time passed in.
+        "ff_retry_at" => retries(&ff_count_budget_with(RESERVED), n, true),
+        // Retries with gRPC's token budget, kept full by the successes.
+        "ff_retry_tokens" => retries(&ff_budget(RetryBudget::grpc()), n, false),
         "ff_failure" => {
             let b = Breaker::builder()
                 .consecutive_failures(2000)

@@ -33,7 +33,7 @@ for impl in $("$BIN" list); do
     if [ $# -gt 0 ] && [[ ! " $* " =~ " $impl " ]]; then continue; fi
     CASES+=("$impl closed")
     case "$impl" in
-    bare | failsafe_default | floor_* | ff_count* | ff_time* | ff_*slow | ff_failure | ff_ramp | ff_keyed* | reg_*) ;;
+    bare | failsafe_default | floor_* | ff_count* | ff_time* | ff_*slow | ff_failure | ff_ramp | ff_budget* | ff_retry* | ff_keyed* | reg_*) ;;
     *) CASES+=("$impl open") ;;
     esac
 done

@@ -25,9 +25,10 @@ use crate::outlier::{self, OutlierRule, Pool};
 use crate::policy::{Config, Flags, SuccessPath};
 use crate::ramp;
 use crate::remote::RemoteTrip;
+use crate::retry::{self, Rules};
 use crate::state::{Next, Snapshot, State, StateCell, Updated};
 use crate::storage::{PoolSlots, Storage};
-use crate::sync::{Arc, Ordering};
+use crate::sync::{Arc, AtomicU64, Ordering};
 use crate::ticket::{RoundStart, Ticket, UNTIMED};
 use crate::window::{self, Shape, Window, WindowCounts};
 
@@ -69,6 +70,9 @@ pub(crate) struct Shared<C: Clock> {
     /// The pool's `⌈2⁶⁴ / interval⌉`, here so that a pooled call finds its
     /// interval without reading the pool.
     pool_per_nanos: u64,
+    /// Where the retry budget's slots are in each breaker's storage (after
+    /// the pool's, if any).
+    retry_at: usize,
 }
 
 impl<C: Clock> Shared<C> {
@@ -77,6 +81,7 @@ impl<C: Clock> Shared<C> {
         clock: C,
         observer: Option<std::sync::Arc<dyn Observer>>,
     ) -> Shared<C> {
+        let config_shape_hints = (config.shape, config.remembers_hints);
         Shared {
             flags: config.flags(),
             config,
@@ -87,6 +92,7 @@ impl<C: Clock> Shared<C> {
             pool: None,
             pool_at: 0,
             pool_per_nanos: 0,
+            retry_at: Storage::retry_at(config_shape_hints.0, config_shape_hints.1, false),
         }
     }
 
@@ -98,6 +104,7 @@ impl<C: Clock> Shared<C> {
         self.pool_per_nanos = pool.per_nanos();
         self.pool = Some(pool);
         self.pool_at = Storage::pool_at(self.config.shape, self.config.remembers_hints);
+        self.retry_at = Storage::retry_at(self.config.shape, self.config.remembers_hints, true);
         self
     }
 
@@ -170,6 +177,7 @@ impl<C: Clock> Breaker<C> {
                 shared.config.shape,
                 shared.config.remembers_hints,
                 flags.pooled(),
+                shared.config.retry.map(|rules| (rules, shared.clock.now())),
             ),
             id,
             flags,
@@ -402,7 +410,7 @@ impl<C: Clock> Breaker<C> {
 
     #[inline(always)]
     fn admitted(&self, ticket: Ticket) -> Ticket {
-        if self.flags.counts_or_pools() {
+        if self.flags.counts_admissions() {
             self.count_admission(ticket.start);
         }
         ticket
@@ -414,11 +422,22 @@ impl<C: Clock> Breaker<C> {
         Ok(self.admitted(ticket))
     }
 
-    /// An admission's counts: the call counters', the outlier pool's tally.
-    /// Out of line, so that the admission paths of breakers with neither
-    /// keep their one test (callgrind `ff_ramp`).
+    /// An admission's counts: the call counters', the outlier pool's tally,
+    /// a ratio retry budget's deposit. Behind one test, so that the
+    /// admission paths of breakers with none of them keep their one test
+    /// (callgrind `ff_ramp`).
     #[inline(always)]
     fn count_admission(&self, start: Nanos) {
+        self.count_call(start);
+        if self.flags.ratio_budget() {
+            self.deposit(start);
+        }
+    }
+
+    /// An admission's counts but the deposit: the call counters', the
+    /// outlier pool's tally (a retry's admission counts so).
+    #[inline(always)]
+    fn count_call(&self, start: Nanos) {
         if let Some(c) = self.counters() {
             c.admitted();
         }
@@ -579,7 +598,7 @@ impl<C: Clock> Breaker<C> {
     ) -> Result<Ticket, Rejected> {
         if ramp::admits(ramp::next_turn(), self.id, fraction) {
             let ticket = Ticket::new(s.generation(), false, now);
-            if self.flags.counts_or_pools() {
+            if self.flags.counts_admissions() {
                 // A tail call: the ramp's admission of a breaker with no
                 // counts saves no register for it (callgrind `ff_ramp`).
                 return self.counted(ticket);
@@ -648,6 +667,149 @@ impl<C: Clock> Breaker<C> {
             ticket.start,
             WindowCounts::default(),
         ))
+    }
+
+    // ===== Retry budget =====
+
+    /// The ratio budget's rules and slots, when the breaker has one.
+    #[inline(always)]
+    fn ratio_window(&self) -> Option<(retry::ratio::Ratio, retry::ratio::Window<'_>)> {
+        let shared = &*self.shared;
+        let Some(Rules::Ratio(rules)) = shared.config.retry else {
+            return None;
+        };
+        let window = retry::ratio::Window {
+            epoch: self.storage.slot(shared.retry_at)?,
+            sums: self.storage.slot(shared.retry_at + 1)?,
+        };
+        Some((rules, window))
+    }
+
+    /// The token bucket's rules and slot, when the breaker has one.
+    #[inline(always)]
+    fn token_bucket(&self) -> Option<(retry::tokens::Tokens, retry::tokens::Bucket<'_>)> {
+        let shared = &*self.shared;
+        let Some(Rules::Tokens(rules)) = shared.config.retry else {
+            return None;
+        };
+        Some((
+            rules,
+            retry::tokens::Bucket(self.storage.slot(shared.retry_at)?),
+        ))
+    }
+
+    /// A first try admitted at `now` deposits its share of a retry.
+    #[inline(always)]
+    fn deposit(&self, now: Nanos) {
+        if let Some((rules, window)) = self.ratio_window() {
+            window.deposit(rules, now);
+        }
+    }
+
+    /// A verdict moves the token bucket.
+    #[inline(never)]
+    fn token_verdict(&self, verdict: Verdict, slow: bool) {
+        if let Some((rules, bucket)) = self.token_bucket() {
+            bucket.verdict(rules, verdict, slow);
+        }
+    }
+
+    /// The count of retries the budget refused, when the breaker counts
+    /// calls (its slot follows the budget's).
+    fn refused_slot(&self) -> Option<&AtomicU64> {
+        let shared = &*self.shared;
+        let rules = shared.config.retry?;
+        if !self.flags.counts_calls() {
+            return None;
+        }
+        self.storage.slot(shared.retry_at + rules.slots())
+    }
+
+    /// Retries the budget refused so far (0 without counters or a budget).
+    fn retries_refused(&self) -> u64 {
+        // Relaxed: a statistic, as the call counters.
+        self.refused_slot()
+            .map_or(0, |slot| slot.load(Ordering::Relaxed))
+    }
+
+    /// What the budget has room for at `now`, changing nothing: retries
+    /// (ratio) or failures before retries stop (tokens); `None` without a
+    /// budget.
+    pub(crate) fn retry_room(&self, now: Nanos) -> Option<u32> {
+        if let Some((rules, window)) = self.ratio_window() {
+            return Some(window.room(rules, now));
+        }
+        let (rules, bucket) = self.token_bucket()?;
+        Some(rules.room(bucket.load()))
+    }
+
+    /// A retry's admission at `now`, with the budget on: the breaker's
+    /// admission (its rejections first), the upstream's remembered hint,
+    /// then the budget's room. In CLOSED the breaker admits without a
+    /// change, so the budget is asked first and a refusal creates no
+    /// permit; elsewhere the admission comes first (it may start a probe
+    /// round), and a refusal by the hint or the budget releases its permit
+    /// as a neutral drop (its slot freed, nothing judged) and takes back
+    /// the admission's deposit.
+    #[inline(never)]
+    pub(crate) fn retry_ticket(&self, now: Nanos) -> Result<Ticket, Rejected> {
+        let s = self.cell.load();
+        if s.is_closed() {
+            if let Some(refused) = self.retry_refusal(now, 0) {
+                return Err(refused);
+            }
+            let ticket = Ticket::new(s.generation(), false, now);
+            self.count_call(now);
+            return Ok(ticket);
+        }
+        let ticket = self.admit_other(s, now, &self.shared.config)?;
+        // The admission counted as a first try's: a ratio budget took its
+        // deposit, which the retry gives back with its withdrawal.
+        let deposited = self.ratio_window().map_or(0, |(rules, _)| rules.deposit);
+        match self.retry_refusal(now, deposited) {
+            None => Ok(ticket),
+            Some(refused) => {
+                if let Some((rules, window)) = self.ratio_window() {
+                    window.undeposit(rules);
+                }
+                self.drop_neutral(ticket);
+                Err(refused)
+            }
+        }
+    }
+
+    /// Whether the hint or the budget refuses a retry at `now` (`None`: it
+    /// may go, and a ratio budget withdrew one retry plus `extra`
+    /// milli-retries); the refusal is counted.
+    fn retry_refusal(&self, now: Nanos, extra: u64) -> Option<Rejected> {
+        // A remembered hint: the upstream asked for no call before it ends.
+        if let (_, Some(left)) = self.remembered_hint(now) {
+            return Some(self.refuse_retry(now.saturating_add(left), now));
+        }
+        if let Some((rules, window)) = self.ratio_window() {
+            if window.withdraw(rules, now, retry::ratio::RETRY + extra) {
+                return None;
+            }
+            return Some(self.refuse_retry(rules.half_end(now), now));
+        }
+        if let Some((rules, bucket)) = self.token_bucket() {
+            if !rules.allows(bucket.load()) {
+                // Only a success refills the bucket: no known wait.
+                return Some(self.refuse_retry(Nanos::NEVER, now));
+            }
+        }
+        None
+    }
+
+    /// A retry refused by the budget (or a remembered hint) at `now`, until
+    /// `until`, counted.
+    #[cold]
+    fn refuse_retry(&self, until: Nanos, now: Nanos) -> Rejected {
+        if let Some(slot) = self.refused_slot() {
+            // Relaxed: a statistic.
+            slot.fetch_add(1, Ordering::Relaxed);
+        }
+        self.reject(RejectReason::RetryBudget, until, now)
     }
 
     // ===== Verdicts =====
@@ -883,7 +1045,7 @@ impl<C: Clock> Breaker<C> {
         let slow = !matches!(outcome, Outcome::Ignored | Outcome::Neutral)
             && self.flags.times_calls()
             && self.shared.config.is_slow(ticket.start, now);
-        if self.flags.counts_or_pools() {
+        if self.flags.counts_verdicts() {
             self.count(ticket, outcome.into(), slow);
         }
         let s = self.cell.load();
@@ -911,6 +1073,9 @@ impl<C: Clock> Breaker<C> {
     fn count(&self, ticket: Ticket, verdict: Verdict, slow: bool) {
         if let Some(c) = self.counters() {
             c.verdict(verdict, slow);
+        }
+        if self.flags.token_budget() {
+            self.token_verdict(verdict, slow);
         }
         if self.flags.pooled() && (slow || verdict != Verdict::Success) {
             self.pooled_verdict(ticket.start, verdict, slow);
@@ -1134,7 +1299,7 @@ impl<C: Clock> Breaker<C> {
             _ if ticket.is_answered() => ticket.head_was_slow(),
             _ => self.shared.config.is_slow(ticket.start, now),
         };
-        if self.flags.counts_or_pools() {
+        if self.flags.counts_verdicts() {
             self.count(ticket, verdict, slow);
         }
         let s = self.cell.load();
@@ -1650,8 +1815,13 @@ impl<C: Clock> Breaker<C> {
             },
             backoff_step: self.backoff_step(s, since, now),
             ramp_fraction: self.ramp_fraction(s, since, now),
-            calls: self.counters().map(|c| c.read()),
+            calls: self.counters().map(|c| {
+                let mut calls = c.read();
+                calls.retries_refused = self.retries_refused();
+                calls
+            }),
             outlier_ejection: self.outlier_ejection(s),
+            retry_room: self.retry_room(now),
         }
     }
 

@@ -10,6 +10,7 @@ use crate::error::ConfigError;
 use crate::observe::Observer;
 use crate::policy::{Backoff, Config, Rate, RoundRule, Unanswered};
 use crate::ramp::Ramp;
+use crate::retry::RetryBudget;
 use crate::state::{COUNT_MAX, RULE_PROBES_MAX, SUCCESS_MAX};
 use crate::sync::Arc;
 use crate::window::{Shape, WindowKind, MAX_COUNT_WINDOW, MAX_TIME_BUCKETS};
@@ -97,6 +98,8 @@ pub struct Builder {
     /// The named outlier pool of a registry's key (see
     /// [`Builder::outlier_pool`]).
     outlier_pool: Option<std::sync::Arc<str>>,
+    /// The retry budget; `None`: off (the default).
+    retry_budget: Option<RetryBudget>,
 }
 
 /// The default base open duration ([`Builder::open_duration`]): 1 s.
@@ -166,6 +169,7 @@ impl Default for Builder {
             half_open_rates: None,
             hints: Hints::Tripping,
             outlier_pool: None,
+            retry_budget: None,
         }
     }
 }
@@ -195,6 +199,7 @@ impl fmt::Debug for Builder {
             .field("half_open_rates", &self.half_open_rates)
             .field("hints", &self.hints)
             .field("outlier_pool", &self.outlier_pool)
+            .field("retry_budget", &self.retry_budget)
             .finish()
     }
 }
@@ -528,6 +533,77 @@ impl Builder {
     /// ```
     pub fn hints_off(mut self) -> Self {
         self.hints = Hints::Off;
+        self
+    }
+
+    /// Gives each breaker of this configuration a retry budget (off by
+    /// default): [`RetryBudget::tokens`] (gRPC's retry throttling) or
+    /// [`RetryBudget::ratio`] (Finagle's budget). Retries then ask
+    /// [`Breaker::try_retry`], which admits one only when the breaker
+    /// admits a call and the budget has room; first tries go through
+    /// [`try_acquire`](Breaker::try_acquire) as before (with a ratio budget
+    /// each one deposits its share of a retry, and its admission reads the
+    /// clock, so a permit dropped without a verdict is judged by its age,
+    /// as in an outlier pool). The budget takes 8 bytes per breaker
+    /// (tokens) or 16 (ratio), plus 8 for the count of refused retries when
+    /// the breaker [counts calls](Self::count_calls).
+    ///
+    /// ```
+    /// use failfast::{Breaker, ManualClock, Nanos, RejectReason, RetryBudget};
+    /// use std::time::Duration;
+    ///
+    /// let breaker = Breaker::builder()
+    ///     .consecutive_failures(5)
+    ///     .retry_budget(RetryBudget::ratio(0.1, Duration::from_secs(10), 1))
+    ///     .build_with_clock(ManualClock::new())?;
+    /// let now = Nanos::ZERO;
+    /// // The reserve: 1 per second × 10 s = 10 retries, before any traffic.
+    /// for _ in 0..10 {
+    ///     breaker.try_retry_at(now)?.success_at(now);
+    /// }
+    /// let refused = breaker.try_retry_at(now).unwrap_err();
+    /// assert_eq!(refused.reason(), RejectReason::RetryBudget);
+    /// assert_eq!(refused.retry_after(), Some(Duration::from_secs(5))); // the next half of the TTL
+    /// // Ten first tries deposit one more retry.
+    /// for _ in 0..10 {
+    ///     breaker.try_acquire_at(now)?.success_at(now);
+    /// }
+    /// assert!(breaker.try_retry_at(now).is_ok());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// A bad budget is refused by [`build`](Self::build), naming the field:
+    ///
+    /// ```
+    /// use failfast::{Breaker, RetryBudget};
+    ///
+    /// let err = Breaker::builder().consecutive_failures(5).retry_budget(RetryBudget::tokens(2000, 0.1)).build().unwrap_err();
+    /// assert_eq!(err.to_string(), "invalid failfast config: retry_budget.max_tokens = 2000; allowed: 1..=1000");
+    /// ```
+    pub fn retry_budget(mut self, budget: RetryBudget) -> Self {
+        self.retry_budget = Some(budget);
+        self
+    }
+
+    /// No retry budget (the default): [`Breaker::try_retry`] is then
+    /// [`Breaker::try_acquire`], and the breaker keeps no slot for a budget.
+    ///
+    /// ```
+    /// use failfast::{Breaker, RetryBudget};
+    ///
+    /// let plain = Breaker::builder().consecutive_failures(5).build()?;
+    /// let off = Breaker::builder()
+    ///     .consecutive_failures(5)
+    ///     .retry_budget(RetryBudget::finagle())
+    ///     .retry_budget_off()
+    ///     .build()?;
+    /// assert_eq!(off.config().retry_budget(), None);
+    /// assert_eq!(off.memory_bytes(), plain.memory_bytes());
+    /// assert!(off.try_retry().is_ok());
+    /// # Ok::<(), failfast::ConfigError>(())
+    /// ```
+    pub fn retry_budget_off(mut self) -> Self {
+        self.retry_budget = None;
         self
     }
 
@@ -1059,6 +1135,7 @@ impl Builder {
                 Some(RoundRule::new(self.probes, failure, slow))
             }
         };
+        let retry = self.retry_budget.map(RetryBudget::validate).transpose()?;
         let (max_hint, remembers_hints) = match self.hints {
             Hints::Tripping => (Some(DEFAULT_MAX_HINT), false),
             Hints::Remembered(max) if max.is_zero() || max > MAX_HINT_LIMIT => {
@@ -1096,6 +1173,8 @@ impl Builder {
             max_hint,
             remembers_hints,
             outlier_pool: self.outlier_pool.clone(),
+            retry_budget: self.retry_budget,
+            retry,
         })
     }
 }
@@ -1138,6 +1217,7 @@ pub(crate) struct Knobs {
     pub(crate) half_open_rates: Option<(Option<f64>, Option<f64>)>,
     pub(crate) hints: Hints,
     pub(crate) outlier_pool: Option<std::sync::Arc<str>>,
+    pub(crate) retry_budget: Option<RetryBudget>,
 }
 
 #[cfg(feature = "serde")]
@@ -1169,6 +1249,7 @@ impl Builder {
             half_open_rates: self.half_open_rates,
             hints: self.hints,
             outlier_pool: self.outlier_pool.clone(),
+            retry_budget: self.retry_budget,
         }
     }
 }

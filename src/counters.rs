@@ -80,6 +80,8 @@ impl<'a> Counters<'a> {
             abandoned: n(ABANDONED),
             panicked: n(PANICKED),
             slow: n(SLOW),
+            // The budget keeps its own count, read beside these.
+            retries_refused: 0,
         }
     }
 }

@@ -25,6 +25,13 @@ pub enum RejectReason {
     /// [`Builder::ramp`](crate::Builder::ramp)): this call fell outside the
     /// share of calls it admits now. The retry time is one step of the curve.
     Ramp = 4,
+    /// A retry ([`Breaker::try_retry`](crate::Breaker::try_retry)) the
+    /// breaker's [retry budget](crate::RetryBudget) has no room for, or
+    /// that comes before the upstream's remembered hint has passed. The
+    /// retry time is the end of the hint, or of the current half of a
+    /// ratio budget's TTL (when expiring withdrawals may make room); none
+    /// for a token budget (only a success refills it).
+    RetryBudget = 5,
 }
 
 impl RejectReason {
@@ -36,6 +43,7 @@ impl RejectReason {
             RejectReason::ForcedOpen => "forced_open",
             RejectReason::BulkheadFull => "bulkhead_full",
             RejectReason::Ramp => "ramp",
+            RejectReason::RetryBudget => "retry_budget",
         }
     }
 }
@@ -172,7 +180,8 @@ impl Rejected {
             1 => RejectReason::HalfOpenFull,
             2 => RejectReason::ForcedOpen,
             3 => RejectReason::BulkheadFull,
-            _ => RejectReason::Ramp,
+            4 => RejectReason::Ramp,
+            _ => RejectReason::RetryBudget,
         }
     }
 
@@ -209,6 +218,7 @@ impl fmt::Display for Rejected {
             RejectReason::ForcedOpen => f.write_str("circuit forced open")?,
             RejectReason::BulkheadFull => f.write_str("bulkhead full")?,
             RejectReason::Ramp => f.write_str("circuit ramping up after a recovery")?,
+            RejectReason::RetryBudget => f.write_str("retry refused by the retry budget")?,
         }
         if let Some(after) = self.retry_after() {
             write!(f, "; retry after {}", Wait(after))?;

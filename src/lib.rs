@@ -210,6 +210,7 @@ mod remote;
 #[cfg(feature = "reqwest")]
 #[cfg_attr(docsrs, doc(cfg(feature = "reqwest")))]
 pub mod reqwest;
+mod retry;
 // The module's docs link to `Outbox::hook`, which exists with feature `tower`
 // (as on docs.rs); without it, a plain `cargo doc` need not warn about it.
 #[cfg_attr(not(feature = "tower"), allow(rustdoc::broken_intra_doc_links))]
@@ -243,6 +244,7 @@ pub use policy::Config;
 pub use registry::MaxOpen;
 pub use registry::{Handle, Registry, RegistryBuilder, Snapshots};
 pub use remote::RemoteTrip;
+pub use retry::RetryBudget;
 pub use state::State;
 pub use window::{WindowCounts, WindowKind};
 pub use window::{MAX_COUNT_WINDOW, MAX_TIME_BUCKETS};

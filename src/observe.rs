@@ -276,6 +276,22 @@ pub struct BreakerSnapshot {
     /// # Ok::<(), failfast::ConfigError>(())
     /// ```
     pub outlier_ejection: Option<OutlierRule>,
+    /// What the breaker's [retry budget](crate::RetryBudget) has room for
+    /// now: retries a ratio budget would admit, or failures a token budget
+    /// can take before retries stop (0: retries are refused). `None`
+    /// without a budget.
+    ///
+    /// ```
+    /// use failfast::{Breaker, RetryBudget};
+    ///
+    /// let breaker = Breaker::builder().consecutive_failures(5).retry_budget(RetryBudget::tokens(10, 0.1)).build()?;
+    /// assert_eq!(breaker.snapshot().retry_room, Some(5)); // 10 tokens: five failures to 5
+    /// breaker.try_acquire()?.failure();
+    /// assert_eq!(breaker.snapshot().retry_room, Some(4));
+    /// assert_eq!(Breaker::builder().consecutive_failures(5).build()?.snapshot().retry_room, None);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub retry_room: Option<u32>,
 }
 
 /// Lifetime call counters of one breaker.
@@ -310,4 +326,8 @@ pub struct CallCounts {
     pub panicked: u64,
     /// Slow calls among the successes and failures.
     pub slow: u64,
+    /// Retries the [retry budget](crate::RetryBudget) refused
+    /// ([`RejectReason::RetryBudget`](crate::RejectReason::RetryBudget)),
+    /// also counted in `rejected`. Always 0 without a budget.
+    pub retries_refused: u64,
 }

@@ -12,6 +12,7 @@ use crate::clock::Nanos;
 use crate::observe::Reason;
 use crate::outcome::Verdict;
 use crate::ramp::Ramp;
+use crate::retry::{RetryBudget, Rules};
 use crate::window::{Shape, WindowCounts, WindowKind};
 
 /// What a breaker's hot paths need of its configuration, copied into one
@@ -73,6 +74,12 @@ impl Flags {
     /// and counts the call in the pool's tally; a failure, a slow call and
     /// a call that does not count go to the tally at the verdict.
     const POOLED: u16 = 1 << 9;
+    /// A ratio retry budget: CLOSED admission reads the clock and deposits
+    /// the first try's share of a retry (`retry::ratio`).
+    const RATIO_BUDGET: u16 = 1 << 10;
+    /// A token retry budget: every verdict takes the general path, which
+    /// moves the bucket (`retry::tokens`).
+    const TOKEN_BUDGET: u16 = 1 << 11;
 
     /// Where a success goes.
     #[inline(always)]
@@ -96,14 +103,20 @@ impl Flags {
     /// timed call or a dated drop, no counter to bump.
     #[inline(always)]
     pub(crate) const fn admits_bare(self) -> bool {
-        self.bits & (Self::TIMES_CALLS | Self::DATES_DROPS | Self::COUNTS_CALLS | Self::POOLED) == 0
+        self.bits
+            & (Self::TIMES_CALLS
+                | Self::DATES_DROPS
+                | Self::COUNTS_CALLS
+                | Self::POOLED
+                | Self::RATIO_BUDGET)
+            == 0
     }
 
     /// CLOSED admission reads the clock: the call is timed, or its drop
     /// is judged by its age.
     #[inline(always)]
     pub(crate) const fn dates_admission(self) -> bool {
-        self.bits & (Self::TIMES_CALLS | Self::DATES_DROPS | Self::POOLED) != 0
+        self.bits & (Self::TIMES_CALLS | Self::DATES_DROPS | Self::POOLED | Self::RATIO_BUDGET) != 0
     }
 
     #[inline(always)]
@@ -131,12 +144,32 @@ impl Flags {
         self.bits & Self::COUNTS_RUNS != 0
     }
 
-    /// Call counters or an outlier pool: one test on the admission and the
-    /// general verdict path, where a breaker with neither had the counters'
+    /// Call counters, an outlier pool or a ratio retry budget: one test on
+    /// the admission, where a breaker with none of them had the counters'
     /// test before.
     #[inline(always)]
-    pub(crate) const fn counts_or_pools(self) -> bool {
-        self.bits & (Self::COUNTS_CALLS | Self::POOLED) != 0
+    pub(crate) const fn counts_admissions(self) -> bool {
+        self.bits & (Self::COUNTS_CALLS | Self::POOLED | Self::RATIO_BUDGET) != 0
+    }
+
+    /// Call counters, an outlier pool or a token retry budget: one test on
+    /// the general verdict path, where a breaker with none of them had the
+    /// counters' test before.
+    #[inline(always)]
+    pub(crate) const fn counts_verdicts(self) -> bool {
+        self.bits & (Self::COUNTS_CALLS | Self::POOLED | Self::TOKEN_BUDGET) != 0
+    }
+
+    /// A ratio retry budget: admissions deposit.
+    #[inline(always)]
+    pub(crate) const fn ratio_budget(self) -> bool {
+        self.bits & Self::RATIO_BUDGET != 0
+    }
+
+    /// A token retry budget: verdicts move the bucket.
+    #[inline(always)]
+    pub(crate) const fn token_budget(self) -> bool {
+        self.bits & Self::TOKEN_BUDGET != 0
     }
 
     #[inline(always)]
@@ -401,6 +434,10 @@ pub struct Config {
     pub(crate) remembers_hints: bool,
     /// The named outlier pool ([`Builder::outlier_pool`](crate::Builder::outlier_pool)).
     pub(crate) outlier_pool: Option<std::sync::Arc<str>>,
+    /// The retry budget as set ([`Builder::retry_budget`](crate::Builder::retry_budget)).
+    pub(crate) retry_budget: Option<RetryBudget>,
+    /// The retry budget, validated: what the request path computes with.
+    pub(crate) retry: Option<Rules>,
 }
 
 /// The half-open rate rule: a round of P probes closes or reopens on the
@@ -594,6 +631,22 @@ impl Config {
         self.backoff.jitter
     }
 
+    /// The retry budget ([`Builder::retry_budget`](crate::Builder::retry_budget)),
+    /// `None` when off (the default).
+    ///
+    /// ```
+    /// use failfast::{Breaker, RetryBudget};
+    ///
+    /// let breaker = Breaker::builder().consecutive_failures(5).build()?;
+    /// assert_eq!(breaker.config().retry_budget(), None);
+    /// let breaker = Breaker::builder().consecutive_failures(5).retry_budget(RetryBudget::grpc()).build()?;
+    /// assert_eq!(breaker.config().retry_budget(), Some(RetryBudget::tokens(10, 0.1)));
+    /// # Ok::<(), failfast::ConfigError>(())
+    /// ```
+    pub fn retry_budget(&self) -> Option<RetryBudget> {
+        self.retry_budget
+    }
+
     /// Whether per-breaker call counters (admitted, rejected, outcomes) are kept.
     pub fn counts_calls(&self) -> bool {
         self.count_calls
@@ -646,11 +699,18 @@ impl Config {
         if self.dates_drops {
             bits |= Flags::DATES_DROPS;
         }
+        let tokens = matches!(self.retry, Some(Rules::Tokens(_)));
+        match self.retry {
+            Some(Rules::Ratio(_)) => bits |= Flags::RATIO_BUDGET,
+            Some(Rules::Tokens(_)) => bits |= Flags::TOKEN_BUDGET,
+            None => {}
+        }
         // A success takes a path of its own only when the general one has
-        // nothing more to do for it: no slow-call timing, no call counters.
-        let window_only = !self.measures_time() && !self.count_calls;
+        // nothing more to do for it: no slow-call timing, no call counters,
+        // no token bucket to refill.
+        let window_only = !self.measures_time() && !self.count_calls && !tokens;
         bits |= match self.shape {
-            _ if self.plain => Flags::PATH_PLAIN,
+            _ if self.plain && !tokens => Flags::PATH_PLAIN,
             Shape::Count { size: n } if window_only => match u16::try_from(n.get()) {
                 Ok(n) => {
                     size = NonZeroU16::new(n).unwrap_or(NonZeroU16::MIN);
@@ -778,6 +838,8 @@ impl Config {
             max_hint: Some(Duration::from_secs(600)),
             remembers_hints: true,
             outlier_pool: None,
+            retry_budget: None,
+            retry: None,
         }
     }
 }

@@ -1,8 +1,10 @@
 //! A breaker's heap slots: its window, then the slot of an upstream's
 //! remembered hint, then an outlier pool's two (the tally and the ejection
-//! mark), then its call counters, in one allocation made when the breaker is
-//! built — none at all for a breaker with none of them (the
-//! consecutive-failures policy with hints off, in no pool).
+//! mark), then a retry budget's one or two (and, with call counters, the
+//! count of retries it refused), then its call counters, in one allocation
+//! made when the breaker is built — none at all for a breaker with none of
+//! them (the consecutive-failures policy with hints off, in no pool, no
+//! retry budget).
 //!
 //! The allocation is a `triomphe::ThinArc`: a thin pointer (8 bytes in the
 //! breaker) to a header, then the slots. The header holds the window's head
@@ -17,7 +19,9 @@
 
 use core::fmt;
 
+use crate::clock::Nanos;
 use crate::counters::{self, Counters};
+use crate::retry::Rules;
 use crate::sync::AtomicU64;
 use crate::window::{Shape, SlotArc, Slots, Window};
 
@@ -38,21 +42,47 @@ pub(crate) struct PoolSlots<'a> {
 pub(crate) struct Storage(Option<SlotArc>);
 
 impl Storage {
-    /// Slots for a window of `shape` followed by the counters (if
+    /// Slots for a window of `shape` followed by the hint's, the pool's,
+    /// the retry budget's (started at `now`) and the counters (if
     /// `counts_calls`), all zero but the window's head and constants
-    /// ([`Shape::initial_head`], [`Shape::initial`]).
-    pub(crate) fn new(counts_calls: bool, shape: Shape, hints: bool, pooled: bool) -> Storage {
-        let len = if counts_calls { counters::SLOTS } else { 0 }
-            + usize::from(hints)
-            + if pooled { POOL_SLOTS } else { 0 }
-            + shape.slots();
+    /// ([`Shape::initial_head`], [`Shape::initial`]) and the budget's
+    /// ([`Rules::initial`]).
+    pub(crate) fn new(
+        counts_calls: bool,
+        shape: Shape,
+        hints: bool,
+        pooled: bool,
+        retry: Option<(Rules, Nanos)>,
+    ) -> Storage {
+        let retry_at = Storage::retry_at(shape, hints, pooled);
+        let retry_slots = retry.map_or(0, |(rules, _)| Storage::retry_slots(rules, counts_calls));
+        let len = if counts_calls { counters::SLOTS } else { 0 } + retry_at + retry_slots;
         if len == 0 {
             return Storage(None);
         }
+        let initial = |i: usize| match retry {
+            Some((rules, now)) if (retry_at..retry_at + rules.slots()).contains(&i) => {
+                rules.initial(i - retry_at, now)
+            }
+            Some(_) if (retry_at..retry_at + retry_slots).contains(&i) => 0, // refused
+            _ => shape.initial(i),
+        };
         Storage(Some(SlotArc::from_header_and_iter(
             AtomicU64::new(shape.initial_head()),
-            (0..len).map(|i| AtomicU64::new(shape.initial(i))),
+            (0..len).map(|i| AtomicU64::new(initial(i))),
         )))
+    }
+
+    /// Where a retry budget's slots begin: after the window's, the hint's
+    /// and the pool's.
+    pub(crate) fn retry_at(shape: Shape, hints: bool, pooled: bool) -> usize {
+        Storage::pool_at(shape, hints) + if pooled { POOL_SLOTS } else { 0 }
+    }
+
+    /// The slots a retry budget takes: its own, and the count of retries it
+    /// refused when the breaker counts calls.
+    pub(crate) fn retry_slots(rules: Rules, counts_calls: bool) -> usize {
+        rules.slots() + usize::from(counts_calls)
     }
 
     /// The slot of an upstream's remembered hint (an instant, 0 when none),
@@ -140,7 +170,7 @@ mod tests {
                 buckets: 4,
             },
         ] {
-            let storage = Storage::new(true, Shape::of(kind), true, true);
+            let storage = Storage::new(true, Shape::of(kind), true, true, None);
             let counters = storage.counters(true).unwrap();
             counters.admitted();
             counters.verdict(Verdict::Failure, false);

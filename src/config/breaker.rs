@@ -5,6 +5,7 @@ use core::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::parts::{BackoffConfig, Preset, RampConfig, TimeWindowConfig, UnansweredConfig};
+use super::retry::RetryBudgetConfig;
 use super::{duration, Text};
 use crate::builder::{Builder, Hints, UnansweredKnob};
 use crate::error::ConfigError;
@@ -124,6 +125,12 @@ pub struct BreakerConfig {
     /// the registry's `[outliers]` table; a breaker built alone refuses it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub outlier_pool: Option<String>,
+    /// [`Builder::retry_budget`] / [`Builder::retry_budget_off`]:
+    /// `{ kind = "tokens", max_tokens = 10, token_ratio = 0.1 }`,
+    /// `{ kind = "ratio", percent = 20, ttl = "10s", min_per_second = 10 }`,
+    /// `"finagle"`, `"grpc"`, or `"off"` (see [`RetryBudgetConfig`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retry_budget: Option<RetryBudgetConfig>,
     /// [`Builder::id`]: a fixed jitter seed, for reproducible schedules in
     /// tests and simulations. Leave it out in production (each breaker then
     /// draws its own; a registry's breakers always take their key's hash).
@@ -230,6 +237,12 @@ impl BreakerConfig {
         b = self.apply_recovery(b)?;
         if let Some(pool) = &self.outlier_pool {
             b = b.outlier_pool(pool.as_str());
+        }
+        if let Some(budget) = &self.retry_budget {
+            b = match budget.budget()? {
+                Some(budget) => b.retry_budget(budget),
+                None => b.retry_budget_off(),
+            };
         }
         if let Some(id) = self.id {
             b = b.id(id);
@@ -360,6 +373,10 @@ impl BreakerConfig {
                 .outlier_pool
                 .clone()
                 .or_else(|| self.outlier_pool.clone()),
+            retry_budget: over
+                .retry_budget
+                .clone()
+                .or_else(|| self.retry_budget.clone()),
             id: over.id.or(self.id),
         }
     }
@@ -443,6 +460,7 @@ impl From<&Builder> for BreakerConfig {
             half_open_slow_call_rate: recovery.slow_call_rate,
             max_hint: recovery.max_hint,
             outlier_pool: k.outlier_pool.as_deref().map(str::to_owned),
+            retry_budget: k.retry_budget.map(RetryBudgetConfig::from),
             id: k.id,
         }
     }

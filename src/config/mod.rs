@@ -71,6 +71,7 @@
 //! half_open_failure_rate = 0.3    # .half_open_failure_rate(0.3) (turns the rule on)
 //! half_open_slow_call_rate = 0.6  # .half_open_slow_call_rate(0.6) (turns the rule on)
 //! max_hint = "5m"                 # .max_hint(5 min): hints remembered; "off": .hints_off()
+//! retry_budget = { kind = "ratio", percent = 20, ttl = "10s", min_per_second = 10 }  # .retry_budget(RetryBudget::ratio(0.2, 10 s, 10)); or "finagle", "grpc", { kind = "tokens", max_tokens = 10, token_ratio = 0.1 }, "off"
 //! ## id = 7                       # .id(7): tests and simulations only
 //!
 //! ## One host's own breaker (RegistryBuilder::override_key): laid over [breaker].
@@ -80,6 +81,7 @@
 //! backoff = "off"
 //! ramp = "off"
 //! outlier_pool = "payments"       # .outlier_pool("payments"): judged among that pool's hosts
+//! retry_budget = "off"            # .retry_budget_off(): no budget for this host
 //! "#;
 //! let config: RegistryConfig = toml::from_str(toml).unwrap();
 //! let registry = config.to_builder::<HostKey>()?.build()?;
@@ -94,6 +96,8 @@
 //! assert_eq!(pay.config().outlier_pool(), Some("payments"));
 //! let pools: Vec<String> = registry.outlier_pools().iter().map(|p| p.name.to_string()).collect();
 //! assert_eq!(pools, ["default", "payments"]);
+//! assert_eq!(pay.config().retry_budget(), None);
+//! assert_eq!(other.config().retry_budget(), Some(failfast::RetryBudget::finagle()));
 //! # Ok::<(), failfast::ConfigError>(())
 //! ```
 //!
@@ -133,6 +137,14 @@
 //!   `ramp.min_fraction`, `ramp.aggression`, `half_open_probes` (at most 31
 //!   under the rule), `half_open_failure_rate`, `half_open_slow_call_rate`
 //!   or `max_hint`.
+//! - **Retry budget**: `retry_budget = "off"`, `"finagle"`, `"grpc"`, or a
+//!   table with `kind = "tokens"` (`max_tokens`, `token_ratio`) or
+//!   `kind = "ratio"` (`percent` in percent — 20 for a fifth —, `ttl` as
+//!   duration text, `min_per_second`), every field of the table required;
+//!   left out, no budget. A bad value is the builder's error, naming
+//!   `retry_budget.max_tokens`, `retry_budget.token_ratio`,
+//!   `retry_budget.percent`, `retry_budget.ttl` or
+//!   `retry_budget.min_per_second`.
 //! - **Hosts lay over the template** field by field (the window as one
 //!   field, the ramp as one field), and a host's `preset` replaces the
 //!   template's. A host's `half_open_rate_rule = false` turns off the
@@ -177,6 +189,7 @@ mod hosts;
 mod outliers;
 mod parts;
 mod registry;
+mod retry;
 
 use core::fmt;
 
@@ -186,6 +199,7 @@ pub use outliers::{
 };
 pub use parts::{BackoffConfig, Preset, RampConfig, TimeWindowConfig, UnansweredConfig};
 pub use registry::RegistryConfig;
+pub use retry::RetryBudgetConfig;
 
 /// Text a [`ConfigError`](crate::ConfigError) shows as it is (it formats the
 /// value it was given with `Debug`).

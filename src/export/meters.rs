@@ -10,11 +10,12 @@ use super::Ending;
 use crate::error::{RejectReason, Rejected};
 
 /// The reasons a breaker rejects for (a bulkhead's are not the breaker's).
-const BREAKER_REASONS: [RejectReason; 4] = [
+const BREAKER_REASONS: [RejectReason; 5] = [
     RejectReason::Open,
     RejectReason::HalfOpenFull,
     RejectReason::ForcedOpen,
     RejectReason::Ramp,
+    RejectReason::RetryBudget,
 ];
 
 fn reason_index(reason: RejectReason) -> Option<usize> {

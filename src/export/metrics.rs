@@ -13,11 +13,12 @@
 //! | series | kind | labels | from |
 //! |---|---|---|---|
 //! | `circuit_breaker_state` | gauge, 1 for the current state and 0 for the others | `upstream`, `state` | [`Breaker::snapshot`] |
-//! | `circuit_breaker_calls_total` | counter (absolute) | `upstream`, `outcome` = `success`, `failure`, `ignored`, `dropped`, `abandoned`, `panicked`, `rejected` | one breaker's call counters: needs [`Builder::count_calls(true)`](crate::Builder::count_calls) |
+//! | `circuit_breaker_calls_total` | counter (absolute) | `upstream`, `outcome` = `success`, `failure`, `ignored`, `dropped`, `abandoned`, `panicked`, `rejected`, `retry_refused` (retries the retry budget refused, also in `rejected`) | one breaker's call counters: needs [`Builder::count_calls(true)`](crate::Builder::count_calls) |
 //! | `circuit_breaker_open_age_seconds` | gauge: how long the current open period (Open or ForcedOpen) has lasted; 0 in any other state | `upstream` | [`Breaker::snapshot`] (`time_in_state`) |
 //! | `circuit_breaker_failure_ratio` | gauge, 0..1, or -1 below `min_calls` | `upstream` | the window |
 //! | `circuit_breaker_slow_call_ratio` | gauge, 0..1, or -1 below `min_calls` | `upstream` | the window |
 //! | `circuit_breaker_ramp_admitted_ratio` | gauge, (0, 1]: the share of calls a breaker ramping up after a recovery admits now ([`Builder::ramp`](crate::Builder::ramp)); 0 when not ramping | `upstream` | [`Breaker::snapshot`] (`ramp_fraction`) |
+//! | `circuit_breaker_retry_room` | gauge: what the [retry budget](crate::RetryBudget) has room for now (retries, or failures before retries stop); absent without a budget | `upstream` | [`Breaker::snapshot`] (`retry_room`) |
 //! | `circuit_breaker_backoff_step` | gauge: the exponent of the next open period; kept by a close and decayed by healthy time | `upstream` | [`Breaker::snapshot`] (`backoff_step`) |
 //! | `circuit_breaker_transitions_total` | counter | `from`, `to`, `reason` (+ `upstream` with [`record_transition_per_host`]) | [`record_transition`] / [`MetricsObserver`] |
 //! | `circuit_breaker_open_seconds_total` | counter, seconds: each open period's length ([`Transition::open_for`]), added when the period begins, rounded to whole seconds | (+ `upstream` with [`record_transition_per_host`]) | [`record_transition`] / [`MetricsObserver`] |
@@ -43,7 +44,7 @@
 //! | `circuit_breaker_sync_published_total`, `…_sync_errors_total`, `…_sync_dropped_total`, `…_sync_received_total`, `…_sync_applied_total`, `…_sync_stale_total`, `…_sync_below_min_reporters_total`, `…_sync_ignored_total`, `…_sync_reconciled_total`, `…_sync_bad_records_total` | counter (absolute) | — | a replica's [`SyncStats`](crate::share::SyncStats) (trips shared across replicas): [`SyncStats::export_metrics`](crate::share::SyncStats::export_metrics) |
 //!
 //! A registry may hold millions of hosts: its per-host series (the first
-//! seven rows) are **opt-in** ([`MetricsExporter::per_host`]); its aggregates
+//! eight rows) are **opt-in** ([`MetricsExporter::per_host`]); its aggregates
 //! are always exported, under **their own names** (`circuit_breaker_registry_*`),
 //! so a `sum()` over the per-host series never double-counts them. A single
 //! breaker exported with [`export_breaker`](MetricsExporter::export_breaker)
@@ -132,6 +133,9 @@ pub const SLOW_CALL_RATIO: &str = "circuit_breaker_slow_call_ratio";
 /// `circuit_breaker_ramp_admitted_ratio`: the share of calls a ramping
 /// breaker admits now (0 when not ramping).
 pub const RAMP_ADMITTED_RATIO: &str = "circuit_breaker_ramp_admitted_ratio";
+/// `circuit_breaker_retry_room`: what a breaker's retry budget has room for
+/// now (see [`BreakerSnapshot::retry_room`]).
+pub const RETRY_ROOM: &str = "circuit_breaker_retry_room";
 /// `circuit_breaker_backoff_step`: the exponent of the next open period.
 pub const BACKOFF_STEP: &str = "circuit_breaker_backoff_step";
 /// `circuit_breaker_open`
@@ -606,7 +610,7 @@ fn export_process() {
     metrics::counter!(HINTS_IGNORED_TOTAL).absolute(hints_ignored_total());
 }
 
-fn outcomes(calls: &CallCounts) -> [(&'static str, u64); 7] {
+fn outcomes(calls: &CallCounts) -> [(&'static str, u64); 8] {
     [
         ("success", calls.successes),
         ("failure", calls.failures),
@@ -615,6 +619,7 @@ fn outcomes(calls: &CallCounts) -> [(&'static str, u64); 7] {
         ("abandoned", calls.abandoned),
         ("panicked", calls.panicked),
         ("rejected", calls.rejected),
+        ("retry_refused", calls.retries_refused),
     ]
 }
 
@@ -658,6 +663,9 @@ fn export_recovery(upstream: &str, snapshot: &BreakerSnapshot) {
         .set(snapshot.ramp_fraction.unwrap_or(0.0));
     metrics::gauge!(BACKOFF_STEP, "upstream" => upstream.to_owned())
         .set(f64::from(snapshot.backoff_step));
+    if let Some(room) = snapshot.retry_room {
+        metrics::gauge!(RETRY_ROOM, "upstream" => upstream.to_owned()).set(f64::from(room));
+    }
 }
 
 /// Counts one rejected call in `circuit_breaker_rejected_total{upstream,reason}`

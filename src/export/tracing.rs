@@ -42,7 +42,7 @@
 //! `rejected`, no inner call (the inner service was not called, so nothing
 //! of a remote call is recorded), and an event [`REJECTED`] ("rejected by
 //! circuit breaker") with `reason` ([`RejectReason::as_str`](crate::RejectReason::as_str):
-//! `open`, `half_open_full`, `forced_open`, `ramp`),
+//! `open`, `half_open_full`, `forced_open`, `ramp`, `retry_budget`),
 //! `retry_after_ms` (absent when forced open) and `circuitbreaker.name`.
 //! So that an open breaker at 50k requests per second does not flood the
 //! log, the event is **INFO at most once per open period per breaker** and

@@ -273,6 +273,37 @@ impl<K: Key + ?Sized, C: Clock> Handle<K, C> {
         OwnedPermit::acquire_at(self.clone(), now)
     }
 
+    /// Admits a retry now ([`Breaker::try_retry`]) with a permit that owns
+    /// a clone of this handle: the breaker's admission and the key's retry
+    /// budget, as [`try_acquire_owned`](Self::try_acquire_owned) does for a
+    /// first try.
+    ///
+    /// ```
+    /// # use failfast::{Breaker, Registry, RetryBudget};
+    /// let registry = Registry::<String>::builder(Breaker::builder().consecutive_failures(5).retry_budget(RetryBudget::grpc())).build()?;
+    /// let upstream = registry.handle("api:443");
+    /// upstream.try_acquire_owned().expect("closed").failure();
+    /// let retry = upstream.try_retry_owned().expect("9 tokens of 10: room for a retry");
+    /// std::thread::spawn(move || { retry.success(); }).join().unwrap();
+    /// # Ok::<(), failfast::ConfigError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`Breaker::try_retry_at`].
+    pub fn try_retry_owned(&self) -> Result<OwnedPermit<C, Handle<K, C>>, Rejected> {
+        OwnedPermit::acquire_retry(self.clone())
+    }
+
+    /// [`try_retry_owned`](Self::try_retry_owned) at `now`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Breaker::try_retry_at`].
+    pub fn try_retry_owned_at(&self, now: Nanos) -> Result<OwnedPermit<C, Handle<K, C>>, Rejected> {
+        OwnedPermit::acquire_retry_at(self.clone(), now)
+    }
+
     /// Whether two handles share one breaker.
     ///
     /// ```

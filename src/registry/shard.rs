@@ -249,6 +249,7 @@ pub(crate) fn add_calls(to: &mut CallCounts, c: &CallCounts) {
         abandoned,
         panicked,
         slow,
+        retries_refused,
     } = *c;
     to.admitted += admitted;
     to.rejected += rejected;
@@ -261,6 +262,7 @@ pub(crate) fn add_calls(to: &mut CallCounts, c: &CallCounts) {
     to.abandoned += abandoned;
     to.panicked += panicked;
     to.slow += slow;
+    to.retries_refused += retries_refused;
 }
 
 impl<K, C: Clock> Shard<K, C> {
