@@ -15,11 +15,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use hyper::body::Bytes;
 use failfast::registry::HostKey;
 use failfast::reqwest::{BreakerMiddleware, RetryMiddleware};
-use failfast::{Breaker, RejectReason, Rejected, Registry, RetryBudget};
+use failfast::{Breaker, Registry, RejectReason, Rejected, RetryBudget};
 use http_body_util::Empty;
+use hyper::body::Bytes;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
@@ -78,7 +78,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             match client.get(format!("http://{addr}/")).send().await {
                 Ok(response) if response.status() == 200 => ok += 1,
                 Ok(_) => {}
-                Err(reqwest_middleware::Error::Middleware(e)) => match e.downcast_ref::<Rejected>() {
+                Err(reqwest_middleware::Error::Middleware(e)) => match e.downcast_ref::<Rejected>()
+                {
                     Some(r) if r.reason() == RejectReason::RetryBudget => refused += 1,
                     _ => return Err(e.into()),
                 },

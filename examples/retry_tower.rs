@@ -15,11 +15,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use hyper::body::Bytes;
 use failfast::registry::HostKey;
 use failfast::tower::{HttpClassifier, KeyedLayer, RetryPolicy};
-use failfast::{Breaker, RejectReason, Rejected, Registry, RetryBudget};
+use failfast::{Breaker, Registry, RejectReason, Rejected, RetryBudget};
 use http_body_util::{Empty, Full};
+use hyper::body::Bytes;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::client::legacy::Client;
@@ -79,8 +79,8 @@ async fn main() -> Result<(), tower::BoxError> {
         let before = calls.load(Ordering::Relaxed);
         let (mut ok, mut refused) = (0, 0);
         for _ in 0..20 {
-            let req = http::Request::get(format!("http://{addr}/"))
-                .body(Full::new(Bytes::new()))?;
+            let req =
+                http::Request::get(format!("http://{addr}/")).body(Full::new(Bytes::new()))?;
             match service.ready().await?.call(req).await {
                 Ok(response) if response.status() == 200 => ok += 1,
                 Ok(_) => {}

@@ -109,8 +109,6 @@ use crate::http::{HttpClassifier, Keyless};
 use crate::outcome::Outcome;
 use crate::permit::OwnedPermit;
 use crate::registry::{Handle, HostKey, Registry};
-#[allow(unused_imports)]
-use crate::http::RetryTicketShim;
 
 mod retry;
 
@@ -252,9 +250,7 @@ impl<S: BuildHasher, C: Clock> BreakerMiddleware<S, C> {
         let handle = self.registry.handle_from(key);
         let now = handle.now();
         let admitted = if retry {
-            handle
-                .retry_ticket(now)
-                .map(|ticket| OwnedPermit::new(handle, ticket))
+            OwnedPermit::acquire_retry_at(handle, now)
         } else {
             OwnedPermit::acquire_at(handle, now)
         };

@@ -18,7 +18,7 @@ use failfast::http::Retries;
 use failfast::registry::HostKey;
 use failfast::reqwest::{BreakerMiddleware, RetryMiddleware};
 use failfast::{
-    Breaker, Builder, Clock, Nanos, RejectReason, Rejected, Registry, RetryBudget, State,
+    Breaker, Builder, Clock, Nanos, Registry, RejectReason, Rejected, RetryBudget, State,
 };
 use http_body_util::Empty;
 use hyper::body::{Bytes, Incoming};
@@ -53,7 +53,11 @@ impl Upstream {
                 let service = service_fn(move |_req: http::Request<Incoming>| {
                     // SeqCst: test bookkeeping read by the test task.
                     requests.fetch_add(1, Ordering::SeqCst);
-                    let (code, after) = queued.lock().unwrap().pop_front().unwrap_or((default, None));
+                    let (code, after) = queued
+                        .lock()
+                        .unwrap()
+                        .pop_front()
+                        .unwrap_or((default, None));
                     async move {
                         let mut response = http::Response::new(Empty::<Bytes>::new());
                         *response.status_mut() = http::StatusCode::from_u16(code).unwrap();
@@ -192,7 +196,11 @@ async fn a_hint_within_the_limit_is_waited_for_a_longer_one_is_returned() {
     up.queue(&[(503, Some("1"))]);
     let start = Instant::now();
     assert_eq!(get(&c, &up).await.unwrap(), 200);
-    assert!(start.elapsed() >= Duration::from_secs(1), "{:?}", start.elapsed());
+    assert!(
+        start.elapsed() >= Duration::from_secs(1),
+        "{:?}",
+        start.elapsed()
+    );
     assert_eq!(up.requests(), 2);
 
     up.queue(&[(429, Some("5"))]);
@@ -213,8 +221,17 @@ async fn non_idempotent_requests_and_client_errors_are_not_retried() {
     assert_eq!(get(&c, &up).await.unwrap(), 404);
     assert_eq!(up.requests(), 2);
 
-    let writes = client(&registry, Retries::builder().non_idempotent(true).build().unwrap());
-    let status = writes.post(up.url()).body("{}").send().await.unwrap().status();
+    let writes = client(
+        &registry,
+        Retries::builder().non_idempotent(true).build().unwrap(),
+    );
+    let status = writes
+        .post(up.url())
+        .body("{}")
+        .send()
+        .await
+        .unwrap()
+        .status();
     assert_eq!(status, 503);
     assert_eq!(up.requests(), 5);
 }

@@ -14,7 +14,7 @@ use failfast::registry::HostKey;
 use failfast::tower::{
     retry_attempt, HttpClassifier, KeyedLayer, Retries, RetryPolicy, TokioClock,
 };
-use failfast::{Breaker, Builder, RejectReason, Rejected, Registry, RetryBudget, State};
+use failfast::{Breaker, Builder, Registry, RejectReason, Rejected, RetryBudget, State};
 use tokio::time::Instant;
 use tower::retry::RetryLayer;
 use tower::{BoxError, Service, ServiceBuilder, ServiceExt};
@@ -77,7 +77,9 @@ fn registry(template: Builder) -> Arc<Hosts> {
 
 /// A breaker that never opens in these tests, with `budget`.
 fn lenient(budget: Option<RetryBudget>) -> Builder {
-    let b = Breaker::builder().consecutive_failures(1000).count_calls(true);
+    let b = Breaker::builder()
+        .consecutive_failures(1000)
+        .count_calls(true);
     match budget {
         Some(budget) => b.retry_budget(budget),
         None => b,
@@ -193,7 +195,11 @@ async fn a_hint_within_the_limit_is_waited_for_a_longer_one_is_returned() {
     up.queue(&[(503, Some("1"))]);
     let start = Instant::now();
     assert_eq!(send(&mut c, get()).await.unwrap(), 200);
-    assert!(start.elapsed() >= Duration::from_secs(1), "{:?}", start.elapsed());
+    assert!(
+        start.elapsed() >= Duration::from_secs(1),
+        "{:?}",
+        start.elapsed()
+    );
     assert_eq!(up.calls(), 2);
 
     up.queue(&[(429, Some("5"))]);

@@ -3,13 +3,16 @@
 //! The model: 200 requests/s offered for 60 s to one upstream that serves
 //! 400 calls/s, one at a time in arrival order. From 10 s to 30 s its
 //! capacity drops to 150 calls/s (below the offered load), then comes back.
-//! Two upstreams, each run four ways:
+//! Three upstreams, each run four ways:
 //!
 //! * **failing**: the upstream sheds what it cannot serve: a call that
-//!   would wait more than 100 ms in its queue gets a 503 at once (5 ms);
+//!   would wait more than 100 ms in its queue gets a 503 at once (5 ms),
+//!   which costs it a quarter of a call;
 //! * **slow**: it sheds nothing: calls queue, and a caller gives up after
 //!   1 s (a timeout: a failure), while the upstream still serves the call
-//!   it abandoned.
+//!   it abandoned;
+//! * **flaky**: it keeps its capacity, but from 10 s to 30 s 3 calls in 10
+//!   fail at once: below the breaker's threshold, so it never opens.
 //!
 //! The callers: **retry only** (up to 3 attempts, 25–50 ms apart, no
 //! breaker); **breaker only** (one attempt through a failure-rate breaker);
@@ -27,7 +30,7 @@ use std::time::Duration;
 use failfast::{Breaker, ManualClock, Nanos, Permit, RetryBudget};
 
 use crate::sim::Sim;
-use crate::table::{dur, int, title, Table};
+use crate::table::{dur, int, Table};
 
 /// Requests offered per second.
 pub const OFFERED_PER_S: u64 = 200;
@@ -40,6 +43,9 @@ const ATTEMPTS: u32 = 3;
 const TIMEOUT: Duration = Duration::from_secs(1);
 const SHED_WAIT: f64 = 0.100;
 const SHED_ANSWER: Duration = Duration::from_millis(5);
+/// What refusing a call costs the upstream, in calls served: parsing it,
+/// answering it.
+const SHED_COST: f64 = 0.25;
 /// The budget's share of first tries that may be retried.
 pub const RATIO: f64 = 0.2;
 /// The budget's reserve, retries per second.
@@ -48,13 +54,20 @@ const TTL: Duration = Duration::from_secs(10);
 /// A second counts as recovered when this share of its requests succeeded.
 const RECOVERED: f64 = 0.95;
 
-/// The upstream's behaviour when it cannot keep up.
+/// The upstream's incident.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum Upstream {
-    /// Sheds with a fast 503.
+    /// Loses capacity; sheds what it cannot serve with a fast 503.
     Failing,
-    /// Queues; callers time out.
+    /// Loses capacity; queues, and callers time out.
     Slow,
+    /// Keeps its capacity, but 3 calls in 10 fail (a 503 at once): fewer
+    /// than the breaker's threshold, so it never opens.
+    Flaky,
+}
+
+impl Upstream {
+    pub const ALL: [Upstream; 3] = [Upstream::Failing, Upstream::Slow, Upstream::Flaky];
 }
 
 /// The caller's protection.
@@ -133,23 +146,27 @@ enum Event {
 /// The upstream: one server, arrival order, capacity by time.
 struct Server {
     busy_until: f64,
+    incident_capacity: f64,
 }
 
-fn capacity_at(t: f64) -> f64 {
-    if (INCIDENT_START..INCIDENT_END).contains(&t) {
-        INCIDENT_CAPACITY
-    } else {
-        CAPACITY
+impl Server {
+    fn capacity_at(&self, t: f64) -> f64 {
+        if (INCIDENT_START..INCIDENT_END).contains(&t) {
+            self.incident_capacity
+        } else {
+            CAPACITY
+        }
     }
 }
 
 impl Server {
-    /// When one more call, queued at `now`, is served (seconds).
-    fn serve(&mut self, now: f64) -> f64 {
+    /// When `work` more (1: a call served, [`SHED_COST`]: a call refused),
+    /// queued at `now`, is done (seconds).
+    fn serve(&mut self, now: f64, work: f64) -> f64 {
         let mut t = self.busy_until.max(now);
-        let mut work = 1.0;
+        let mut work = work;
         loop {
-            let rate = capacity_at(t);
+            let rate = self.capacity_at(t);
             let boundary = if t < INCIDENT_START {
                 INCIDENT_START
             } else if t < INCIDENT_END {
@@ -214,7 +231,14 @@ pub fn simulate(upstream: Upstream, caller: Caller) -> Run {
     let seconds = RUN.as_secs() as usize;
     let mut served = vec![0u64; seconds];
     let mut run = Run::default();
-    let mut server = Server { busy_until: 0.0 };
+    let mut server = Server {
+        busy_until: 0.0,
+        incident_capacity: if upstream == Upstream::Flaky {
+            CAPACITY
+        } else {
+            INCIDENT_CAPACITY
+        },
+    };
     let mut sim = Sim::new(clock);
     sim.at(Nanos::ZERO, Event::Arrive);
     let in_incident = |t: Nanos| (INCIDENT_START..INCIDENT_END).contains(&secs(t));
@@ -267,10 +291,17 @@ pub fn simulate(upstream: Upstream, caller: Caller) -> Run {
                     run.calls_in_incident += 1;
                 }
                 let t = secs(now);
+                let flaky =
+                    upstream == Upstream::Flaky && in_incident(now) && run.upstream_calls % 10 < 3;
                 let (end, answered) = match upstream {
-                    Upstream::Failing if server.wait_at(t) > SHED_WAIT => (now + SHED_ANSWER, false),
+                    _ if flaky => (now + SHED_ANSWER, false),
+                    Upstream::Failing if server.wait_at(t) > SHED_WAIT => {
+                        // Refusing costs the upstream a little too.
+                        server.serve(t, SHED_COST);
+                        (now + SHED_ANSWER, false)
+                    }
                     _ => {
-                        let done = server.serve(t);
+                        let done = server.serve(t, 1.0);
                         if done - t > TIMEOUT.as_secs_f64() {
                             (now + TIMEOUT, false)
                         } else {
@@ -319,7 +350,9 @@ fn recovery(served: &[u64]) -> Option<Duration> {
     if first_of_good_tail >= judged.len() {
         return None;
     }
-    Some(Duration::from_secs(first_of_good_tail.saturating_sub(start) as u64))
+    Some(Duration::from_secs(
+        first_of_good_tail.saturating_sub(start) as u64,
+    ))
 }
 
 /// Prints the second part of S3.
@@ -335,17 +368,25 @@ pub fn show() {
          callers give up after {}.",
         dur(TIMEOUT)
     );
+    println!("  Flaky: full capacity, but 3 calls in 10 fail from 10 s to 30 s.");
+    println!(
+        "  Callers: up to {ATTEMPTS} attempts 25–50 ms apart; the breaker opens at 50 % failures once 20 calls were seen."
+    );
     println!(
         "  Budget: retries ≤ {:.0} % of first tries (TTL {}), plus a reserve of {MIN_PER_SECOND} retry/s.",
         RATIO * 100.0,
         dur(TTL)
     );
-    for upstream in [Upstream::Failing, Upstream::Slow] {
+    let (mut most_run, mut most_incident) = (0.0f64, 0.0f64);
+    for upstream in Upstream::ALL {
         println!();
         let runs: Vec<Run> = Caller::ALL.iter().map(|c| simulate(upstream, *c)).collect();
+        most_run = most_run.max(runs[3].calls_per_request());
+        most_incident = most_incident.max(runs[3].calls_per_request_in_incident());
         let mut header = vec![match upstream {
             Upstream::Failing => "failing upstream (sheds with 503)".to_string(),
             Upstream::Slow => "slow upstream (callers time out)".to_string(),
+            Upstream::Flaky => "flaky upstream (30 % fail, full capacity)".to_string(),
         }];
         header.extend(Caller::ALL.iter().map(|c| c.name().to_string()));
         let mut t = Table::new(&header);
@@ -361,7 +402,9 @@ pub fn show() {
             format!("{:.2}", r.calls_per_request_in_incident())
         });
         row(&mut t, "requests failed", &|r| int(r.failed));
-        row(&mut t, "retries refused by the budget", &|r| int(r.budget_refusals));
+        row(&mut t, "retries refused by the budget", &|r| {
+            int(r.budget_refusals)
+        });
         row(&mut t, "time to recover", &|r| {
             r.recovery.map_or("not in the run".to_string(), dur)
         });
@@ -369,9 +412,14 @@ pub fn show() {
     }
     println!();
     println!(
-        "  With the budget the upstream never sees more than {:.1} calls per request: retries cannot multiply an overload.",
+        "  With the budget the upstream saw at most {most_run:.3} calls per request over a run (the bound: {:.2}),",
         1.0 + RATIO
     );
+    println!(
+        "  {most_incident:.3} during an incident (first tries made before it still count for one TTL)."
+    );
+    println!("  Where the breaker opens (failing, slow) it cuts the retries first; where it cannot (flaky,");
+    println!("  under its threshold) the budget does, at the price of the retries it refuses.");
 }
 
 #[cfg(test)]
@@ -383,7 +431,7 @@ mod tests {
     /// of the offered load and needs no room of its own here).
     #[test]
     fn the_budget_keeps_upstream_load_within_one_plus_its_ratio() {
-        for upstream in [Upstream::Failing, Upstream::Slow] {
+        for upstream in Upstream::ALL {
             let budget = simulate(upstream, Caller::RetryBreakerBudget);
             assert!(
                 budget.calls_per_request() <= 1.0 + RATIO,
@@ -400,12 +448,23 @@ mod tests {
                 budget.first_tries
             );
             let retry_only = simulate(upstream, Caller::RetryOnly);
+            // Without it, the incident's retries exceed that bound, and
+            // where the breaker stays closed the budget is what cuts them.
             assert!(
-                retry_only.calls_per_request() > 1.0 + RATIO,
+                retry_only.calls_per_request_in_incident() > 1.0 + RATIO,
                 "{upstream:?}: retry only, {:.3}",
-                retry_only.calls_per_request()
+                retry_only.calls_per_request_in_incident()
             );
         }
+        let budget = simulate(Upstream::Flaky, Caller::RetryBreakerBudget);
+        let unbudgeted = simulate(Upstream::Flaky, Caller::RetryBreaker);
+        assert!(budget.budget_refusals > 0);
+        assert!(
+            budget.calls_in_incident < unbudgeted.calls_in_incident,
+            "{} vs {}",
+            budget.calls_in_incident,
+            unbudgeted.calls_in_incident
+        );
     }
 
     /// The runs count every offered request, once.

@@ -187,7 +187,6 @@ pub use classify::{Classify, DefaultClassifier, FaultFn, HttpClassifier};
 pub use grpc::{GrpcClassifier, GrpcEos, GRPC_RETRY_PUSHBACK_MS, GRPC_STATUS};
 pub use key::{KeyFn, KeySink, Keyless, KeylessReason};
 pub(crate) use retries::jitter;
-pub(crate) use retries::RetryTicketShim;
 pub use retries::{
     retry_attempt, Retries, RetriesBuilder, RetryAttempt, DEFAULT_BACKOFF, DEFAULT_MAX_ATTEMPTS,
     DEFAULT_MAX_BACKOFF, DEFAULT_MAX_HINT_WAIT, MAX_ATTEMPTS, MAX_RETRY_WAIT,

@@ -337,7 +337,11 @@ impl RetriesBuilder {
             ));
         }
         if r.max_backoff > MAX_RETRY_WAIT {
-            return Err(ConfigError::new("max_backoff", "at most 60 s", r.max_backoff));
+            return Err(ConfigError::new(
+                "max_backoff",
+                "at most 60 s",
+                r.max_backoff,
+            ));
         }
         if r.backoff > r.max_backoff {
             return Err(ConfigError::new(
@@ -370,8 +374,14 @@ mod tests {
     #[test]
     fn a_hint_is_waited_for_when_longer_than_the_backoff() {
         let r = Retries::default();
-        assert_eq!(r.next_wait(1, Outcome::Failure, Some(MS(10)), 0), Some(MS(25)));
-        assert_eq!(r.next_wait(1, Outcome::Failure, Some(MS(1000)), 0), Some(MS(1000)));
+        assert_eq!(
+            r.next_wait(1, Outcome::Failure, Some(MS(10)), 0),
+            Some(MS(25))
+        );
+        assert_eq!(
+            r.next_wait(1, Outcome::Failure, Some(MS(1000)), 0),
+            Some(MS(1000))
+        );
         assert_eq!(r.next_wait(1, Outcome::Failure, Some(MS(1001)), 0), None);
     }
 
@@ -400,8 +410,14 @@ mod tests {
     fn bad_values_name_their_field() {
         let field = |b: RetriesBuilder| b.build().unwrap_err().field();
         assert_eq!(field(Retries::builder().max_attempts(11)), "max_attempts");
-        assert_eq!(field(Retries::builder().max_hint_wait(MS(60_001))), "max_hint_wait");
-        assert_eq!(field(Retries::builder().backoff(MS(10), MS(60_001))), "max_backoff");
+        assert_eq!(
+            field(Retries::builder().max_hint_wait(MS(60_001))),
+            "max_hint_wait"
+        );
+        assert_eq!(
+            field(Retries::builder().backoff(MS(10), MS(60_001))),
+            "max_backoff"
+        );
         assert_eq!(field(Retries::builder().backoff(MS(20), MS(10))), "backoff");
     }
 
@@ -413,22 +429,5 @@ mod tests {
         assert_eq!(retry_attempt(&ext), None);
         ext.insert(RetryAttempt::new(0));
         assert_eq!(retry_attempt(&ext), Some(RetryAttempt::new(1)));
-    }
-}
-
-// TEMPORARY until the budget API lands: a retry admitted as a first try.
-pub(crate) trait RetryTicketShim {
-    fn retry_ticket(
-        &self,
-        now: crate::clock::Nanos,
-    ) -> Result<crate::ticket::Ticket, crate::error::Rejected>;
-}
-
-impl<C: crate::clock::Clock> RetryTicketShim for crate::breaker::Breaker<C> {
-    fn retry_ticket(
-        &self,
-        now: crate::clock::Nanos,
-    ) -> Result<crate::ticket::Ticket, crate::error::Rejected> {
-        self.ticket_at(now)
     }
 }

@@ -113,11 +113,10 @@ mod watch;
 // layers' users already have.
 pub use crate::http::{
     is_stale, mark_stale, normalise_authority, retry_after_secs, retry_attempt, status_json,
-    unavailable,
-    AuthorityKey, Classify, ClassifyEos, ClassifyStream, DefaultClassifier, FaultFn, FromAuthority,
-    GrpcClassifier, GrpcEos, HeadOutcome, HttpClassifier, KeyBuf, KeyFn, KeySink, Keyless,
-    KeylessReason, Retries, RetriesBuilder, RetryAttempt, Stale, Verdict, CACHE_STATUS_STALE, DEFAULT_MAX_KEY_LEN, GRPC_STATUS,
-    MAX_AUTHORITY_LEN, X_FAILFAST,
+    unavailable, AuthorityKey, Classify, ClassifyEos, ClassifyStream, DefaultClassifier, FaultFn,
+    FromAuthority, GrpcClassifier, GrpcEos, HeadOutcome, HttpClassifier, KeyBuf, KeyFn, KeySink,
+    Keyless, KeylessReason, Retries, RetriesBuilder, RetryAttempt, Stale, Verdict,
+    CACHE_STATUS_STALE, DEFAULT_MAX_KEY_LEN, GRPC_STATUS, MAX_AUTHORITY_LEN, X_FAILFAST,
 };
 
 pub use crate::hooks::OnTransition;

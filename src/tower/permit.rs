@@ -11,8 +11,6 @@ use crate::clock::{Clock, Nanos};
 use crate::error::{Rejected, UpstreamName};
 use crate::permit::OwnedPermit;
 use crate::registry::{Entry, EntryArc};
-#[allow(unused_imports)]
-use crate::http::RetryTicketShim;
 
 /// What a layer's permit owns its breaker through.
 pub(crate) enum Owner<K, C: Clock> {
@@ -170,7 +168,13 @@ pub(crate) fn admit_retry<K, C: Clock>(
     now: Nanos,
     naming: &Naming<K, C>,
 ) -> Result<LayerPermit<K, C>, Rejected> {
-    match owner.retry_ticket(now) {
+    // Without a budget a retry is admitted as any call.
+    let admitted = if owner.config().retry.is_none() {
+        owner.ticket_at(now)
+    } else {
+        owner.retry_ticket(now)
+    };
+    match admitted {
         Ok(ticket) => Ok(OwnedPermit::new(owner, ticket)),
         Err(rejected) => Err(naming.name(owner, rejected)),
     }
