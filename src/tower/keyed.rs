@@ -29,7 +29,7 @@ use super::body::PermitBody;
 use super::future::ResponseFuture;
 use super::hook::LayerHooks;
 use super::mode::{AtEnd, AtHead};
-use super::permit::{admit, admit_retry, Naming, Owner};
+use super::permit::{admit_attempt, Naming, Owner};
 use super::retry::Attempt;
 use super::watch::Watcher;
 use crate::clock::{Clock, Nanos, QuantaClock};
@@ -527,13 +527,10 @@ impl<S, K, Kf, Cl, H, C: Clock, M> Keyed<S, K, Kf, Cl, H, C, M> {
         let owner = Owner::Entry(entry);
         let watching = self.watch.begin(&owner);
         // A retry ([`RetryAttempt`](crate::http::RetryAttempt)) goes through
-        // the host's retry budget; the test is one load for a request with
-        // no extensions, the search out of line.
-        let admission = if req.retry_attempt().is_none() {
-            admit(owner, now, &self.naming)
-        } else {
-            admit_retry(owner, now, &self.naming)
-        };
+        // the host's retry budget: one test for a request without
+        // extensions, the search out of line.
+        let retry = req.retry_attempt().is_some();
+        let admission = admit_attempt(owner, now, &self.naming, retry);
         ResponseFuture::admitted(
             watching.admitted(&self.watch, admission, now),
             || self.inner.call(req),
