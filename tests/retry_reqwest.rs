@@ -29,11 +29,14 @@ use reqwest_middleware::{ClientBuilder, ClientWithMiddleware};
 use tokio::net::TcpListener;
 use tokio::time::Instant;
 
+/// Answers queued: a status and a `Retry-After`, if any.
+type Answers = Arc<Mutex<VecDeque<(u16, Option<&'static str>)>>>;
+
 /// A loopback server answering with the queued (status, Retry-After)
 /// pairs, then with its default, counting the requests that reach it.
 struct Upstream {
     addr: SocketAddr,
-    queued: Arc<Mutex<VecDeque<(u16, Option<&'static str>)>>>,
+    queued: Answers,
     requests: Arc<AtomicUsize>,
 }
 

@@ -21,11 +21,14 @@ use tower::{BoxError, Service, ServiceBuilder, ServiceExt};
 
 type Hosts = Registry<HostKey, std::collections::hash_map::RandomState, TokioClock>;
 
+/// Answers queued: a status and a `Retry-After`, if any.
+type Answers = Arc<Mutex<VecDeque<(u16, Option<&'static str>)>>>;
+
 /// The upstream: answers with the queued (status, Retry-After) pairs, then
 /// 200; records each call's retry mark (0 for a first try).
 #[derive(Clone, Default)]
 struct Upstream {
-    queued: Arc<Mutex<VecDeque<(u16, Option<&'static str>)>>>,
+    queued: Answers,
     marks: Arc<Mutex<Vec<u32>>>,
     default: Arc<Mutex<u16>>,
 }
