@@ -42,16 +42,18 @@
 //! | `observe` | [`Transition`](crate::Transition), [`Reason`](crate::Reason), [`Observer`](crate::Observer), snapshots (an outlier ejection's rule included), call counts | clock, state, window, outlier |
 //! | `bulkhead` | calls in flight, one counter | sync, error |
 //! | `ramp` | slow start: the curve precomputed as a table, and the per-thread turn that decides which calls a ramp admits | sync |
-//! | `policy` | [`Config`](crate::Config), the hot-path `Flags`, the backoff table; pure judgements (slow? what a drop means? does the window trip? how does a probe round end under the rate rule? how long does a hinted trip open? what is left of the backoff step?) | clock, observe, outcome, ramp, window |
+//! | `retry` | retry budgets ([`RetryBudget`](crate::RetryBudget)): the validated `Rules`, gRPC's token bucket (`tokens`) and Finagle's ratio budget in two halves (`ratio`), each over its slots of a breaker's storage | sync, clock, error, outcome |
+//! | `policy` | [`Config`](crate::Config), the hot-path `Flags`, the backoff table; pure judgements (slow? what a drop means? does the window trip? how does a probe round end under the rate rule? how long does a hinted trip open? what is left of the backoff step?) | clock, observe, outcome, ramp, retry, window |
 //! | `hooks` | the one place every transition passes: the configuration's [`Observer`](crate::Observer), then its [`OnTransition`](crate::OnTransition) hooks in order (a copy-on-write list, read on transitions only; a layer's hook lent for its lifetime), named by a registry's namer ([`SHARED_NAME`](crate::SHARED_NAME), [`REMOVED_NAME`](crate::REMOVED_NAME)); it knows breakers only as a type parameter | sync, observe |
 //! | `remote` | [`RemoteTrip`](crate::RemoteTrip): news of a trip from another replica | observe |
 //! | `counters` | the opt-in lifetime call counters over a slice of atomics | sync, observe, outcome |
 //! | `outlier` | outlier detection across a pool ([`Outliers`](crate::Outliers)): a host's interval `tally`, the pool's striped `sums` (128-bit words, tagged and sealed), the `figures` in integer fixed point, the `rule` that found a host, the `pool` (cap, panic, health counts) | sync, clock, state, error |
 //! | `machine` | the pure decisions: for each event, the next word | clock, error, observe, outcome, policy, state |
-//! | `storage` | a breaker's one heap allocation: the window's head word in its header, then the window's body, the remembered hint's slot, an outlier pool's two slots (tally, ejection mark) and the counters | sync, window, counters |
-//! | `breaker` | [`Breaker`](crate::Breaker): admission, verdicts, manual modes, reports (each transition to its configuration's hooks); the `TripGate` a registry plugs in; a pooled breaker's tally, ejection and panic admission | everything above |
+//! | `storage` | a breaker's one heap allocation: the window's head word in its header, then the window's body, the remembered hint's slot, an outlier pool's two slots (tally, ejection mark), a retry budget's (and its refused count) and the counters | sync, window, counters, retry |
+//! | `breaker` | [`Breaker`](crate::Breaker): admission, verdicts, manual modes, reports (each transition to its configuration's hooks); the `TripGate` a registry plugs in; a pooled breaker's tally, ejection and panic admission; a retry budget's deposit, bucket and retry admission | everything above |
 //! | `builder` | the validating [`Builder`](crate::Builder) | breaker and below |
 //! | `permit`, `call` | [`OwnedPermit`](crate::OwnedPermit) (one type over any owner of a breaker) and the admissions; `call` wrappers | breaker, ticket and below |
+//! | `retry::admit` | a retry's admissions beside a first try's: [`Breaker::try_retry`](crate::Breaker::try_retry) and its owned twins | permit, breaker and below |
 //! | `registry` | [`Registry`](crate::Registry): sharded per-key breakers, [`Handle`](crate::Handle)s, sweeping, the fleet cap (its `TripGate`), remote trips, the outlier pools of its keys (`pools`) | builder, permit, breaker, outlier and below |
 //! | `config` | serde configuration files | builder, registry, window, error |
 //! | `fallback` | [`Answer`](crate::Answer) and the explicit fallbacks [`Breaker::call_or_else`](crate::Breaker::call_or_else) / `call_async_or_else` | call, breaker and below |
@@ -728,6 +730,84 @@
 //! Pools apply to a registry's keys. A balancer's endpoints behind
 //! `EjectLayer` are standalone breakers and in no pool; a balancer that
 //! wants outliers keys its endpoints in a registry.
+//!
+//! # Retry budgets
+//!
+//! A retry sent to a host that is failing adds load where it hurts most: with
+//! three retries per call a failing host sees four times its traffic, and
+//! every layer that retries multiplies again. A breaker bounds what reaches
+//! a host that is *down*; a [`RetryBudget`](crate::RetryBudget)
+//! ([`Builder::retry_budget`](crate::Builder::retry_budget), off by default)
+//! bounds what retries add to one that is *failing*, per host, beside its
+//! breaker. Retries ask [`Breaker::try_retry`](crate::Breaker::try_retry)
+//! (the layers and the reqwest middleware do); first tries go through
+//! [`try_acquire`](crate::Breaker::try_acquire) as before.
+//!
+//! - **Tokens: gRPC's retry throttling** (gRFC A6), exactly:
+//!   [`RetryBudget::tokens(max_tokens, token_ratio)`](crate::RetryBudget::tokens).
+//!   A bucket of `max_tokens` per host (at most 1000), full at first; each
+//!   failed call takes a token, each successful one gives `token_ratio`
+//!   back (three decimals kept: the bucket is counted in thousandths, in
+//!   integers); retries stop while the bucket holds `max_tokens / 2` or
+//!   less. A failure is the breaker's: slow successes and abandoned calls
+//!   count, ignored verdicts (business errors) and neutral drops do not.
+//!   gRPC's own example holds to the token: 4 tokens, ratio 1.6, failure
+//!   (3), success (4), failure (3), failure (2): no more retries.
+//!   [`RetryBudget::grpc()`](crate::RetryBudget::grpc) is its service-config
+//!   example, 10 tokens and 0.1.
+//! - **Ratio: Finagle's retry budget**:
+//!   [`RetryBudget::ratio(percent, ttl, min_per_second)`](crate::RetryBudget::ratio).
+//!   Each first try deposits `percent` of a retry, each retry withdraws one,
+//!   both expire after the TTL, and a reserve of `min_per_second × ttl`
+//!   retries is always there (for a host with little traffic, or a client
+//!   that just started). [`RetryBudget::finagle()`](crate::RetryBudget::finagle)
+//!   is Finagle's default, `ratio(0.2, 10 s, 10)`: about a fifth of the
+//!   requests may be retried, plus 10 retries a second. Finagle keeps the
+//!   TTL in ten slices; here it is two halves in one word of sums, moved on
+//!   lazily by the first call of a new half (no timer), so an entry counts
+//!   for between half the TTL and the whole of it.
+//!
+//! **The bound.** With a ratio budget, over any two consecutive halves of
+//! the TTL, what reaches the host is at most the offered first tries, plus
+//! `percent` of them, plus the reserve: `upstream ≤ (1 + percent) × offered
+//! + min_per_second × ttl`, however eagerly callers retry
+//! (`tests/retry_budget.rs` drives a failing host with every call retried
+//! until refused). A token budget bounds retries to what successes earn:
+//! once failures have taken half the bucket, no retry goes until successes
+//! refill it.
+//!
+//! **Bound to the breaker.** A retry is admitted only if the breaker admits
+//! a call *and* the budget has room. The breaker's rejections come first
+//! (open, half-open full, forced open, ramp): then the budget is not asked
+//! and nothing is withdrawn. With [remembered hints](crate::Builder::hints)
+//! a retry is refused until the upstream's last `Retry-After` or gRPC
+//! pushback has passed, even while the breaker is Closed (a hint that
+//! opened the breaker refuses every call anyway). A refusal is a
+//! [`Rejected`](crate::Rejected) with
+//! [`RejectReason::RetryBudget`](crate::RejectReason::RetryBudget), counted
+//! in `rejected` and in [`CallCounts::retries_refused`](crate::CallCounts);
+//! the room left is the snapshot's
+//! [`retry_room`](crate::BreakerSnapshot::retry_room) (and the metrics'
+//! `circuit_breaker_retry_room`). In Closed the breaker admits without a
+//! change, so the budget decides first and a refusal creates no permit;
+//! elsewhere the breaker's admission comes first (it may begin a probe
+//! round) and a refusal gives its permit back as a neutral drop, its probe
+//! slot freed, and takes back the deposit the admission made.
+//!
+//! **Cost.** Off, nothing: no slot, and no test on any path (the budget's
+//! flags join masks the paths already test). A ratio budget takes two
+//! slots of the breaker's storage (16 bytes: the half's index, and the two
+//! sums packed in one word), and its first tries read the clock at
+//! admission (so a permit dropped without a verdict is judged by its age,
+//! as in an outlier pool); a deposit is a compare of the stored half with
+//! now's (a multiply by a precomputed reciprocal, no division) and one
+//! `fetch_add`; a retry is one CAS. A token budget takes one slot (8
+//! bytes); its verdicts take the general path, where a success on a full
+//! bucket is one load. With call counters, one more slot counts the
+//! refused retries. The races (withdrawals for the last retry, the move to
+//! a new half racing a deposit or a withdrawal, verdicts on the bucket) are
+//! loom models in `loom-tests/tests/retry_budget.rs`; the bookkeeping is a
+//! proptest model (`tests/retry_model.rs`).
 //!
 //! # What each request path costs
 //!
