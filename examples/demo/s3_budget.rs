@@ -474,4 +474,17 @@ mod tests {
         assert_eq!(run.offered, OFFERED_PER_S * RUN.as_secs());
         assert_eq!(run.offered_in_incident, OFFERED_PER_S * 20);
     }
+
+    /// The numbers the README quotes.
+    #[test]
+    fn the_readme_numbers() {
+        let most = Upstream::ALL
+            .iter()
+            .map(|u| simulate(*u, Caller::RetryBreakerBudget).calls_per_request())
+            .fold(0.0, f64::max);
+        assert_eq!(format!("{most:.2}"), "1.07");
+        let slow = simulate(Upstream::Slow, Caller::RetryOnly);
+        assert_eq!(format!("{:.2}", slow.calls_per_request()), "2.57");
+        assert_eq!(slow.recovery, None);
+    }
 }
