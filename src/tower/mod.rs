@@ -71,6 +71,18 @@
 //! set), and the wake-up of [`Eject`]'s `poll_ready` while the breaker is open
 //! (one reusable `Sleep` per endpoint, armed only while it rejects).
 //!
+//! # Retries
+//!
+//! [`RetryPolicy`] is a `tower::retry::Policy` for HTTP: put tower's
+//! `RetryLayer` with it *outside* a [`KeyedLayer`], and the keyed layer
+//! admits each retry (a request the policy marked with a
+//! [`RetryAttempt`]) through its host's retry budget
+//! ([`Breaker::try_retry`](crate::Breaker::try_retry)), while first tries
+//! pay into it. A retry the budget refuses is returned as a
+//! [`Rejected`](crate::Rejected) with
+//! [`RejectReason::RetryBudget`](crate::RejectReason::RetryBudget), unsent;
+//! no rejection is ever retried. [`Retries`] has the rules and defaults.
+//!
 //! # Transitions and upstream names
 //!
 //! An [`Observer`](crate::Observer) set on a breaker (or a registry) sees every

@@ -43,6 +43,9 @@ use crate::outcome::Outcome;
 ///   streamed body cannot be sent twice. A request that may not be retried
 ///   (a `POST`, or `max_attempts` 1) is not cloned at all.
 ///
+/// Only the keyed layer reads the mark: a [`FailFastLayer`](super::FailFastLayer)
+/// under the policy admits every attempt as a first try.
+///
 /// Without a retry budget on the breakers ([`Builder::retry_budget`](crate::Builder::retry_budget),
 /// off by default) a retry is admitted like a first try: the breaker and
 /// `max_attempts` are then the only bounds.
