@@ -73,6 +73,11 @@ pub(crate) struct Shared<C: Clock> {
     /// Where the retry budget's slots are in each breaker's storage (after
     /// the pool's, if any).
     retry_at: usize,
+    /// The ratio retry budget's rules (zeros without one), here so that a
+    /// first try finds them without matching the configuration's enum.
+    ratio: retry::ratio::Ratio,
+    /// The token retry budget's rules (zeros without one).
+    tokens: retry::tokens::Tokens,
 }
 
 impl<C: Clock> Shared<C> {
@@ -82,6 +87,7 @@ impl<C: Clock> Shared<C> {
         observer: Option<std::sync::Arc<dyn Observer>>,
     ) -> Shared<C> {
         let config_shape_hints = (config.shape, config.remembers_hints);
+        let config_retry = config.retry;
         Shared {
             flags: config.flags(),
             config,
@@ -93,6 +99,14 @@ impl<C: Clock> Shared<C> {
             pool_at: 0,
             pool_per_nanos: 0,
             retry_at: Storage::retry_at(config_shape_hints.0, config_shape_hints.1, false),
+            ratio: match config_retry {
+                Some(Rules::Ratio(r)) => r,
+                _ => Default::default(),
+            },
+            tokens: match config_retry {
+                Some(Rules::Tokens(t)) => t,
+                _ => Default::default(),
+            },
         }
     }
 
@@ -188,6 +202,12 @@ impl<C: Clock> Breaker<C> {
             Tally(slots.tally).start(pool.epoch(breaker.shared.clock.now()));
         }
         breaker
+    }
+
+    /// Whether the breaker has a retry budget (one test of its own flags).
+    #[inline(always)]
+    pub(crate) fn has_retry_budget(&self) -> bool {
+        self.flags.has_retry_budget()
     }
 
     /// The call counters, when kept.
@@ -428,10 +448,41 @@ impl<C: Clock> Breaker<C> {
     /// (callgrind `ff_ramp`).
     #[inline(always)]
     fn count_admission(&self, start: Nanos) {
-        self.count_call(start);
-        if self.flags.ratio_budget() {
-            self.deposit(start);
+        // The deposit behind the counters' own test (now of either), so
+        // that a pooled breaker's admission pays nothing for it (callgrind
+        // `ff_pool_count`, `ff_pool_slow`); a ratio budget alone stops
+        // after its deposit.
+        if self.flags.counts_or_deposits() {
+            if self.flags.ratio_budget() {
+                // Tail calls: the admission paths without a budget keep
+                // their registers (callgrind `ff_consecutive_at`, `ff_std`).
+                if self.flags.counts_or_pools() {
+                    return self.deposit_and_count(start);
+                }
+                return self.deposit_only(start);
+            }
+            if let Some(c) = self.counters() {
+                c.admitted();
+            }
         }
+        if self.flags.pooled() {
+            self.pooled_call(start);
+        }
+    }
+
+    /// A first try's deposit in the ratio budget, then the admission's
+    /// other counts (out of line: see [`count_admission`](Self::count_admission)).
+    #[inline(never)]
+    fn deposit_and_count(&self, start: Nanos) {
+        self.deposit(start);
+        self.count_call(start);
+    }
+
+    /// A first try's deposit in the ratio budget, its admission's only
+    /// count (out of line: see [`count_admission`](Self::count_admission)).
+    #[inline(never)]
+    fn deposit_only(&self, start: Nanos) {
+        self.deposit(start);
     }
 
     /// An admission's counts but the deposit: the call counters', the
@@ -671,46 +722,45 @@ impl<C: Clock> Breaker<C> {
 
     // ===== Retry budget =====
 
+    /// The retry budget's first `N` slots, from `retry_at`.
+    #[inline(always)]
+    fn retry_slots<const N: usize>(&self, retry_at: usize) -> Option<&[AtomicU64; N]> {
+        self.storage
+            .slots()?
+            .body()
+            .get(retry_at..retry_at + N)?
+            .try_into()
+            .ok()
+    }
+
     /// The ratio budget's rules and slots, when the breaker has one.
     #[inline(always)]
-    fn ratio_window(&self) -> Option<(retry::ratio::Ratio, retry::ratio::Window<'_>)> {
-        let shared = &*self.shared;
-        let Some(Rules::Ratio(rules)) = shared.config.retry else {
+    fn ratio_window(&self) -> Option<(&retry::ratio::Ratio, retry::ratio::Window<'_>)> {
+        if !self.flags.ratio_budget() {
             return None;
-        };
-        let window = retry::ratio::Window {
-            epoch: self.storage.slot(shared.retry_at)?,
-            sums: self.storage.slot(shared.retry_at + 1)?,
-        };
-        Some((rules, window))
+        }
+        let shared = &*self.shared;
+        let slots = self.retry_slots(shared.retry_at)?;
+        Some((&shared.ratio, retry::ratio::Window::new(slots)))
     }
 
     /// The token bucket's rules and slot, when the breaker has one.
     #[inline(always)]
     fn token_bucket(&self) -> Option<(retry::tokens::Tokens, retry::tokens::Bucket<'_>)> {
-        let shared = &*self.shared;
-        let Some(Rules::Tokens(rules)) = shared.config.retry else {
+        if !self.flags.token_budget() {
             return None;
-        };
-        Some((
-            rules,
-            retry::tokens::Bucket(self.storage.slot(shared.retry_at)?),
-        ))
+        }
+        let shared = &*self.shared;
+        let [slot] = self.retry_slots(shared.retry_at)?;
+        Some((shared.tokens, retry::tokens::Bucket(slot)))
     }
 
     /// A first try admitted at `now` deposits its share of a retry.
     #[inline(always)]
     fn deposit(&self, now: Nanos) {
-        if let Some((rules, window)) = self.ratio_window() {
-            window.deposit(rules, now);
-        }
-    }
-
-    /// A verdict moves the token bucket.
-    #[inline(never)]
-    fn token_verdict(&self, verdict: Verdict, slow: bool) {
-        if let Some((rules, bucket)) = self.token_bucket() {
-            bucket.verdict(rules, verdict, slow);
+        let shared = &*self.shared;
+        if let Some(slots) = self.retry_slots(shared.retry_at) {
+            retry::ratio::Window::new(slots).deposit(&shared.ratio, now);
         }
     }
 
@@ -747,20 +797,45 @@ impl<C: Clock> Breaker<C> {
     /// admission (its rejections first), the upstream's remembered hint,
     /// then the budget's room. In CLOSED the breaker admits without a
     /// change, so the budget is asked first and a refusal creates no
-    /// permit; elsewhere the admission comes first (it may start a probe
+    /// permit: the common case, a Closed breaker with room and no hint,
+    /// is decided here in line; everything else goes out of line
+    /// ([`retry_slow`](Self::retry_slow)).
+    #[inline(always)]
+    pub(crate) fn retry_ticket(&self, now: Nanos) -> Result<Ticket, Rejected> {
+        let s = self.cell.load();
+        if s.is_closed() && !self.flags.remembers_hints() {
+            let room = match self.ratio_window() {
+                Some((rules, window)) => window.withdraw(rules, now, retry::ratio::RETRY),
+                None => self
+                    .token_bucket()
+                    .is_some_and(|(rules, bucket)| rules.allows(bucket.load())),
+            };
+            if room {
+                self.count_call(now);
+                return Ok(Ticket::new(s.generation(), false, now));
+            }
+        }
+        self.retry_slow(s, now)
+    }
+
+    /// [`retry_ticket`](Self::retry_ticket) past its common case: a
+    /// refusal in CLOSED, a remembered hint, any other state. Outside
+    /// CLOSED the breaker's admission comes first (it may start a probe
     /// round), and a refusal by the hint or the budget releases its permit
     /// as a neutral drop (its slot freed, nothing judged) and takes back
     /// the admission's deposit.
     #[inline(never)]
-    pub(crate) fn retry_ticket(&self, now: Nanos) -> Result<Ticket, Rejected> {
-        let s = self.cell.load();
+    fn retry_slow(&self, s: Snapshot, now: Nanos) -> Result<Ticket, Rejected> {
         if s.is_closed() {
-            if let Some(refused) = self.retry_refusal(now, 0) {
-                return Err(refused);
+            if self.flags.remembers_hints() {
+                if let Some(refused) = self.retry_refusal(now, 0) {
+                    return Err(refused);
+                }
+                self.count_call(now);
+                return Ok(Ticket::new(s.generation(), false, now));
             }
-            let ticket = Ticket::new(s.generation(), false, now);
-            self.count_call(now);
-            return Ok(ticket);
+            // The budget refused in line: counted, with its wait.
+            return Err(self.budget_refusal(now));
         }
         let ticket = self.admit_other(s, now, &self.shared.config)?;
         // The admission counted as a first try's: a ratio budget took its
@@ -790,15 +865,26 @@ impl<C: Clock> Breaker<C> {
             if window.withdraw(rules, now, retry::ratio::RETRY + extra) {
                 return None;
             }
-            return Some(self.refuse_retry(rules.half_end(now), now));
+            return Some(self.budget_refusal(now));
         }
         if let Some((rules, bucket)) = self.token_bucket() {
             if !rules.allows(bucket.load()) {
-                // Only a success refills the bucket: no known wait.
-                return Some(self.refuse_retry(Nanos::NEVER, now));
+                return Some(self.budget_refusal(now));
             }
         }
         None
+    }
+
+    /// The budget's refusal at `now`, counted: until the current half of a
+    /// ratio budget's TTL ends (expiring withdrawals may make room then);
+    /// with no known wait for a token budget (only a success refills it).
+    #[cold]
+    fn budget_refusal(&self, now: Nanos) -> Rejected {
+        let until = match self.ratio_window() {
+            Some((rules, _)) => rules.half_end(now),
+            None => Nanos::NEVER,
+        };
+        self.refuse_retry(until, now)
     }
 
     /// A retry refused by the budget (or a remembered hint) at `now`, until
@@ -1074,11 +1160,24 @@ impl<C: Clock> Breaker<C> {
         if let Some(c) = self.counters() {
             c.verdict(verdict, slow);
         }
-        if self.flags.token_budget() {
+        // The bucket in the pool's `else`: a pooled breaker's verdict pays
+        // nothing for it (callgrind `ff_pool_count`, `ff_pool_slow`), nor
+        // does any verdict path that does not count (a token budget, like
+        // counters and pools, routes its breaker's verdicts here).
+        if self.flags.pooled() {
+            if slow || verdict != Verdict::Success {
+                self.pooled_verdict(ticket.start, verdict, slow);
+            }
+        } else if self.flags.token_budget() {
             self.token_verdict(verdict, slow);
         }
-        if self.flags.pooled() && (slow || verdict != Verdict::Success) {
-            self.pooled_verdict(ticket.start, verdict, slow);
+    }
+
+    /// A verdict moves the token bucket.
+    #[inline(never)]
+    fn token_verdict(&self, verdict: Verdict, slow: bool) {
+        if let Some((rules, bucket)) = self.token_bucket() {
+            bucket.verdict(rules, verdict, slow);
         }
     }
 

@@ -769,8 +769,8 @@
 //!
 //! **The bound.** With a ratio budget, over any two consecutive halves of
 //! the TTL, what reaches the host is at most the offered first tries, plus
-//! `percent` of them, plus the reserve: `upstream ≤ (1 + percent) × offered
-//! + min_per_second × ttl`, however eagerly callers retry
+//! `percent` of them, plus the reserve,
+//! `upstream ≤ (1 + percent) × offered + min_per_second × ttl`, however eagerly callers retry
 //! (`tests/retry_budget.rs` drives a failing host with every call retried
 //! until refused). A token budget bounds retries to what successes earn:
 //! once failures have taken half the bucket, no retry goes until successes

@@ -80,6 +80,8 @@ impl Flags {
     /// A token retry budget: every verdict takes the general path, which
     /// moves the bucket (`retry::tokens`).
     const TOKEN_BUDGET: u16 = 1 << 11;
+    /// Upstream hints are remembered: a retry checks the hint's slot.
+    const REMEMBERS_HINTS: u16 = 1 << 12;
 
     /// Where a success goes.
     #[inline(always)]
@@ -158,6 +160,31 @@ impl Flags {
     #[inline(always)]
     pub(crate) const fn counts_verdicts(self) -> bool {
         self.bits & (Self::COUNTS_CALLS | Self::POOLED | Self::TOKEN_BUDGET) != 0
+    }
+
+    /// Call counters or a ratio retry budget: one test on the admission's
+    /// counted path, where a breaker with neither had the counters' test.
+    #[inline(always)]
+    pub(crate) const fn counts_or_deposits(self) -> bool {
+        self.bits & (Self::COUNTS_CALLS | Self::RATIO_BUDGET) != 0
+    }
+
+    /// Call counters or an outlier pool.
+    #[inline(always)]
+    pub(crate) const fn counts_or_pools(self) -> bool {
+        self.bits & (Self::COUNTS_CALLS | Self::POOLED) != 0
+    }
+
+    /// A retry budget of either kind.
+    #[inline(always)]
+    pub(crate) const fn has_retry_budget(self) -> bool {
+        self.bits & (Self::RATIO_BUDGET | Self::TOKEN_BUDGET) != 0
+    }
+
+    /// Upstream hints are remembered (a slot of the storage).
+    #[inline(always)]
+    pub(crate) const fn remembers_hints(self) -> bool {
+        self.bits & Self::REMEMBERS_HINTS != 0
     }
 
     /// A ratio retry budget: admissions deposit.
@@ -698,6 +725,9 @@ impl Config {
         }
         if self.dates_drops {
             bits |= Flags::DATES_DROPS;
+        }
+        if self.remembers_hints {
+            bits |= Flags::REMEMBERS_HINTS;
         }
         let tokens = matches!(self.retry, Some(Rules::Tokens(_)));
         match self.retry {

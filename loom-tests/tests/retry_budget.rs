@@ -41,7 +41,11 @@ fn racing_withdrawals_never_exceed_the_room() {
         let b = budget(RetryBudget::ratio(0.0, Duration::from_secs(1), 1));
         let other = {
             let b = b.clone();
-            thread::spawn(move || b.try_retry_at(secs(0)).map(|p| p.success_at(secs(0))).is_ok())
+            thread::spawn(move || {
+                b.try_retry_at(secs(0))
+                    .map(|p| p.success_at(secs(0)))
+                    .is_ok()
+            })
         };
         let mine = b.try_retry_at(secs(0));
         let mine_ok = match mine {

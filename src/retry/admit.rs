@@ -122,7 +122,7 @@ impl<C: Clock, B: Deref<Target = Breaker<C>>> OwnedPermit<C, B> {
     /// As [`Breaker::try_retry_at`].
     #[inline]
     pub fn acquire_retry(breaker: B) -> Result<OwnedPermit<C, B>, Rejected> {
-        if breaker.config().retry.is_none() {
+        if !breaker.has_retry_budget() {
             return OwnedPermit::acquire(breaker);
         }
         let now = breaker.now();
@@ -138,7 +138,7 @@ impl<C: Clock, B: Deref<Target = Breaker<C>>> OwnedPermit<C, B> {
     /// As [`Breaker::try_retry_at`].
     #[inline]
     pub fn acquire_retry_at(breaker: B, now: Nanos) -> Result<OwnedPermit<C, B>, Rejected> {
-        if breaker.config().retry.is_none() {
+        if !breaker.has_retry_budget() {
             return OwnedPermit::acquire_at(breaker, now);
         }
         let ticket = breaker.retry_ticket(now)?;

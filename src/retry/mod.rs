@@ -13,7 +13,7 @@
 //!   always there.
 //!
 //! The budget lives in the breaker's own storage (8 or 16 bytes per host,
-//! none when off) and is asked by [`Breaker::try_retry`]: a retry is
+//! none when off) and is asked by [`Breaker::try_retry`](crate::Breaker::try_retry): a retry is
 //! admitted only when the breaker admits a call *and* the budget has room.
 //! The crate docs' [Retry budgets](crate::docs#retry-budgets) section has
 //! the numbers and the load bound.
@@ -30,7 +30,7 @@ pub(crate) mod tokens;
 /// A retry budget per host: [`tokens`](Self::tokens) (gRPC's retry
 /// throttling) or [`ratio`](Self::ratio) (Finagle's budget). Set on a
 /// breaker with [`Builder::retry_budget`](crate::Builder::retry_budget);
-/// off by default. Retries then go through [`Breaker::try_retry`].
+/// off by default. Retries then go through [`Breaker::try_retry`](crate::Breaker::try_retry).
 ///
 /// ```
 /// use failfast::{Breaker, RetryBudget};

@@ -1,18 +1,21 @@
 //! Finagle's retry budget in two slots, with a lazy window and no timer.
 //!
-//! The TTL is cut into two halves. Slot 0 holds the index of the current
-//! half (`now / (ttl / 2)`, computed with a precomputed reciprocal:
-//! [`Ratio::epoch`]); slot 1 holds two sums in milli-retries, each biased
-//! by 2³¹ in 32 bits: the current half's (high) and the previous half's
-//! (low). A first try adds `deposit` to the current sum (one `fetch_add`);
-//! a retry takes 1000 from it when `reserve + current + previous ≥ 1000`
-//! (one CAS). The first call of a new half moves the sums along (one strong
-//! CAS on the index elects it; then one CAS loop on the sums).
+//! The TTL is cut into two halves. Slot 0 holds when the current half ends
+//! (`(k + 1) × half` for half `k = ⌊now / half⌋`, in nanoseconds), so a call
+//! knows its half is the current one with one compare (`now < end`: no
+//! division, no multiplication); slot 1 holds two sums in milli-retries,
+//! each biased by 2³¹ in 32 bits: the current half's (high) and the
+//! previous half's (low). A first try adds `deposit` to the current sum
+//! (one `fetch_add`); a retry takes 1000 from it when `reserve + current +
+//! previous ≥ 1000` (one CAS). The first call of a new half moves the sums
+//! along (one strong CAS on the end elects it; then one CAS loop on the
+//! sums).
 //!
 //! Approximations, all documented on [`RetryBudget::ratio`]:
 //! * a deposit counts for between `ttl / 2` and `ttl`;
-//! * a call racing the move to a new half may be counted in the half after
-//!   its own (it then counts half a TTL longer or shorter), and after a
+//! * a call with a `now` older than the current half's start counts in the
+//!   current half; a call racing the move to a new half may be counted in
+//!   the half before its own (it then expires half a TTL early), and after a
 //!   pause of a whole TTL or more, a call racing the move may be forgotten
 //!   (at most one per racing caller, as the breaker's windows skew);
 //! * a half's sum saturates at 2³¹ − 1 milli-retries (over two million
@@ -25,7 +28,7 @@ use core::time::Duration;
 use crate::clock::Nanos;
 use crate::sync::{AtomicU64, Ordering};
 
-/// The slots the budget takes: the half's index, the two sums.
+/// The slots the budget takes: the half's end, the two sums.
 pub(crate) const SLOTS: usize = 2;
 
 /// The largest `min_per_second`: its reserve over 60 s (6 × 10⁸
@@ -42,36 +45,54 @@ const LOW: u64 = u32::MAX as u64;
 pub(crate) const EMPTY: u64 = BIAS << 32 | BIAS;
 
 /// A validated ratio budget, in the integers the request path uses.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Ratio {
     /// Milli-retries a first try deposits (`percent × 1000`, ≤ 10⁶).
     pub(crate) deposit: u64,
+    /// `deposit` where the current sum is: what a first try adds to the word.
+    pub(crate) add: u64,
     /// Milli-retries always there: `min_per_second × ttl`.
     pub(crate) reserve: u64,
-    /// Half the TTL, in nanoseconds.
+    /// Half the TTL, in nanoseconds (≥ 0.5 s).
     pub(crate) half: u64,
-    /// `⌈2⁶⁴ / half⌉`: the half's index is `now × per_nanos >> 64`, no
-    /// division on the request path (as the outlier pool's intervals); a
-    /// boundary comes at most `now × half / 2⁶⁴` early (nanoseconds).
-    pub(crate) per_nanos: u64,
+    /// The least sum of the two biased sums that covers one retry:
+    /// `2³² + 1000 − reserve` (see [`Ratio::covers`]).
+    pub(crate) floor: u64,
 }
 
 impl Ratio {
     pub(crate) fn new(deposit: u64, ttl: Duration, min_per_second: u32) -> Ratio {
         let ttl_nanos = ttl.as_nanos() as u64; // ≤ 60 s
-        let half = (ttl_nanos / 2).max(1);
+        let reserve = u64::from(min_per_second) * ttl_nanos / 1_000_000;
         Ratio {
             deposit,
-            reserve: u64::from(min_per_second) * ttl_nanos / 1_000_000,
-            half,
-            per_nanos: (u64::MAX / half) + 1,
+            add: deposit << 32,
+            reserve,
+            half: (ttl_nanos / 2).max(1),
+            floor: Ratio::floor_for(reserve, RETRY),
         }
     }
 
-    /// The half `now` falls in.
+    /// The least sum of the two biased sums that covers `amount`.
+    const fn floor_for(reserve: u64, amount: u64) -> u64 {
+        (2 * BIAS + amount).saturating_sub(reserve)
+    }
+
+    /// Pure: whether the sums `word` (of the current half) cover `amount`
+    /// milli-retries with the reserve, and the current sum can give them.
     #[inline(always)]
+    pub(crate) fn covers(self, word: u64, amount: u64) -> bool {
+        let floor = if amount == RETRY {
+            self.floor
+        } else {
+            Ratio::floor_for(self.reserve, amount)
+        };
+        (word >> 32) + (word & LOW) >= floor && word >> 32 >= amount
+    }
+
+    /// The half `now` falls in.
     pub(crate) fn epoch(self, now: Nanos) -> u64 {
-        ((u128::from(now.as_nanos()) * u128::from(self.per_nanos)) >> 64) as u64
+        now.as_nanos() / self.half
     }
 
     /// When the half `now` falls in ends.
@@ -82,20 +103,21 @@ impl Ratio {
     /// The slots' values for a budget started at `now`.
     pub(crate) fn initial(self, i: usize, now: Nanos) -> u64 {
         if i == 0 {
-            self.epoch(now)
+            self.half_end(now).as_nanos()
         } else {
             EMPTY
         }
     }
 
-    /// Pure: the milli-retries a retry may draw on, with the sums `word`
-    /// of half `stored`, seen from half `epoch`: the reserve plus the sums
-    /// still in the TTL (both in the same half, the old current one as the
-    /// previous in the next, none later). Never below 0.
-    pub(crate) fn balance(self, stored: u64, word: u64, epoch: u64) -> u64 {
-        let kept = if epoch <= stored {
+    /// Pure: the milli-retries a retry may draw on at `now`, with the sums
+    /// `word` of the half that ends at `end`: the reserve plus the sums
+    /// still in the TTL (both while their half is current, the old current
+    /// one as the previous in the next half, none later). Never below 0.
+    pub(crate) fn balance(self, end: u64, word: u64, now: Nanos) -> u64 {
+        let now = now.as_nanos();
+        let kept = if now < end {
             current(word) + previous(word)
-        } else if epoch == stored + 1 {
+        } else if now < end.saturating_add(self.half) {
             current(word)
         } else {
             0
@@ -103,10 +125,10 @@ impl Ratio {
         (self.reserve as i64 + kept).max(0) as u64
     }
 
-    /// Pure: retries the budget would admit now (the balance in whole
+    /// Pure: retries the budget would admit at `now` (the balance in whole
     /// retries).
-    pub(crate) fn room(self, stored: u64, word: u64, epoch: u64) -> u32 {
-        u32::try_from(self.balance(stored, word, epoch) / RETRY).unwrap_or(u32::MAX)
+    pub(crate) fn room(self, end: u64, word: u64, now: Nanos) -> u32 {
+        u32::try_from(self.balance(end, word, now) / RETRY).unwrap_or(u32::MAX)
     }
 }
 
@@ -137,10 +159,21 @@ pub(crate) const fn shifted(word: u64, k: u64) -> u64 {
 /// The budget's two slots.
 #[derive(Copy, Clone)]
 pub(crate) struct Window<'a> {
-    /// The half the sums belong to.
-    pub(crate) epoch: &'a AtomicU64,
+    /// When the half the sums belong to ends.
+    pub(crate) end: &'a AtomicU64,
     /// The two biased sums.
     pub(crate) sums: &'a AtomicU64,
+}
+
+impl<'a> Window<'a> {
+    /// The window in `slots` (exactly [`SLOTS`] of them).
+    #[inline(always)]
+    pub(crate) fn new(slots: &'a [AtomicU64; SLOTS]) -> Window<'a> {
+        Window {
+            end: &slots[0],
+            sums: &slots[1],
+        }
+    }
 }
 
 // Relaxed throughout: the two words are values of their own, no other
@@ -150,48 +183,74 @@ pub(crate) struct Window<'a> {
 impl Window<'_> {
     /// A first try at `now`: `rules.deposit` added to the current half.
     #[inline(always)]
-    pub(crate) fn deposit(self, rules: Ratio, now: Nanos) {
-        let epoch = rules.epoch(now);
-        if self.epoch.load(Ordering::Relaxed) != epoch {
-            self.catch_up(epoch);
+    pub(crate) fn deposit(self, rules: &Ratio, now: Nanos) {
+        // Each rare case is a tail call, so that nothing is live across a
+        // call and the common case saves no register.
+        if now.as_nanos() >= self.end.load(Ordering::Relaxed) {
+            return self.deposit_late(rules, now);
         }
-        let add = rules.deposit << 32;
-        let before = self.sums.fetch_add(add, Ordering::Relaxed);
-        if (before >> 32) + rules.deposit > LOW {
+        self.add(rules);
+    }
+
+    /// The deposit's addition, saturating.
+    #[inline(always)]
+    fn add(self, rules: &Ratio) {
+        let before = self.sums.fetch_add(rules.add, Ordering::Relaxed);
+        if before.overflowing_add(rules.add).1 {
             // The half's sum wrapped: take it back (saturation). Never in
             // practice: it takes over two million retries' worth.
-            self.sums.fetch_sub(add, Ordering::Relaxed);
+            self.saturated(rules);
         }
+    }
+
+    /// The first deposit of a new half: moves the sums along first.
+    #[cold]
+    #[inline(never)]
+    fn deposit_late(self, rules: &Ratio, now: Nanos) {
+        self.catch_up(rules, now);
+        self.add(rules);
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn saturated(self, rules: &Ratio) {
+        self.sums.fetch_sub(rules.add, Ordering::Relaxed);
     }
 
     /// A deposit taken back (a retry admitted outside Closed, whose
     /// admission deposited as a first try's does).
-    pub(crate) fn undeposit(self, rules: Ratio) {
-        let add = rules.deposit << 32;
+    pub(crate) fn undeposit(self, rules: &Ratio) {
         let _ = self
             .sums
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |w| {
-                ((w >> 32) >= rules.deposit).then(|| w - add)
+                ((w >> 32) >= rules.deposit).then(|| w - rules.add)
             });
     }
 
     /// A retry at `now`: withdraws `amount` milli-retries if the balance
     /// covers them, else `false` and nothing changes.
-    #[inline]
-    pub(crate) fn withdraw(self, rules: Ratio, now: Nanos, amount: u64) -> bool {
-        let epoch = rules.epoch(now);
-        let mut stored = self.epoch.load(Ordering::Relaxed);
-        if stored < epoch {
-            self.catch_up(epoch);
-            stored = epoch;
+    #[inline(always)]
+    pub(crate) fn withdraw(self, rules: &Ratio, now: Nanos, amount: u64) -> bool {
+        if now.as_nanos() >= self.end.load(Ordering::Relaxed) {
+            return self.withdraw_late(rules, now, amount);
         }
+        self.take(rules, amount)
+    }
+
+    /// The first withdrawal of a new half: moves the sums along first.
+    #[cold]
+    #[inline(never)]
+    fn withdraw_late(self, rules: &Ratio, now: Nanos, amount: u64) -> bool {
+        self.catch_up(rules, now);
+        self.take(rules, amount)
+    }
+
+    /// The withdrawal: one CAS from the sums it checked.
+    #[inline(always)]
+    fn take(self, rules: &Ratio, amount: u64) -> bool {
         let mut word = self.sums.load(Ordering::Relaxed);
-        loop {
-            // Seen from the stored half: a caller with an older `now` draws
-            // on the sums as they are.
-            if rules.balance(stored, word, stored) < amount || (word >> 32) < amount {
-                return false;
-            }
+        // A caller with an older `now` draws on the sums as they are.
+        while rules.covers(word, amount) {
             match self.sums.compare_exchange_weak(
                 word,
                 word - (amount << 32),
@@ -202,30 +261,32 @@ impl Window<'_> {
                 Err(seen) => word = seen,
             }
         }
+        false
     }
 
     /// The retries the budget would admit at `now`, changing nothing.
-    pub(crate) fn room(self, rules: Ratio, now: Nanos) -> u32 {
-        let stored = self.epoch.load(Ordering::Relaxed);
+    pub(crate) fn room(self, rules: &Ratio, now: Nanos) -> u32 {
+        let end = self.end.load(Ordering::Relaxed);
         let word = self.sums.load(Ordering::Relaxed);
-        rules.room(stored, word, rules.epoch(now))
+        rules.room(end, word, now)
     }
 
-    /// Moves the sums on to half `epoch`, if it is later than theirs: the
-    /// caller whose strong CAS moves the index shifts the sums by the
-    /// halves it moved it (a racing deposit may land before or after the
-    /// shift: the approximation in the module docs).
+    /// Moves the sums on to the half of `now`, if it is later than theirs:
+    /// the caller whose strong CAS moves the end elects itself and shifts
+    /// the sums by the halves it moved it (a racing deposit may land before
+    /// or after the shift: the approximation in the module docs).
     #[cold]
     #[inline(never)]
-    pub(crate) fn catch_up(self, epoch: u64) {
-        let mut stored = self.epoch.load(Ordering::Relaxed);
-        while stored < epoch {
+    pub(crate) fn catch_up(self, rules: &Ratio, now: Nanos) {
+        let new_end = rules.half_end(now).as_nanos();
+        let mut end = self.end.load(Ordering::Relaxed);
+        while end < new_end {
             match self
-                .epoch
-                .compare_exchange(stored, epoch, Ordering::Relaxed, Ordering::Relaxed)
+                .end
+                .compare_exchange(end, new_end, Ordering::Relaxed, Ordering::Relaxed)
             {
                 Ok(_) => {
-                    let k = epoch - stored;
+                    let k = (new_end - end) / rules.half;
                     let _ = self
                         .sums
                         .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |w| {
@@ -233,7 +294,7 @@ impl Window<'_> {
                         });
                     return;
                 }
-                Err(seen) => stored = seen,
+                Err(seen) => end = seen,
             }
         }
     }
@@ -254,22 +315,17 @@ mod tests {
     }
 
     #[test]
-    fn the_epoch_is_the_half_ttl_index() {
+    fn the_half_ends_at_each_multiple_of_half_the_ttl() {
         let r = finagle();
-        assert_eq!(r.epoch(Nanos::ZERO), 0);
-        assert_eq!(r.epoch(Nanos::from_nanos(4_999_999_999)), 0);
-        assert_eq!(r.epoch(Nanos::from_secs(5)), 1);
-        assert_eq!(r.epoch(Nanos::from_secs(12)), 2);
+        assert_eq!(r.half_end(Nanos::ZERO), Nanos::from_secs(5));
+        assert_eq!(
+            r.half_end(Nanos::from_nanos(4_999_999_999)),
+            Nanos::from_secs(5)
+        );
+        assert_eq!(r.half_end(Nanos::from_secs(5)), Nanos::from_secs(10));
         assert_eq!(r.half_end(Nanos::from_secs(12)), Nanos::from_secs(15));
-        // The rounded-up reciprocal moves a boundary at most `now × half /
-        // 2⁶⁴` early: under a microsecond for the first thousand halves
-        // (83 min), 23 ns a day later at this TTL's half.
-        for k in 0..1000u64 {
-            assert_eq!(r.epoch(Nanos::from_nanos(k * r.half)), k);
-            if k > 0 {
-                assert_eq!(r.epoch(Nanos::from_nanos(k * r.half - 1_000)), k - 1);
-            }
-        }
+        assert_eq!(r.initial(0, Nanos::from_secs(12)), 15_000_000_000);
+        assert_eq!(r.initial(1, Nanos::from_secs(12)), EMPTY);
     }
 
     #[test]
@@ -280,34 +336,72 @@ mod tests {
         assert_eq!((current(once), previous(once)), (0, 5));
         assert_eq!(shifted(w, 2), EMPTY);
         let r = Ratio::new(200, Duration::from_secs(10), 0);
-        assert_eq!(r.balance(3, w, 3), 12);
-        assert_eq!(r.balance(3, w, 4), 5);
-        assert_eq!(r.balance(3, w, 5), 0);
+        let end = 20_000_000_000; // the half [15 s, 20 s)
+        assert_eq!(r.balance(end, w, Nanos::from_secs(19)), 12);
+        assert_eq!(r.balance(end, w, Nanos::from_secs(3)), 12, "an older now");
+        assert_eq!(r.balance(end, w, Nanos::from_secs(20)), 5);
+        assert_eq!(r.balance(end, w, Nanos::from_secs(25)), 0);
+    }
+
+    #[test]
+    fn covering_a_retry_is_the_balance_reaching_it() {
+        for reserve_per_second in [0u32, 1, 7] {
+            let r = Ratio::new(200, Duration::from_secs(2), reserve_per_second);
+            for cur in [-3000i64, -1000, 0, 500, 999, 1000, 1001, 5000] {
+                for prev in [-2000i64, 0, 1, 999, 4000] {
+                    let word = ((BIAS as i64 + cur) as u64) << 32 | (BIAS as i64 + prev) as u64;
+                    let balance = r.reserve as i64 + cur + prev;
+                    let can = balance >= RETRY as i64 && cur + BIAS as i64 >= RETRY as i64;
+                    assert_eq!(r.covers(word, RETRY), can, "{cur} {prev} {}", r.reserve);
+                    assert_eq!(r.covers(word, RETRY + 200), can && balance >= 1200);
+                }
+            }
+        }
     }
 
     #[test]
     fn withdrawals_stop_at_the_balance() {
         let r = Ratio::new(500, Duration::from_secs(10), 0);
-        let (epoch, sums) = (AtomicU64::new(0), AtomicU64::new(EMPTY));
-        let w = Window {
-            epoch: &epoch,
-            sums: &sums,
-        };
+        let slots = [
+            AtomicU64::new(r.initial(0, Nanos::ZERO)),
+            AtomicU64::new(EMPTY),
+        ];
+        let w = Window::new(&slots);
         let now = Nanos::ZERO;
-        assert!(!w.withdraw(r, now, RETRY));
+        assert!(!w.withdraw(&r, now, RETRY));
         for _ in 0..5 {
-            w.deposit(r, now);
+            w.deposit(&r, now);
         }
-        assert_eq!(w.room(r, now), 2);
-        assert!(w.withdraw(r, now, RETRY));
-        assert!(w.withdraw(r, now, RETRY));
-        assert!(!w.withdraw(r, now, RETRY), "half a retry left");
-        assert_eq!(w.room(r, now), 0);
+        assert_eq!(w.room(&r, now), 2);
+        assert!(w.withdraw(&r, now, RETRY));
+        assert!(w.withdraw(&r, now, RETRY));
+        assert!(!w.withdraw(&r, now, RETRY), "half a retry left");
+        assert_eq!(w.room(&r, now), 0);
         // A half later the deposits still count (as the previous half's).
-        w.deposit(r, Nanos::from_secs(5));
-        assert_eq!(current(sums.load(Ordering::Relaxed)), 500);
-        assert_eq!(previous(sums.load(Ordering::Relaxed)), 500);
-        assert!(w.withdraw(r, Nanos::from_secs(5), RETRY));
-        assert!(!w.withdraw(r, Nanos::from_secs(5), RETRY));
+        w.deposit(&r, Nanos::from_secs(5));
+        assert_eq!(current(slots[1].load(Ordering::Relaxed)), 500);
+        assert_eq!(previous(slots[1].load(Ordering::Relaxed)), 500);
+        assert!(w.withdraw(&r, Nanos::from_secs(5), RETRY));
+        assert!(!w.withdraw(&r, Nanos::from_secs(5), RETRY));
+        // A whole TTL later, nothing.
+        assert_eq!(w.room(&r, Nanos::from_secs(15)), 0);
+        w.deposit(&r, Nanos::from_secs(15));
+        assert_eq!(slots[1].load(Ordering::Relaxed), EMPTY + (500 << 32));
+    }
+
+    #[test]
+    fn a_full_half_saturates() {
+        let r = Ratio::new(1_000_000, Duration::from_secs(10), 0);
+        let slots = [
+            AtomicU64::new(r.initial(0, Nanos::ZERO)),
+            AtomicU64::new(EMPTY),
+        ];
+        let w = Window::new(&slots);
+        for _ in 0..3_000 {
+            w.deposit(&r, Nanos::ZERO);
+        }
+        let sum = current(slots[1].load(Ordering::Relaxed));
+        assert!(sum > 2_000_000_000 && sum < 1 << 31, "{sum}");
+        assert_eq!(previous(slots[1].load(Ordering::Relaxed)), 0);
     }
 }

@@ -18,7 +18,7 @@ pub(crate) const MAX_TOKENS: u32 = 1000;
 pub(crate) const TOKEN: u64 = 1000;
 
 /// A validated bucket: its size and a success's refill, in milli-tokens.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Tokens {
     /// `max_tokens × 1000` (≤ 10⁶).
     pub(crate) max: u64,
