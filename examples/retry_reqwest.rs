@@ -88,7 +88,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         let seen = calls.load(Ordering::Relaxed) - before;
         println!(
-            "{round}: 20 requests → {ok} answered 200; the upstream saw {seen} calls ({} retries); {refused} retries refused by the budget",
+            "{round}: 20 requests → {ok} answered 200; the upstream saw {seen} calls ({} retries); refused by the budget: {refused}",
             seen - 20
         );
     }
