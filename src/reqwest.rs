@@ -48,6 +48,16 @@
 //!   (the unanswered rule, or `abandoned_after`), while a middleware that
 //!   refuses at once counts nothing.
 //!
+//! - **Retries.** [`RetryMiddleware`], placed before this middleware,
+//!   sends a failed idempotent request again, marked with a
+//!   [`RetryAttempt`](crate::http::RetryAttempt): this middleware admits a
+//!   marked request through the host's retry budget
+//!   ([`Breaker::try_retry`](crate::Breaker::try_retry)), and a refusal
+//!   ([`RejectReason::RetryBudget`](crate::RejectReason::RetryBudget)) ends
+//!   the call unsent. An unmarked request is a first try and pays into the
+//!   budget. An empty set of extensions (every request a client sends
+//!   without a retry middleware) costs one test.
+//!
 //! ```no_run
 //! use failfast::registry::HostKey;
 //! use failfast::reqwest::BreakerMiddleware;
@@ -99,6 +109,10 @@ use crate::http::{HttpClassifier, Keyless};
 use crate::outcome::Outcome;
 use crate::permit::OwnedPermit;
 use crate::registry::{Handle, HostKey, Registry};
+
+mod retry;
+
+pub use retry::RetryMiddleware;
 
 /// A `reqwest_middleware::Middleware` that sends each request through its
 /// upstream's breaker in a [`Registry<HostKey>`](crate::registry::HostKey)
@@ -226,13 +240,21 @@ impl<S: BuildHasher, C: Clock> BreakerMiddleware<S, C> {
     /// Admits a request to `url`'s upstream at one clock reading (a timed
     /// permit: a dropped call is judged by its age), or refuses it with a
     /// [`Rejected`](crate::Rejected) naming the upstream.
-    fn admit(&self, url: &Url) -> Result<CallPermit<C>, reqwest_middleware::Error> {
+    ///
+    /// A `retry` ([`RetryAttempt`](crate::http::RetryAttempt)) is admitted
+    /// through the breaker's retry budget.
+    fn admit(&self, url: &Url, retry: bool) -> Result<CallPermit<C>, reqwest_middleware::Error> {
         let mut buf = KeyBuf::new();
         let key = upstream_key(url, &mut buf)
             .map_err(|e| reqwest_middleware::Error::middleware(Keyless::from(e)))?;
         let handle = self.registry.handle_from(key);
         let now = handle.now();
-        OwnedPermit::acquire_at(handle, now).map_err(|rejected| {
+        let admitted = if retry {
+            OwnedPermit::acquire_retry_at(handle, now)
+        } else {
+            OwnedPermit::acquire_at(handle, now)
+        };
+        admitted.map_err(|rejected| {
             reqwest_middleware::Error::middleware(rejected.named(Arc::new(HostKey::from(key))))
         })
     }
@@ -250,8 +272,9 @@ where
         extensions: &mut Extensions,
         next: Next<'_>,
     ) -> reqwest_middleware::Result<Response> {
+        let retry = !extensions.is_empty() && retry_marks(extensions);
         // Dropped with this future before the verdict: judged by its age.
-        let permit = self.admit(req.url())?;
+        let permit = self.admit(req.url(), retry)?;
         let result = next.run(req, extensions).await;
         if let Err(reqwest_middleware::Error::Middleware(_)) = &result {
             // Another middleware's error, further down the chain: no answer
@@ -268,4 +291,16 @@ where
         permit.record_hinted(verdict.outcome, hint);
         result
     }
+}
+
+/// Whether the request is a retry; tells a [`RetryMiddleware`] before this
+/// middleware that a breaker guards its attempts. Out of line: only a
+/// request with extensions reaches it.
+#[cold]
+#[inline(never)]
+fn retry_marks(extensions: &mut Extensions) -> bool {
+    if let Some(guarded) = extensions.get_mut::<retry::Guarded>() {
+        guarded.0 = true;
+    }
+    crate::http::retry_attempt(extensions).is_some()
 }

@@ -19,6 +19,7 @@ mod recovery;
 mod s1;
 mod s13;
 mod s3;
+mod s3_budget;
 mod s6;
 mod sim;
 mod table;
@@ -116,6 +117,7 @@ fn main() -> ExitCode {
     }
     if on("s3") {
         s3::show();
+        s3_budget::show();
     }
     if on("s6") {
         s6::show(args.hosts);

@@ -9,6 +9,7 @@
 //! | [`ClassifyStream`], [`ClassifyEos`], [`Verdict`] | a verdict that waits for the end of the body (the trailers) |
 //! | [`AuthorityKey`], [`KeyFn`], [`Keyless`] | a request's upstream key, in the [normal form](crate::authority) |
 //! | [`unavailable`], [`retry_after_secs`], [`mark_stale`], [`is_stale`] | the HTTP answer for a rejected call, and the marks of a fallback |
+//! | [`Retries`], [`RetryAttempt`] ([`retries`]) | when a failed call may be retried through its host's retry budget: the rules the tower `RetryPolicy` and the reqwest `RetryMiddleware` share, and the mark a retry carries |
 //! | [`status_json`] | a JSON view of a [`Registry`](crate::Registry) for a status endpoint |
 //!
 //! The tower layers ([`failfast::tower`](crate::tower), feature `tower`)
@@ -167,6 +168,7 @@ mod authority;
 mod classify;
 mod grpc;
 mod key;
+pub mod retries;
 mod status;
 mod stream;
 
@@ -184,6 +186,11 @@ pub(crate) use classify::outcome_of_error;
 pub use classify::{Classify, DefaultClassifier, FaultFn, HttpClassifier};
 pub use grpc::{GrpcClassifier, GrpcEos, GRPC_RETRY_PUSHBACK_MS, GRPC_STATUS};
 pub use key::{KeyFn, KeySink, Keyless, KeylessReason};
+pub(crate) use retries::jitter;
+pub use retries::{
+    retry_attempt, Retries, RetriesBuilder, RetryAttempt, DEFAULT_BACKOFF, DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_MAX_BACKOFF, DEFAULT_MAX_HINT_WAIT, MAX_ATTEMPTS, MAX_RETRY_WAIT,
+};
 pub use status::status_json;
 pub use stream::{ClassifyEos, ClassifyStream, HeadOutcome, Verdict};
 

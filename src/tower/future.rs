@@ -104,6 +104,7 @@ impl<F, Cl, C: Clock, K, M> ResponseFuture<F, Cl, C, K, M> {
 
     /// What every layer's `call` does with its admission: a ready rejection
     /// (the inner service untouched), or the inner call with its permit.
+    #[inline(always)]
     pub(crate) fn admitted(
         admission: Result<Held<K, C>, Rejected>,
         call: impl FnOnce() -> F,

@@ -29,7 +29,8 @@ use super::body::PermitBody;
 use super::future::ResponseFuture;
 use super::hook::LayerHooks;
 use super::mode::{AtEnd, AtHead};
-use super::permit::{admit, Naming, Owner};
+use super::permit::{admit_attempt, Naming, Owner};
+use super::retry::Attempt;
 use super::watch::Watcher;
 use crate::clock::{Clock, Nanos, QuantaClock};
 use crate::hooks::OnTransition;
@@ -424,6 +425,13 @@ impl<S, K, Kf: Clone, Cl: Clone, H, C: Clock, M> Layer<S> for KeyedLayer<K, Kf, 
 ///   future drops the permit. A request without a key follows the
 ///   [`KeylessPolicy`]: rejected with [`Keyless`](super::Keyless) (default) or guarded by the
 ///   registry's unkeyed breaker.
+/// * A request marked as a retry (a [`RetryAttempt`](crate::http::RetryAttempt)
+///   in its extensions, as [`RetryPolicy`](super::RetryPolicy) marks it) is
+///   admitted through its host's retry budget
+///   ([`Breaker::try_retry`](crate::Breaker::try_retry)): refused with
+///   [`RejectReason::RetryBudget`](crate::RejectReason::RetryBudget) when the
+///   budget has no room. Any other request is a first try, which pays into
+///   the budget. The request type says which it is ([`Attempt`](super::Attempt)).
 ///
 /// ```
 /// use failfast::registry::HostKey;
@@ -491,6 +499,7 @@ impl<S, K, Kf, Cl, H, C: Clock, M> Keyed<S, K, Kf, Cl, H, C, M> {
     fn guard<Req>(&mut self, req: Req) -> ResponseFuture<S::Future, Cl, C, K, M>
     where
         S: Service<Req>,
+        Req: Attempt,
         K: Hash + Eq + Send + Sync + 'static,
         Kf: KeyFn<Req, Key = K>,
         Cl: Clone,
@@ -517,7 +526,11 @@ impl<S, K, Kf, Cl, H, C: Clock, M> Keyed<S, K, Kf, Cl, H, C, M> {
         };
         let owner = Owner::Entry(entry);
         let watching = self.watch.begin(&owner);
-        let admission = admit(owner, now, &self.naming);
+        // A retry ([`RetryAttempt`](crate::http::RetryAttempt)) goes through
+        // the host's retry budget: one test for a request without
+        // extensions, the search out of line.
+        let retry = req.retry_attempt().is_some();
+        let admission = admit_attempt(owner, now, &self.naming, retry);
         ResponseFuture::admitted(
             watching.admitted(&self.watch, admission, now),
             || self.inner.call(req),
@@ -562,6 +575,7 @@ impl<S, Req, K, Kf, Cl, H, C> Service<Req> for Keyed<S, K, Kf, Cl, H, C>
 where
     S: Service<Req>,
     S::Error: Into<BoxError>,
+    Req: Attempt,
     K: Hash + Eq + Send + Sync + 'static,
     Kf: KeyFn<Req, Key = K>,
     Cl: Classify<S::Response, BoxError> + Clone,
@@ -588,6 +602,7 @@ where
     S: Service<Req, Response = http::Response<B>>,
     B: http_body::Body,
     S::Error: Into<BoxError>,
+    Req: Attempt,
     K: Hash + Eq + Send + Sync + 'static,
     Kf: KeyFn<Req, Key = K>,
     G: ClassifyStream<B, BoxError> + Clone,

@@ -71,6 +71,18 @@
 //! set), and the wake-up of [`Eject`]'s `poll_ready` while the breaker is open
 //! (one reusable `Sleep` per endpoint, armed only while it rejects).
 //!
+//! # Retries
+//!
+//! [`RetryPolicy`] is a `tower::retry::Policy` for HTTP: put tower's
+//! `RetryLayer` with it *outside* a [`KeyedLayer`], and the keyed layer
+//! admits each retry (a request the policy marked with a
+//! [`RetryAttempt`]) through its host's retry budget
+//! ([`Breaker::try_retry`](crate::Breaker::try_retry)), while first tries
+//! pay into it. A retry the budget refuses is returned as a
+//! [`Rejected`](crate::Rejected) with
+//! [`RejectReason::RetryBudget`](crate::RejectReason::RetryBudget), unsent;
+//! no rejection is ever retried. [`Retries`] has the rules and defaults.
+//!
 //! # Transitions and upstream names
 //!
 //! An [`Observer`](crate::Observer) set on a breaker (or a registry) sees every
@@ -105,17 +117,18 @@ mod layer;
 mod mode;
 mod permit;
 mod respond;
+mod retry;
 mod timeout;
 mod watch;
 
 // At home in `failfast::http` (no tower needed); here under the paths the
 // layers' users already have.
 pub use crate::http::{
-    is_stale, mark_stale, normalise_authority, retry_after_secs, status_json, unavailable,
-    AuthorityKey, Classify, ClassifyEos, ClassifyStream, DefaultClassifier, FaultFn, FromAuthority,
-    GrpcClassifier, GrpcEos, HeadOutcome, HttpClassifier, KeyBuf, KeyFn, KeySink, Keyless,
-    KeylessReason, Stale, Verdict, CACHE_STATUS_STALE, DEFAULT_MAX_KEY_LEN, GRPC_STATUS,
-    MAX_AUTHORITY_LEN, X_FAILFAST,
+    is_stale, mark_stale, normalise_authority, retry_after_secs, retry_attempt, status_json,
+    unavailable, AuthorityKey, Classify, ClassifyEos, ClassifyStream, DefaultClassifier, FaultFn,
+    FromAuthority, GrpcClassifier, GrpcEos, HeadOutcome, HttpClassifier, KeyBuf, KeyFn, KeySink,
+    Keyless, KeylessReason, Retries, RetriesBuilder, RetryAttempt, Stale, Verdict,
+    CACHE_STATUS_STALE, DEFAULT_MAX_KEY_LEN, GRPC_STATUS, MAX_AUTHORITY_LEN, X_FAILFAST,
 };
 
 pub use crate::hooks::OnTransition;
@@ -132,4 +145,5 @@ pub use keyed::{Keyed, KeyedLayer, KeylessPolicy};
 pub use layer::{FailFast, FailFastLayer};
 pub use mode::{AtEnd, AtHead};
 pub use respond::error_response;
+pub use retry::{Attempt, RetryPolicy};
 pub use timeout::TimedOut;

@@ -155,3 +155,44 @@ pub(crate) fn admit<K, C: Clock>(
         Err(rejected) => Err(naming.name(owner, rejected)),
     }
 }
+
+/// [`admit`] for a request that may be a retry
+/// ([`RetryAttempt`](crate::http::RetryAttempt)): a retry goes through the
+/// breaker's retry budget ([`Breaker::try_retry`]), which pays nothing in
+/// and may refuse with
+/// [`RejectReason::RetryBudget`](crate::RejectReason::RetryBudget). One
+/// path for the permit and the rejection either way; only the ticket
+/// differs, and a retry's is taken out of line, so an ordinary request's
+/// admission is [`admit`]'s plus one test.
+#[inline(always)]
+pub(crate) fn admit_attempt<K, C: Clock>(
+    owner: Owner<K, C>,
+    now: Nanos,
+    naming: &Naming<K, C>,
+    retry: bool,
+) -> Result<LayerPermit<K, C>, Rejected> {
+    let ticket = if retry {
+        retry_ticket(&owner, now)
+    } else {
+        owner.ticket_at(now)
+    };
+    match ticket {
+        Ok(ticket) => Ok(OwnedPermit::new(owner, ticket)),
+        Err(rejected) => Err(naming.name(owner, rejected)),
+    }
+}
+
+/// A retry's ticket: through the budget when the breaker has one, else as
+/// any call's.
+#[cold]
+#[inline(never)]
+fn retry_ticket<C: Clock>(
+    breaker: &Breaker<C>,
+    now: Nanos,
+) -> Result<crate::ticket::Ticket, Rejected> {
+    if breaker.config().retry.is_none() {
+        breaker.ticket_at(now)
+    } else {
+        breaker.retry_ticket(now)
+    }
+}

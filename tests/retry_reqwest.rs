@@ -1,0 +1,272 @@
+//! The reqwest `RetryMiddleware` before a `BreakerMiddleware` (feature
+//! `reqwest`), against a real HTTP server on loopback (hyper), on tokio's
+//! paused clock, which the breakers read too: each retry goes through its
+//! host's retry budget, first tries pay into it, an empty budget stops
+//! retries with `RejectReason::RetryBudget` (nothing sent), hints are
+//! waited for, and only idempotent requests, failures and at most
+//! `max_attempts` attempts are retried. Without a breaker after it, the
+//! middleware does not retry at all.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use failfast::http::Retries;
+use failfast::registry::HostKey;
+use failfast::reqwest::{BreakerMiddleware, RetryMiddleware};
+use failfast::{
+    Breaker, Builder, Clock, Nanos, Registry, RejectReason, Rejected, RetryBudget, State,
+};
+use http_body_util::Empty;
+use hyper::body::{Bytes, Incoming};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use reqwest_middleware::{ClientBuilder, ClientWithMiddleware};
+use tokio::net::TcpListener;
+use tokio::time::Instant;
+
+/// Answers queued: a status and a `Retry-After`, if any.
+type Answers = Arc<Mutex<VecDeque<(u16, Option<&'static str>)>>>;
+
+/// A loopback server answering with the queued (status, Retry-After)
+/// pairs, then with its default, counting the requests that reach it.
+struct Upstream {
+    addr: SocketAddr,
+    queued: Answers,
+    requests: Arc<AtomicUsize>,
+}
+
+impl Upstream {
+    async fn start(default: u16) -> Upstream {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let up = Upstream {
+            addr: listener.local_addr().unwrap(),
+            queued: Arc::default(),
+            requests: Arc::default(),
+        };
+        let (queued, requests) = (up.queued.clone(), up.requests.clone());
+        tokio::spawn(async move {
+            loop {
+                let (stream, _) = listener.accept().await.unwrap();
+                let (queued, requests) = (queued.clone(), requests.clone());
+                let service = service_fn(move |_req: http::Request<Incoming>| {
+                    // SeqCst: test bookkeeping read by the test task.
+                    requests.fetch_add(1, Ordering::SeqCst);
+                    let (code, after) = queued
+                        .lock()
+                        .unwrap()
+                        .pop_front()
+                        .unwrap_or((default, None));
+                    async move {
+                        let mut response = http::Response::new(Empty::<Bytes>::new());
+                        *response.status_mut() = http::StatusCode::from_u16(code).unwrap();
+                        if let Some(after) = after {
+                            response
+                                .headers_mut()
+                                .insert(http::header::RETRY_AFTER, after.parse().unwrap());
+                        }
+                        Ok::<_, Infallible>(response)
+                    }
+                });
+                tokio::spawn(http1::Builder::new().serve_connection(TokioIo::new(stream), service));
+            }
+        });
+        up
+    }
+
+    fn queue(&self, answers: &[(u16, Option<&'static str>)]) {
+        self.queued.lock().unwrap().extend(answers);
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}/", self.addr)
+    }
+
+    fn requests(&self) -> usize {
+        self.requests.load(Ordering::SeqCst)
+    }
+}
+
+/// Tokio's clock as the breakers' clock (paused here).
+#[derive(Clone, Copy)]
+struct TokioTime(Instant);
+
+impl Clock for TokioTime {
+    fn now(&self) -> Nanos {
+        Nanos::from_duration(self.0.elapsed())
+    }
+}
+
+type Hosts = Registry<HostKey, std::collections::hash_map::RandomState, TokioTime>;
+
+fn hosts(template: Builder) -> Arc<Hosts> {
+    Arc::new(
+        Registry::<HostKey>::builder(template.count_calls(true))
+            .build_with_clock(TokioTime(Instant::now()))
+            .unwrap(),
+    )
+}
+
+/// A breaker that never opens in these tests, with `budget`.
+fn lenient(budget: Option<RetryBudget>) -> Builder {
+    let b = Breaker::builder().consecutive_failures(1000);
+    match budget {
+        Some(budget) => b.retry_budget(budget),
+        None => b,
+    }
+}
+
+/// The chain: retries, then the breaker.
+fn client(registry: &Arc<Hosts>, retries: Retries) -> ClientWithMiddleware {
+    ClientBuilder::new(reqwest::Client::new())
+        .with(RetryMiddleware::new(retries))
+        .with(BreakerMiddleware::new(registry.clone()))
+        .build()
+}
+
+async fn get(client: &ClientWithMiddleware, up: &Upstream) -> reqwest_middleware::Result<u16> {
+    Ok(client.get(up.url()).send().await?.status().as_u16())
+}
+
+fn rejection(err: &reqwest_middleware::Error) -> RejectReason {
+    match err {
+        reqwest_middleware::Error::Middleware(e) => {
+            e.downcast_ref::<Rejected>().expect("a rejection").reason()
+        }
+        other => panic!("not a rejection: {other}"),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn failures_are_retried_up_to_three_attempts() {
+    let up = Upstream::start(200).await;
+    let registry = hosts(lenient(None));
+    let c = client(&registry, Retries::default());
+    up.queue(&[(503, None), (500, None)]);
+    assert_eq!(get(&c, &up).await.unwrap(), 200);
+    assert_eq!(up.requests(), 3);
+
+    up.queue(&[(503, None); 5]);
+    assert_eq!(get(&c, &up).await.unwrap(), 503);
+    assert_eq!(up.requests(), 6, "three attempts, the last answer returned");
+    let calls = registry
+        .handle_from(&up.addr.to_string())
+        .snapshot()
+        .calls
+        .unwrap();
+    assert_eq!(calls.admitted, 6, "each attempt passed the breaker");
+}
+
+#[tokio::test(start_paused = true)]
+async fn first_tries_pay_in_and_an_empty_budget_stops_retries_unsent() {
+    let up = Upstream::start(200).await;
+    // Half a retry per first try, no reserve.
+    let budget = RetryBudget::ratio(0.5, Duration::from_secs(10), 0);
+    let registry = hosts(lenient(Some(budget)));
+    let c = client(&registry, Retries::default());
+
+    up.queue(&[(503, None)]);
+    let err = get(&c, &up).await.unwrap_err();
+    assert_eq!(rejection(&err), RejectReason::RetryBudget);
+    assert_eq!(up.requests(), 1, "the refused retry was not sent");
+
+    // Three more first tries: 2 retries paid in (4 × 0.5), and the failing
+    // request's own first try half of one more.
+    for _ in 0..3 {
+        assert_eq!(get(&c, &up).await.unwrap(), 200);
+    }
+    up.queue(&[(503, None); 3]);
+    assert_eq!(get(&c, &up).await.unwrap(), 503);
+    assert_eq!(up.requests(), 4 + 3);
+    // Half a retry left, half more from this first try: one retry, then
+    // the budget is empty.
+    up.queue(&[(503, None); 2]);
+    let err = get(&c, &up).await.unwrap_err();
+    assert_eq!(rejection(&err), RejectReason::RetryBudget);
+    assert_eq!(up.requests(), 7 + 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hint_within_the_limit_is_waited_for_a_longer_one_is_returned() {
+    let up = Upstream::start(200).await;
+    let registry = hosts(lenient(None));
+    let c = client(&registry, Retries::default());
+
+    up.queue(&[(503, Some("1"))]);
+    let start = Instant::now();
+    assert_eq!(get(&c, &up).await.unwrap(), 200);
+    assert!(
+        start.elapsed() >= Duration::from_secs(1),
+        "{:?}",
+        start.elapsed()
+    );
+    assert_eq!(up.requests(), 2);
+
+    up.queue(&[(429, Some("5"))]);
+    assert_eq!(get(&c, &up).await.unwrap(), 429);
+    assert_eq!(up.requests(), 3, "a hint over the limit: not retried");
+}
+
+#[tokio::test(start_paused = true)]
+async fn non_idempotent_requests_and_client_errors_are_not_retried() {
+    let up = Upstream::start(503).await;
+    let registry = hosts(lenient(None));
+    let c = client(&registry, Retries::default());
+    let status = c.post(up.url()).body("{}").send().await.unwrap().status();
+    assert_eq!(status, 503);
+    assert_eq!(up.requests(), 1);
+
+    up.queue(&[(404, None)]);
+    assert_eq!(get(&c, &up).await.unwrap(), 404);
+    assert_eq!(up.requests(), 2);
+
+    let writes = client(
+        &registry,
+        Retries::builder().non_idempotent(true).build().unwrap(),
+    );
+    let status = writes
+        .post(up.url())
+        .body("{}")
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert_eq!(status, 503);
+    assert_eq!(up.requests(), 5);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_rejection_by_an_open_breaker_is_not_retried() {
+    let up = Upstream::start(503).await;
+    let registry = hosts(Breaker::builder().consecutive_failures(1));
+    let c = client(&registry, Retries::default());
+    let err = get(&c, &up).await.unwrap_err();
+    assert_eq!(rejection(&err), RejectReason::Open);
+    assert_eq!(up.requests(), 1);
+    assert_eq!(
+        registry.handle_from(&up.addr.to_string()).state(),
+        State::Open
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_a_breaker_after_it_nothing_is_retried() {
+    let up = Upstream::start(503).await;
+    let registry = hosts(lenient(None));
+    // The breaker first: the retries would pass it as one call.
+    let wrong_order = ClientBuilder::new(reqwest::Client::new())
+        .with(BreakerMiddleware::new(registry.clone()))
+        .with(RetryMiddleware::default())
+        .build();
+    assert_eq!(get(&wrong_order, &up).await.unwrap(), 503);
+    assert_eq!(up.requests(), 1);
+    let alone = ClientBuilder::new(reqwest::Client::new())
+        .with(RetryMiddleware::default())
+        .build();
+    assert_eq!(get(&alone, &up).await.unwrap(), 503);
+    assert_eq!(up.requests(), 2);
+}
