@@ -54,6 +54,7 @@
 //! | an axum handler calling a dependency | [`Registry`] + [`call_async_or_else_with`](Breaker::call_async_or_else_with) + `http::HttpClassifier` | [`examples/axum.rs`](https://docs.rs/crate/failfast/latest/source/examples/axum.rs), [`failfast::http`](http/index.html) |
 //! | a tonic client | `FailFastLayer` + `http::GrpcClassifier`, `classify_at_end` | [`examples/tonic.rs`](https://docs.rs/crate/failfast/latest/source/examples/tonic.rs) |
 //! | breakers from a config file | `config::RegistryConfig` (feature `serde`) | [`failfast::config`](config/index.html) |
+//! | retries that cannot multiply an outage | [`RetryBudget`] on the breakers, then `tower::RetryPolicy` or `reqwest::RetryMiddleware` | [`RetryBudget`], [`examples/retry_tower.rs`](https://docs.rs/crate/failfast/latest/source/examples/retry_tower.rs), [`examples/retry_reqwest.rs`](https://docs.rs/crate/failfast/latest/source/examples/retry_reqwest.rs) |
 //!
 //! # How every call ends
 //!
@@ -134,12 +135,12 @@
 //! | feature | adds | pulls in |
 //! |---|---|---|
 //! | `http` | `http`: HTTP and gRPC classifiers (end of stream included), request keys, HTTP answers for rejections and a status view, with no tower: for an axum handler or a hand-written client | `http` |
-//! | `tower` | `tower`: layers (one breaker, keyed per host, balancer-aware), the body that carries a permit to its end, a per-call timeout (implies `http` and `hyper`) | `tower`, `http`, `http-body`, `bytes`, `pin-project-lite`, `tokio` (timer only) |
+//! | `tower` | `tower`: layers (one breaker, keyed per host, balancer-aware), the body that carries a permit to its end, a per-call timeout, a retry policy through each host's retry budget (implies `http` and `hyper`) | `tower` (`retry`), `http`, `http-body`, `bytes`, `pin-project-lite`, `tokio` (timer only) |
 //! | `hyper` | [`Fault::of`] reads hyper's own error kinds: a call whose request body failed (a client's broken, stalled or oversized upload) is the client's, with nothing wrapped (on with `tower` and `reqwest`) | `hyper` (none of its features) |
 //! | `tower-http` | an adapter from any `tower_http::classify::ClassifyResponse` (implies `tower`) | `tower-http` 0.7, no default features |
 //! | `tracing` | `export::tracing`: an event per transition; with `tower`, what the breaker did to each call on its span (`trace_calls`) | `tracing` |
 //! | `metrics` | `export::metrics`: gauges and counters through the `metrics` facade, exported at scrape time; with `tower`, per-call rejections, fallbacks and an opt-in duration histogram (`call_metrics`) | `metrics` |
-//! | `reqwest` | `reqwest::BreakerMiddleware`: a `reqwest_middleware::Middleware` with one breaker per upstream host from a `Registry<HostKey>` (implies `http` and `hyper`) | `reqwest` 0.13 (no default features, no TLS), `reqwest-middleware` 0.5, `async-trait` |
+//! | `reqwest` | `reqwest::BreakerMiddleware`: a `reqwest_middleware::Middleware` with one breaker per upstream host from a `Registry<HostKey>`; `reqwest::RetryMiddleware`, retries through each host's retry budget (implies `http` and `hyper`) | `reqwest` 0.13 (no default features, no TLS), `reqwest-middleware` 0.5, `async-trait`, `tokio` (timer only) |
 //! | `serde` | `config`: breaker and registry configuration from files (TOML, YAML, JSON…) with per-host overrides, host keys normalised | `serde` (derive) |
 //! | `redis` | `redis`: trips shared across replicas through Redis 7+ (single server or cluster), `RedisSync`, a tokio task you start | `redis` (redis-rs), `futures-util`, `tokio` (`sync`, `time`) |
 //! | `coarse-clock` | `CoarseClock`: the kernel's coarse monotonic clock (1–10 ms steps), for the cheapest OPEN rejection that reads the time | `rustix` (Linux and Android; `time` only) |

@@ -675,7 +675,9 @@ mod on {
         match rejected.reason() {
             RejectReason::HalfOpenFull => State::HalfOpen,
             RejectReason::ForcedOpen => State::ForcedOpen,
-            RejectReason::Ramp => State::Closed,
+            // The breaker admitted the call (its own rejections come
+            // first): a ramp's or a retry budget's refusal meets it closed.
+            RejectReason::Ramp | RejectReason::RetryBudget => State::Closed,
             _ => State::Open,
         }
     }
