@@ -186,6 +186,7 @@ pub(crate) use classify::outcome_of_error;
 pub use classify::{Classify, DefaultClassifier, FaultFn, HttpClassifier};
 pub use grpc::{GrpcClassifier, GrpcEos, GRPC_RETRY_PUSHBACK_MS, GRPC_STATUS};
 pub use key::{KeyFn, KeySink, Keyless, KeylessReason};
+#[cfg(any(feature = "tower", feature = "reqwest"))]
 pub(crate) use retries::jitter;
 pub use retries::{
     retry_attempt, Retries, RetriesBuilder, RetryAttempt, DEFAULT_BACKOFF, DEFAULT_MAX_ATTEMPTS,

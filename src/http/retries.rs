@@ -26,14 +26,11 @@
 //! nothing more was sent.
 
 use core::fmt;
-use core::hash::BuildHasher;
 use core::time::Duration;
-use std::collections::hash_map::RandomState;
 
 use http::{Extensions, Method};
 
 use crate::error::ConfigError;
-use crate::hint::RetryHint;
 use crate::http::HttpClassifier;
 use crate::outcome::Outcome;
 
@@ -258,15 +255,18 @@ impl Retries {
     /// date passed). Not counted in
     /// [`hints_ignored_total`](crate::hint::hints_ignored_total): the
     /// breaker counts it when it records the verdict.
-    pub(crate) fn hint_delay(hint: Option<RetryHint>) -> Option<Duration> {
+    #[cfg(any(feature = "tower", feature = "reqwest"))]
+    pub(crate) fn hint_delay(hint: Option<crate::hint::RetryHint>) -> Option<Duration> {
         hint?.resolve(std::time::SystemTime::now()).ok().flatten()
     }
 }
 
 /// A fresh random number for a backoff's jitter (the standard library's
 /// per-thread random keys; no RNG state of ours).
+#[cfg(any(feature = "tower", feature = "reqwest"))]
 pub(crate) fn jitter() -> u64 {
-    RandomState::new().hash_one(0u8)
+    use core::hash::BuildHasher as _;
+    std::collections::hash_map::RandomState::new().hash_one(0u8)
 }
 
 impl RetriesBuilder {
