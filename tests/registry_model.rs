@@ -166,12 +166,14 @@
 //!
 //! It catches deliberate bugs of the catalogue (`loom-tests/bugs/`):
 //! `retain-keeps-slots`, `totals-skip-overflow`,
-//! `totals-skip-pressure-evictions` and `registry-forgets-by-the-cap`. It
-//! found three bugs in the code: a remembered hint did not keep its breaker,
+//! `totals-skip-pressure-evictions`, `registry-forgets-by-the-cap`,
+//! `pooled-bucket-never-moves` and `registry-forgets-drained-bucket`. It
+//! found four bugs in the code: a remembered hint did not keep its breaker,
 //! the sweep cut short an ejection for Envoy's time (a registry now
 //! waits out an OPEN breaker's own period, whatever set it), and a sweep
 //! forgot a breaker whose token bucket was drained (its host came back
-//! with a full bucket after the idle TTL: retries allowed again).
+//! with a full bucket after the idle TTL: retries allowed again), and a
+//! breaker in an outlier pool never moved its token bucket.
 //!
 //! # Running
 //!
