@@ -1172,12 +1172,16 @@ impl<C: Clock> Breaker<C> {
             c.verdict(verdict, slow);
         }
         // The bucket in the pool's `else`: a pooled breaker's verdict pays
-        // nothing for it (callgrind `ff_pool_count`, `ff_pool_slow`), nor
-        // does any verdict path that does not count (a token budget, like
-        // counters and pools, routes its breaker's verdicts here).
+        // one test for it (callgrind `ff_pool_count`, `ff_pool_slow`), and
+        // no verdict path that does not count pays anything (a token
+        // budget, like counters and pools, routes its breaker's verdicts
+        // here). A pooled breaker's bucket moves as any other's.
         if self.flags.pooled() {
             if slow || verdict != Verdict::Success {
                 self.pooled_verdict(ticket.start, verdict, slow);
+            }
+            if self.flags.token_budget() {
+                self.token_verdict(verdict, slow);
             }
         } else if self.flags.token_budget() {
             self.token_verdict(verdict, slow);
@@ -1977,8 +1981,12 @@ impl<C: Clock> Breaker<C> {
     /// backoff step decayed back to the base (see
     /// [`BreakerSnapshot::trips_in_a_row`]), no upstream's hint remembered
     /// and still running (it would lengthen the next trip; see
-    /// [`Builder::hints`](crate::Builder::hints)), and no failure or slow
-    /// call in its window.
+    /// [`Builder::hints`](crate::Builder::hints)), no failure or slow
+    /// call in its window, and a token retry budget's bucket full (only
+    /// successes refill one, never time: a host forgotten with a drained
+    /// bucket would come back with its retries allowed). A ratio retry
+    /// budget's sums expire with its TTL (60 s at most), shorter than a
+    /// registry's usual idle TTL, and do not count here.
     /// The registry evicts only such breakers.
     pub fn is_pristine_at(&self, now: Nanos) -> bool {
         let s = self.cell.load();
@@ -1987,6 +1995,11 @@ impl<C: Clock> Breaker<C> {
         }
         if self.remembered_hint(now).1.is_some() {
             return false;
+        }
+        if let Some((rules, bucket)) = self.token_bucket() {
+            if bucket.load() < rules.max {
+                return false;
+            }
         }
         let since = self.cell.since(s);
         // A word still marked ramping after its window (no call since) is

@@ -6,7 +6,8 @@
 //! `remove`, `retain`, `insert_with`, `sweep`, `maintain`, the unkeyed
 //! breaker, a [`ManualClock`]), with the features that live beside the
 //! registry present: upstream hints, the ramp, the decaying backoff, the
-//! half-open rate rule, per-key overrides and outlier pools.
+//! half-open rate rule, per-key overrides, outlier pools and retry
+//! budgets.
 //!
 //! # The settings
 //!
@@ -15,7 +16,9 @@
 //! failures alone, or with a failure rate over a count or a time window;
 //! base open period, backoff and its cap or `backoff_off`, jitter; one to
 //! three probes, with or without the half-open rate rule; a ramp or none;
-//! upstream hints off, `hints()` or `max_hint`); up to two **per-key
+//! upstream hints off, `hints()` or `max_hint`; a retry budget or none: a
+//! bucket of 2 to 4 tokens, or a ratio of 1 to 2 s with a reserve of at
+//! most one retry a second, so that it empties in a few calls); up to two **per-key
 //! overrides** and the configuration `insert_with` pins, each drawn the same
 //! way; and **outlier pools** or none (the `"default"` pool, and a named one
 //! that a breaker configuration may choose; low volumes, a bad host among
@@ -26,7 +29,8 @@
 //! *calm* (every pooled one): room for their keys and few departures, so
 //! that hosts live through trips, recoveries and decays.
 //!
-//! Besides single calls the scripts hold **bursts** (calls in a row, failing
+//! Besides single calls (first tries, and retries through `try_retry_at`)
+//! the scripts hold **bursts** (calls in a row, failing
 //! every other one at most: no run of two), **traffic** (a burst to each of
 //! the three hot keys, the pool's bad host failing half of it) and **flaps**
 //! (a host fails until it opens, the clock waits out the open period, probes
@@ -50,6 +54,17 @@
 //!   victims; a shard that found nothing to evict is not scanned again
 //!   within the same idle tick. `insert_with` takes its slot and bytes past
 //!   the bounds.
+//! * **Retry budgets**: each breaker's budget follows the shared reference
+//!   model (`budget_model/mod.rs`, also `retry_model.rs`'s), moved by the
+//!   calls the breaker admitted (a first try's deposit, a retry's
+//!   withdrawal, a verdict's tokens). A retry's answer is predicted beside
+//!   the breaker's own: the breaker's rejections come first (learned, its
+//!   own reason), then a remembered hint that still runs and an empty
+//!   budget refuse with `RetryBudget`; CLOSED refuses without a permit,
+//!   another state admits first and drops the permit (the call counters
+//!   show which). Every snapshot's `retry_room` and every `retries_refused`
+//!   (the lifetime totals' too) equal the model's; a breaker made again
+//!   after its key's left has a fresh budget.
 //! * **Eviction by information** (the registry's module docs): no handle
 //!   held; CLOSED and idle past `forget_after`, or past the TTL and
 //!   pristine; OPEN and idle past the TTL plus its own open period (its
@@ -63,7 +78,8 @@
 //!   no failure run and no unanswered run, no failure or slow call in the
 //!   window (a time window's age out), no ramp under way, the backoff step
 //!   decayed back to the base (the snapshot's `backoff_step`: a close keeps
-//!   the step and healthy time takes it off), and **no upstream hint
+//!   the step and healthy time takes it off), a token budget's bucket full
+//!   (tracked by the model: only a success refills it, never time), and **no upstream hint
 //!   remembered** and still running (the model tracks hints itself: a
 //!   hinted verdict of a breaker with hints on remembers
 //!   `now + min(hint, max_hint)`, the latest winning; a trip into OPEN
@@ -140,17 +156,24 @@
 //! counts, over its run, the seams it is here for ([`SEAMS`]: an open
 //! period a hint or an ejection held past the backoff cap, an idle OPEN
 //! breaker kept past its backoff cap and an ejected one past its schedule,
-//! a CLOSED one kept by its step, its window or its
-//! hint alone, a half-open round under way and one idle past the TTL, an
+//! a CLOSED one kept by its step, its window, its
+//! hint or its token bucket alone, a half-open round under way and one idle past the TTL, an
 //! ejection and an ejected host leaving the map, an overridden key made
-//! again, evictions of each kind) and fails if one was never reached.
+//! again, evictions of each kind; a retry refused by the budget, by a
+//! remembered hint, by the breaker first, one through an overridden key's
+//! own budget, and a drained bucket forgotten past `forget_after`) and
+//! fails if one was never reached.
 //!
 //! It catches deliberate bugs of the catalogue (`loom-tests/bugs/`):
 //! `retain-keeps-slots`, `totals-skip-overflow`,
-//! `totals-skip-pressure-evictions` and `registry-forgets-by-the-cap`. It
-//! found two bugs in the code: a remembered hint did not keep its breaker,
-//! and the sweep cut short an ejection for Envoy's time (a registry now
-//! waits out an OPEN breaker's own period, whatever set it).
+//! `totals-skip-pressure-evictions`, `registry-forgets-by-the-cap`,
+//! `pooled-bucket-never-moves` and `registry-forgets-drained-bucket`. It
+//! found four bugs in the code: a remembered hint did not keep its breaker,
+//! the sweep cut short an ejection for Envoy's time (a registry now
+//! waits out an OPEN breaker's own period, whatever set it), and a sweep
+//! forgot a breaker whose token bucket was drained (its host came back
+//! with a full bucket after the idle TTL: retries allowed again), and a
+//! breaker in an outlier pool never moved its token bucket.
 //!
 //! # Running
 //!
@@ -168,12 +191,15 @@ use std::time::Duration;
 
 use failfast::{
     Breaker, BreakerSnapshot, CallCounts, Handle, ManualClock, Nanos, Outcome, Outliers, Registry,
-    State,
+    RejectReason, RetryBudget, State,
 };
 use proptest::prelude::*;
 use proptest::sample::Index;
 use proptest::test_runner::Config as ProptestConfig;
 use proptest_state_machine::{ReferenceStateMachine, StateMachineTest};
+
+mod budget_model;
+use budget_model::BudgetModel;
 
 type Reg = Registry<String, RandomState, ManualClock>;
 type Held = Handle<String, ManualClock>;
@@ -289,6 +315,8 @@ struct BreakerSpec {
     hints: Hints,
     /// The named pool instead of the default one (pooled registries only).
     named_pool: bool,
+    /// The retry budget, if any: small, so that it empties in a few calls.
+    budget: Option<RetryBudget>,
 }
 
 impl BreakerSpec {
@@ -323,6 +351,9 @@ impl BreakerSpec {
         };
         if pools && self.named_pool {
             b = b.outlier_pool(NAMED_POOL);
+        }
+        if let Some(budget) = self.budget {
+            b = b.retry_budget(budget);
         }
         b
     }
@@ -552,6 +583,7 @@ fn breaker_strategy(pooled: bool) -> impl Strategy<Value = BreakerSpec> {
         prop::option::weighted(0.4, 2u64..=24),
         hints,
         prop::bool::weighted(0.3),
+        budget_strategy(),
     )
         .prop_map(
             |(
@@ -563,6 +595,7 @@ fn breaker_strategy(pooled: bool) -> impl Strategy<Value = BreakerSpec> {
                 ramp,
                 hints,
                 named_pool,
+                budget,
             )| BreakerSpec {
                 consecutive,
                 window,
@@ -574,8 +607,29 @@ fn breaker_strategy(pooled: bool) -> impl Strategy<Value = BreakerSpec> {
                 ramp,
                 hints,
                 named_pool,
+                budget,
             },
         )
+}
+
+/// A retry budget or none: a bucket of 2 to 4 tokens (one or two failures
+/// stop retries), or a ratio of 1 to 2 s with a reserve of at most one
+/// retry a second (none: only first tries pay for retries).
+fn budget_strategy() -> impl Strategy<Value = Option<RetryBudget>> {
+    prop_oneof![
+        2 => Just(None),
+        1 => (2u32..=4, prop_oneof![Just(100u32), Just(500), Just(1000)])
+            .prop_map(|(max, ratio)| Some(RetryBudget::tokens(max, f64::from(ratio) / 1000.0))),
+        1 => (prop_oneof![Just(0u32), Just(10), Just(50)], 1u64..=2, 0u32..=1).prop_map(
+            |(percent, ttl, per_second)| {
+                Some(RetryBudget::ratio(
+                    f64::from(percent) / 100.0,
+                    Duration::from_secs(ttl),
+                    per_second,
+                ))
+            }
+        ),
+    ]
 }
 
 fn pool_strategy() -> impl Strategy<Value = PoolSpec> {
@@ -685,6 +739,8 @@ enum Verdict {
 enum Act {
     Nothing,
     Call(Verdict),
+    /// A retry (`try_retry_at`), then its verdict if admitted.
+    Retry(Verdict),
     /// `calls` calls in a row, the first `failing` of the odd ones (the
     /// second, the fourth…) failures, the rest successes: volume for the
     /// outlier pools, and a host that fails up to half its calls without a
@@ -780,6 +836,7 @@ fn act_strategy(pooled: bool) -> impl Strategy<Value = Act> {
     prop_oneof![
         6 => Just(Act::Nothing),
         24 => verdict_strategy().prop_map(Act::Call),
+        12 => verdict_strategy().prop_map(Act::Retry),
         6 => (1u8..=6, 0u8..=3).prop_map(|(calls, failing)| Act::Burst { calls, failing }),
         manual => Just(Act::ForceOpen),
         manual => Just(Act::Reset),
@@ -905,6 +962,8 @@ struct Book {
     hint_until: Nanos,
     /// What keeps it from being pristine, and until when.
     pristine: Pristine,
+    /// Its retry budget, if its configuration has one.
+    budget: Option<BudgetModel>,
     /// The tick it was last looked up or released at.
     seen: u64,
     in_map: bool,
@@ -928,6 +987,7 @@ impl Book {
             ejected_in: None,
             hint_until: Nanos::ZERO,
             pristine: Pristine::FRESH,
+            budget: spec.conf(conf).budget.map(BudgetModel::new),
             seen: now,
             in_map: keyed,
             left: None,
@@ -986,6 +1046,7 @@ fn add(to: &mut CallCounts, c: &CallCounts) {
         abandoned,
         panicked,
         slow,
+        retries_refused,
         ..
     } = *c;
     to.admitted += admitted;
@@ -999,6 +1060,7 @@ fn add(to: &mut CallCounts, c: &CallCounts) {
     to.abandoned += abandoned;
     to.panicked += panicked;
     to.slow += slow;
+    to.retries_refused += retries_refused;
 }
 
 /// `a ≥ b`, field by field.
@@ -1014,6 +1076,7 @@ fn covers(a: &CallCounts, b: &CallCounts) -> bool {
         && a.abandoned >= b.abandoned
         && a.panicked >= b.panicked
         && a.slow >= b.slow
+        && a.retries_refused >= b.retries_refused
 }
 
 impl Model {
@@ -1295,16 +1358,25 @@ impl Model {
         }
     }
 
-    /// Counts an attempted call on breaker `b`: `admitted` is what the
-    /// breaker answered.
-    fn call(&mut self, b: usize, admitted: bool, verdict: Verdict) {
+    /// Counts an attempted call on breaker `b`, as the breaker answered it.
+    /// A retry the budget (or a remembered hint) refused is also counted in
+    /// `retries_refused`; one the breaker admitted first (outside CLOSED)
+    /// and then dropped, as admitted and dropped as well.
+    fn call(&mut self, b: usize, call: &CallMade) {
         let c = &mut self.books[b].calls;
-        if !admitted {
+        if let Err(reason) = call.answer {
             c.rejected += 1;
+            if reason == RejectReason::RetryBudget {
+                c.retries_refused += 1;
+                if call.admitted_first {
+                    c.admitted += 1;
+                    c.dropped += 1;
+                }
+            }
             return;
         }
         c.admitted += 1;
-        match verdict {
+        match call.verdict {
             Verdict::Success => c.successes += 1,
             Verdict::Failure(_) => c.failures += 1,
             Verdict::Ignored(_) => c.ignored += 1,
@@ -1358,11 +1430,25 @@ enum HintEvent {
     Taken,
 }
 
+/// One call of an act, as the breaker answered it.
+#[derive(Clone, Copy, Debug)]
+struct CallMade {
+    /// Through `try_retry_at` (a first try otherwise).
+    retry: bool,
+    /// Admitted, or the rejection's reason.
+    answer: Result<(), RejectReason>,
+    verdict: Verdict,
+    /// Refused, but admitted by the breaker first (its admission counted).
+    admitted_first: bool,
+    /// The breaker's state before the call, and whether it ramped.
+    before: State,
+    ramping: bool,
+}
+
 /// What an act did: its calls, and what happened to the hint.
 #[derive(Clone, Debug, Default)]
 struct Acted {
-    /// Each call: whether it was admitted, and its verdict.
-    calls: Vec<(bool, Verdict)>,
+    calls: Vec<CallMade>,
     hints: Vec<HintEvent>,
 }
 
@@ -1377,14 +1463,38 @@ impl Acted {
         })
     }
 
-    /// One call through `b`.
-    fn call(&mut self, b: &Breaker<ManualClock>, v: Verdict, now: Nanos) {
-        let before = b.snapshot_at(now).generation;
-        let Ok(p) = b.try_acquire_at(now) else {
-            self.calls.push((false, v));
-            return;
+    /// One call through `b`: a first try, or a retry if `retry`.
+    fn call(&mut self, b: &Breaker<ManualClock>, v: Verdict, now: Nanos, retry: bool) {
+        let snap = b.snapshot_at(now);
+        let before = snap.generation;
+        let admissions = |b: &Breaker<ManualClock>| b.snapshot_at(now).calls.map(|c| c.admitted);
+        let admitted_before = admissions(b);
+        let answer = if retry {
+            b.try_retry_at(now)
+        } else {
+            b.try_acquire_at(now)
         };
-        self.calls.push((true, v));
+        let mut made = CallMade {
+            retry,
+            answer: Ok(()),
+            verdict: v,
+            admitted_first: false,
+            before: snap.state,
+            ramping: snap.ramp_fraction.is_some(),
+        };
+        let p = match answer {
+            Ok(p) => p,
+            Err(rejected) => {
+                made.answer = Err(rejected.reason());
+                made.admitted_first = admissions(b) != admitted_before;
+                self.calls.push(made);
+                if opened_since(b, before, now) {
+                    self.hints.push(HintEvent::Taken);
+                }
+                return;
+            }
+        };
+        self.calls.push(made);
         if opened_since(b, before, now) {
             self.hints.push(HintEvent::Taken);
         }
@@ -1425,7 +1535,8 @@ fn act_on(b: &Breaker<ManualClock>, act: Act, now: Nanos) -> Acted {
         Act::Reset => {
             let _ = b.reset_at(now);
         }
-        Act::Call(v) => acted.call(b, v, now),
+        Act::Call(v) => acted.call(b, v, now, false),
+        Act::Retry(v) => acted.call(b, v, now, true),
         Act::Burst { calls, failing } => {
             for i in 0..calls {
                 let v = if i % 2 == 1 && i / 2 < failing {
@@ -1433,7 +1544,7 @@ fn act_on(b: &Breaker<ManualClock>, act: Act, now: Nanos) -> Acted {
                 } else {
                     Verdict::Success
                 };
-                acted.call(b, v, now);
+                acted.call(b, v, now, false);
             }
         }
     }
@@ -1457,6 +1568,9 @@ struct Pristine {
     window: Nanos,
     /// From when no upstream's hint is remembered (tracked by the model).
     hint: Nanos,
+    /// Its token bucket (if it has one) is full: only a success refills
+    /// one, never time (tracked by the model).
+    bucket_full: bool,
 }
 
 impl Pristine {
@@ -1467,10 +1581,12 @@ impl Pristine {
         ramp: Nanos::ZERO,
         window: Nanos::ZERO,
         hint: Nanos::ZERO,
+        bucket_full: true,
     };
 
     fn at(&self, t: Nanos) -> bool {
         self.steady
+            && self.bucket_full
             && [self.step, self.ramp, self.window, self.hint]
                 .iter()
                 .all(|&u| u <= t)
@@ -1480,6 +1596,13 @@ impl Pristine {
     fn kept_only_by(&self, t: Nanos) -> Option<&'static str> {
         if !self.steady {
             return None;
+        }
+        if !self.bucket_full {
+            let full = Pristine {
+                bucket_full: true,
+                ..*self
+            };
+            return full.at(t).then_some("bucket");
         }
         let holding: Vec<&'static str> = [
             (self.step, "step"),
@@ -1545,6 +1668,7 @@ fn pristine_after(b: &Breaker<ManualClock>, now: Nanos, horizon: Duration) -> Pr
             s.window.failures == 0 && s.window.slow == 0
         }),
         hint: Nanos::ZERO,
+        bucket_full: true,
     }
 }
 
@@ -1561,6 +1685,7 @@ struct Learned {
     ejected: bool,
     pristine: Pristine,
     calls: Option<CallCounts>,
+    retry_room: Option<u32>,
 }
 
 fn learn(b: &Breaker<ManualClock>, acted: Acted, now: Nanos, horizon: Duration) -> Learned {
@@ -1574,6 +1699,7 @@ fn learn(b: &Breaker<ManualClock>, acted: Acted, now: Nanos, horizon: Duration) 
         ejected: s.outlier_ejection.is_some(),
         pristine: pristine_after(b, now, horizon),
         calls: s.calls,
+        retry_room: s.retry_room,
     }
 }
 
@@ -1617,10 +1743,11 @@ impl Pair {
 
     /// Records an act on breaker `b` and checks the breaker's own counters.
     fn acted(&mut self, b: usize, learned: Learned) {
-        for &(admitted, v) in &learned.acted.calls {
-            self.model.call(b, admitted, v);
-        }
         let now = self.now();
+        for call in &learned.acted.calls {
+            self.model.call(b, call);
+            self.budget_moves(b, call, now);
+        }
         let max_hint = self.model.conf(b).max_hint();
         let cap = self.model.conf(b).cap();
         let book = &mut self.model.books[b];
@@ -1651,6 +1778,7 @@ impl Pair {
         book.generation = learned.generation;
         book.pristine = Pristine {
             hint: book.hint_until,
+            bucket_full: !matches!(&book.budget, Some(BudgetModel::Tokens { milli, max, .. }) if milli < max),
             ..learned.pristine
         };
         assert_eq!(
@@ -1658,6 +1786,77 @@ impl Pair {
             Some(book.calls),
             "breaker {b}'s own call counters"
         );
+        assert_eq!(
+            learned.retry_room,
+            book.budget.as_ref().map(|m| m.room(now.as_nanos())),
+            "breaker {b}'s retry room"
+        );
+    }
+
+    /// A call's move of breaker `b`'s budget, its retry's answer predicted:
+    /// the breaker's rejections first (learned), then a remembered hint
+    /// that still runs (tracked by the model) and the budget's room (the
+    /// budget's model), both refusing with [`RejectReason::RetryBudget`].
+    fn budget_moves(&mut self, b: usize, call: &CallMade, now: Nanos) {
+        let ramps = self.model.conf(b).ramp.is_some();
+        let book = &mut self.model.books[b];
+        let hint_runs = book.hint_until > now;
+        let overridden = matches!(book.conf, Conf::Override(_));
+        let Some(budget) = book.budget.as_mut() else {
+            return;
+        };
+        let t = now.as_nanos();
+        if call.retry {
+            let room = budget.admits_retry(t);
+            match call.answer {
+                Ok(()) => {
+                    assert!(
+                        room && !hint_runs,
+                        "breaker {b} admitted a retry: room {room}, hint running {hint_runs}, {budget:?}"
+                    );
+                    budget.retry(t);
+                }
+                Err(RejectReason::RetryBudget) => {
+                    assert!(
+                        !room || hint_runs,
+                        "breaker {b} refused a retry for its budget with room: {budget:?}"
+                    );
+                    // CLOSED decides in line, with no permit; another state
+                    // (or a ramp) admits first, then drops the permit.
+                    if call.before != State::Closed {
+                        assert!(
+                            call.admitted_first,
+                            "a {:?} breaker admits a retry first",
+                            call.before
+                        );
+                    } else if !ramps && !call.ramping {
+                        assert!(
+                            !call.admitted_first,
+                            "a CLOSED breaker admitted a refused retry"
+                        );
+                    }
+                    reached(if hint_runs {
+                        "a retry refused by a remembered hint"
+                    } else {
+                        "a retry refused by the budget"
+                    });
+                }
+                Err(_) if !room => reached("a retry refused by the breaker first"),
+                Err(_) => {}
+            }
+            if overridden {
+                reached("a retry through an overridden key's own budget");
+            }
+        } else if call.answer.is_ok() {
+            budget.first_try(t);
+        }
+        if call.answer.is_ok() {
+            match call.verdict {
+                Verdict::Success => budget.success(),
+                Verdict::Failure(_) => budget.failure(),
+                Verdict::Ignored(_) | Verdict::Dropped => {}
+            }
+        }
     }
 
     /// A new handle returned for breaker `b`: the same breaker as every held
@@ -1917,14 +2116,16 @@ impl Pair {
         let mut states = BTreeMap::new();
         r.for_each_snapshot(|k, snap| {
             let i = key_index(k);
-            states.insert(i, (snap.state, snap.calls));
+            states.insert(i, (snap.state, snap.calls, snap.retry_room));
         });
-        let want: BTreeMap<usize, (State, Option<CallCounts>)> = m
+        let t = at(m.now).as_nanos();
+        let room = |b: usize| m.books[b].budget.as_ref().map(|bm| bm.room(t));
+        let want: BTreeMap<usize, (State, Option<CallCounts>, Option<u32>)> = m
             .map
             .iter()
-            .map(|(&k, &b)| (k, (m.books[b].state, Some(m.books[b].calls))))
+            .map(|(&k, &b)| (k, (m.books[b].state, Some(m.books[b].calls), room(b))))
             .collect();
-        assert_eq!(states, want, "each key's state and calls");
+        assert_eq!(states, want, "each key's state, calls and retry room");
         assert_eq!(r.is_empty(), m.map.is_empty());
         for s in State::all() {
             let n = m.map.values().filter(|&&b| m.books[b].state == s).count();
@@ -1972,9 +2173,10 @@ impl Pair {
         self.last_totals = totals;
         for (h, &b) in self.held.iter().zip(&m.held) {
             let book = &m.books[b];
+            let snap = h.snapshot_at(at(m.now));
             assert_eq!(
-                (h.state(), h.snapshot_at(at(m.now)).calls),
-                (book.state, Some(book.calls)),
+                (h.state(), snap.calls, snap.retry_room),
+                (book.state, Some(book.calls), room(b)),
                 "held handle of breaker {b}"
             );
         }
@@ -1993,6 +2195,11 @@ impl Pair {
                 (Some(true), _) if book.pristine.at(now) => reached("a pristine breaker evicted"),
                 (Some(true), _) => reached("a closed breaker forgotten"),
                 _ => {}
+            }
+            if book.left == Some(true)
+                && matches!(&book.budget, Some(BudgetModel::Tokens { milli, max, .. }) if milli < max)
+            {
+                reached("a breaker forgotten with its token bucket below full");
             }
             if book.ejected_in.is_some() {
                 reached("an ejected host left the map");
@@ -2020,6 +2227,7 @@ impl Pair {
                         Some("step") => reached("a breaker kept by its step alone"),
                         Some("window") => reached("a breaker kept by its window alone"),
                         Some("hint") => reached("a breaker kept by its hint alone"),
+                        Some("bucket") => reached("a breaker kept by its token bucket alone"),
                         _ => {}
                     }
                 }
@@ -2109,7 +2317,7 @@ fn config() -> ProptestConfig {
 /// (measured over 30 runs of 64: the fewest cases to reach one of these
 /// was 5). A ramp alone never keeps a breaker: during the ramp the backoff
 /// step does not decay, and a breaker only ramps after a trip.
-const SEAMS: [(&str, Share); 14] = [
+const SEAMS: [(&str, Share); 20] = [
     (
         "an open period past the backoff cap (a hint, an ejection)",
         Share::Some,
@@ -2130,6 +2338,18 @@ const SEAMS: [(&str, Share); 14] = [
     ("an open breaker evicted", Share::Some),
     ("a pristine breaker evicted", Share::Many),
     ("a closed breaker forgotten", Share::Many),
+    ("a retry refused by the budget", Share::Many),
+    ("a retry refused by the breaker first", Share::Some),
+    ("a retry refused by a remembered hint", Share::Some),
+    (
+        "a retry through an overridden key's own budget",
+        Share::Some,
+    ),
+    ("a breaker kept by its token bucket alone", Share::Some),
+    (
+        "a breaker forgotten with its token bucket below full",
+        Share::Some,
+    ),
 ];
 
 /// How many cases reach a seam.

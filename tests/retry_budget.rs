@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use failfast::{
-    Breaker, Builder, ManualClock, Nanos, Outcome, Registry, RejectReason, RetryBudget, State,
+    Breaker, Builder, ManualClock, Nanos, Outcome, Outliers, Registry, RejectReason, RetryBudget,
+    State,
 };
 
 fn breaker(budget: RetryBudget) -> Breaker<ManualClock> {
@@ -458,4 +459,77 @@ fn reject_reason_names() {
     b.try_acquire().unwrap().failure();
     let refused = b.try_retry().unwrap_err();
     assert_eq!(refused.to_string(), "retry refused by the retry budget");
+}
+
+/// A registry forgets only what a fresh breaker would do the same: a
+/// token bucket below full is refilled by successes alone, never by idle
+/// time, so its breaker is not pristine and a sweep past the idle TTL keeps
+/// it (until `forget_after`); forgotten, the host would come back with a
+/// full bucket and its retries allowed again.
+#[test]
+fn a_sweep_keeps_a_drained_token_bucket() {
+    let clock = ManualClock::new();
+    let registry = Registry::<str>::builder(
+        Breaker::builder()
+            .consecutive_failures(100)
+            .retry_budget(RetryBudget::tokens(2, 0.1)),
+    )
+    .shards(1)
+    .idle_ttl(Duration::from_secs(60))
+    .forget_after(Duration::from_secs(3600))
+    .build_with_clock(clock.clone())
+    .unwrap();
+    let drained = registry.handle("drained");
+    drained.try_acquire().unwrap().failure();
+    drained.try_acquire().unwrap().failure();
+    drained.try_acquire().unwrap().success();
+    assert_eq!(drained.snapshot().retry_room, Some(0), "0.1 tokens of 2");
+    drop(drained);
+    let full = registry.handle("full");
+    full.try_acquire().unwrap().success();
+    drop(full);
+
+    clock.advance(Duration::from_secs(61));
+    assert_eq!(
+        registry.sweep(usize::MAX),
+        1,
+        "only the full bucket's breaker goes"
+    );
+    let drained = registry.handle("drained");
+    assert_eq!(drained.snapshot().retry_room, Some(0), "still 0.1 tokens");
+    assert_eq!(
+        drained.try_retry().unwrap_err().reason(),
+        RejectReason::RetryBudget
+    );
+    drop(drained);
+
+    // Past `forget_after` every call it saw is an hour old: forgotten.
+    clock.advance(Duration::from_secs(3601));
+    assert_eq!(registry.sweep(usize::MAX), 1);
+    assert_eq!(registry.handle("drained").snapshot().retry_room, Some(1));
+}
+
+/// A breaker in an outlier pool keeps its token bucket as any other: its
+/// verdicts go to the pool's tally and to the bucket.
+#[test]
+fn a_pooled_breakers_bucket_moves() {
+    let registry = Registry::<str>::builder(
+        Breaker::builder()
+            .consecutive_failures(100)
+            .retry_budget(RetryBudget::tokens(2, 1.0)),
+    )
+    .outliers(Outliers::new())
+    .build()
+    .unwrap();
+    let h = registry.handle("pooled");
+    assert_eq!(h.snapshot().retry_room, Some(1));
+    h.try_acquire().unwrap().failure();
+    assert_eq!(h.snapshot().retry_room, Some(0), "1 token of 2");
+    assert_eq!(
+        h.try_retry().unwrap_err().reason(),
+        RejectReason::RetryBudget
+    );
+    h.try_acquire().unwrap().success();
+    assert_eq!(h.snapshot().retry_room, Some(1), "a success gives one back");
+    assert!(h.try_retry().is_ok());
 }

@@ -5,6 +5,9 @@
 //!
 //! # What is modelled
 //!
+//! The reference model is `budget_model/mod.rs` (shared with
+//! `registry_model.rs`, which runs it for each breaker of a registry).
+//!
 //! * **Tokens** (gRPC): a count of milli-tokens, full at first. A counted
 //!   failure or slow call (of a first try or a retry) takes 1000, not below
 //!   0; a fast success gives `⌊token_ratio × 1000⌋`, not above the maximum;
@@ -30,6 +33,9 @@ use std::time::Duration;
 
 use failfast::{Breaker, ManualClock, Outcome, RejectReason, RetryBudget};
 use proptest::prelude::*;
+
+mod budget_model;
+use budget_model::BudgetModel;
 
 #[derive(Clone, Debug)]
 enum Op {
@@ -69,115 +75,21 @@ fn op() -> impl Strategy<Value = Op> {
 /// The slow-call threshold: a call that takes this long is slow.
 const SLOW_MS: u64 = 200;
 
-#[derive(Debug)]
-enum Model {
-    Tokens {
-        max: u64,
-        ratio: u64,
-        milli: u64,
-    },
-    Ratio {
-        deposit: i64,
-        reserve: i64,
-        half_ms: u64,
-        entries: Vec<(u64, i64)>,
-    },
+/// The verdict's move of the budget (see [`BudgetModel`]).
+fn verdict_moves(model: &mut BudgetModel, verdict: Verdict, slow: bool) {
+    match verdict {
+        Verdict::Success if !slow => model.success(),
+        Verdict::Success | Verdict::Failure => model.failure(),
+        // A permit dropped after the slow-call threshold was
+        // abandoned: a slow call, against the host.
+        Verdict::Dropped if slow => model.failure(),
+        Verdict::Ignored | Verdict::Dropped => {}
+    }
 }
 
-impl Model {
-    fn new(budget: RetryBudget) -> Model {
-        match budget {
-            RetryBudget::Tokens {
-                max_tokens,
-                token_ratio,
-            } => Model::Tokens {
-                max: u64::from(max_tokens) * 1000,
-                ratio: (token_ratio * 1000.0) as u64,
-                milli: u64::from(max_tokens) * 1000,
-            },
-            RetryBudget::Ratio {
-                percent,
-                ttl,
-                min_per_second,
-            } => Model::Ratio {
-                deposit: (percent * 1000.0).round() as i64,
-                reserve: i64::from(min_per_second) * ttl.as_millis() as i64,
-                half_ms: ttl.as_millis() as u64 / 2,
-                entries: Vec::new(),
-            },
-            _ => unreachable!(),
-        }
-    }
-
-    fn balance(&self, now_ms: u64) -> i64 {
-        match self {
-            Model::Tokens { milli, .. } => *milli as i64,
-            Model::Ratio {
-                reserve,
-                half_ms,
-                entries,
-                ..
-            } => {
-                let k = now_ms / half_ms;
-                reserve
-                    + entries
-                        .iter()
-                        .filter(|(t, _)| k.saturating_sub(t / half_ms) <= 1)
-                        .map(|(_, a)| a)
-                        .sum::<i64>()
-            }
-        }
-    }
-
-    fn admits_retry(&self, now_ms: u64) -> bool {
-        match self {
-            Model::Tokens { max, milli, .. } => 2 * milli > *max,
-            Model::Ratio { .. } => self.balance(now_ms) >= 1000,
-        }
-    }
-
-    fn room(&self, now_ms: u64) -> u32 {
-        match self {
-            Model::Tokens { max, milli, .. } => {
-                let mut m = *milli;
-                let mut n = 0;
-                while 2 * m > *max {
-                    m = m.saturating_sub(1000);
-                    n += 1;
-                }
-                n
-            }
-            Model::Ratio { .. } => (self.balance(now_ms).max(0) / 1000) as u32,
-        }
-    }
-
-    fn first_try(&mut self, now_ms: u64) {
-        if let Model::Ratio {
-            deposit, entries, ..
-        } = self
-        {
-            entries.push((now_ms, *deposit));
-        }
-    }
-
-    fn retry(&mut self, now_ms: u64) {
-        if let Model::Ratio { entries, .. } = self {
-            entries.push((now_ms, -1000));
-        }
-    }
-
-    fn verdict(&mut self, verdict: Verdict, slow: bool) {
-        if let Model::Tokens { max, ratio, milli } = self {
-            match verdict {
-                Verdict::Success if !slow => *milli = (*milli + *ratio).min(*max),
-                Verdict::Success | Verdict::Failure => *milli = milli.saturating_sub(1000),
-                // A permit dropped after the slow-call threshold was
-                // abandoned: a slow call, against the host.
-                Verdict::Dropped if slow => *milli = milli.saturating_sub(1000),
-                Verdict::Ignored | Verdict::Dropped => {}
-            }
-        }
-    }
+/// Milliseconds as the model's nanoseconds.
+fn ns(ms: u64) -> u64 {
+    ms * 1_000_000
 }
 
 fn budget() -> impl Strategy<Value = RetryBudget> {
@@ -224,7 +136,7 @@ proptest! {
         if metrics_only {
             breaker.metrics_only();
         }
-        let mut model = Model::new(budget);
+        let mut model = BudgetModel::new(budget);
         let mut now_ms = 0u64;
         let mut refused = 0u64;
         for op in ops {
@@ -235,22 +147,22 @@ proptest! {
                 }
                 Op::First(v, ms) => {
                     let permit = breaker.try_acquire().expect("never rejects");
-                    model.first_try(now_ms);
+                    model.first_try(ns(now_ms));
                     clock.advance(Duration::from_millis(ms));
                     now_ms += ms;
                     record(permit, v, &clock);
-                    model.verdict(v, ms >= SLOW_MS);
+                    verdict_moves(&mut model, v, ms >= SLOW_MS);
                 }
                 Op::Retry(v, ms) => {
-                    let expected = model.admits_retry(now_ms);
+                    let expected = model.admits_retry(ns(now_ms));
                     match breaker.try_retry() {
                         Ok(permit) => {
                             prop_assert!(expected, "admitted at {now_ms} ms: {model:?}");
-                            model.retry(now_ms);
+                            model.retry(ns(now_ms));
                             clock.advance(Duration::from_millis(ms));
                             now_ms += ms;
                             record(permit, v, &clock);
-                            model.verdict(v, ms >= SLOW_MS);
+                            verdict_moves(&mut model, v, ms >= SLOW_MS);
                         }
                         Err(rejected) => {
                             prop_assert!(!expected, "refused at {now_ms} ms: {model:?}");
@@ -261,7 +173,7 @@ proptest! {
                 }
             }
             let snapshot = breaker.snapshot();
-            prop_assert_eq!(snapshot.retry_room, Some(model.room(now_ms)), "at {} ms", now_ms);
+            prop_assert_eq!(snapshot.retry_room, Some(model.room(ns(now_ms))), "at {} ms", now_ms);
             prop_assert_eq!(snapshot.calls.unwrap().retries_refused, refused);
         }
     }

@@ -102,7 +102,9 @@
 //!     its longer open periods rather than being forgotten between flaps.
 //!     Likewise a host that said "not for 2 minutes" with a verdict that
 //!     did not trip is kept until those minutes have passed, so that its
-//!     next trip still opens for them;
+//!     next trip still opens for them; and a host whose token retry budget
+//!     is below full (only successes refill it) is kept, so that its
+//!     retries stay refused until it recovers or `forget_after` passes;
 //!   * CLOSED and idle longer than [`forget_after`](RegistryBuilder::forget_after)
 //!     (default 1 h): every call its window holds started at least that long
 //!     ago (a call is admitted through a lookup or a held handle, and both
