@@ -491,9 +491,17 @@ impl<C: Clock> Breaker<C> {
 
     /// A first try's deposit in the ratio budget, its admission's only
     /// count (out of line: see [`count_admission`](Self::count_admission)).
+    /// With no counters and no pool the budget's slots are the storage's
+    /// last ([`Layout::new`]): found from its length, with one check and no
+    /// read of `retry_at`.
     #[inline(never)]
     fn deposit_only(&self, start: Nanos) {
-        self.deposit(start);
+        let Some(slots) = self.storage.slots() else {
+            return;
+        };
+        if let Some(last) = slots.body().last_chunk::<{ retry::ratio::SLOTS }>() {
+            retry::ratio::Window::new(last).deposit(&self.shared.ratio, start);
+        }
     }
 
     /// An admission's counts but the deposit: the call counters', the

@@ -214,6 +214,22 @@ mod tests {
             );
         }
     }
+
+    /// A first try with a ratio budget and neither counters nor a pool
+    /// finds the budget's slots as the storage's last (`deposit_only`).
+    #[test]
+    fn without_counters_or_a_pool_the_ratio_budget_is_last() {
+        let ratio = crate::retry::ratio::Ratio::new(200, core::time::Duration::from_secs(10), 10);
+        let count = WindowKind::Count { size: 40 };
+        for shape in [Shape::None, Shape::of(count)] {
+            for hints in [false, true] {
+                let layout = Layout::new(false, shape, hints, false, Some(Rules::Ratio(ratio)));
+                let at = Storage::retry_at(shape, hints, false);
+                assert_eq!(layout.initial.len(), at + crate::retry::ratio::SLOTS);
+                assert_eq!(layout.initial[at..], [ratio.initial(0), ratio.initial(1)]);
+            }
+        }
+    }
 }
 
 impl fmt::Debug for Storage {
