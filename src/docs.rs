@@ -800,11 +800,13 @@
 //! and a host that was failing does not come back with its retries allowed.
 //! A ratio budget's sums expire with its own TTL (60 s at most).
 //!
-//! **Cost.** Off: no slot, and no instruction on any measured path — the
-//! budget's flags join masks the paths already test, the deposit waits
-//! behind the call counters' own test and the bucket in the outlier pool's
-//! `else` (with call counters on, an admission and a verdict test one more
-//! flag; a pooled breaker's verdict tests the bucket's flag). A ratio budget takes two slots of the breaker's storage (16
+//! **Cost.** Off: no slot, and no instruction on the breaker's own paths —
+//! the budget's flags join masks the paths already test, the deposit waits
+//! behind the call counters' own test and the bucket behind the outlier
+//! pool's. With call counters on, an admission and a verdict test one more
+//! flag; a pooled breaker's verdict tests the bucket's flag (`ff_pool_slow`
+//! 139 against 138 before budgets existed). A ratio budget takes two slots
+//! of the breaker's storage (16
 //! bytes: when the current half ends, and the two sums packed in one word),
 //! and its first tries read the clock at admission (so a permit dropped
 //! without a verdict is judged by its age, as in an outlier pool); a
