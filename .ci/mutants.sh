@@ -64,9 +64,10 @@ GROUPS_TABLE=(
   "outlier|^src/(outlier/|config/outliers\.rs$)|lib outliers outlier_evidence outlier_model outlier_memory s12_observability metrics_totals config_file"
   "share|^src/share/|lib share_replica share_spread share_store_faults share_convergence replica_model remote_reports metrics_totals alloc"
   "redis|^src/redis/|lib redis_store_rules redis_sync redis_faults redis_cluster"
-  "http|^src/(http/|authority\.rs$|fault\.rs$)|lib tower_eos faults hints key_normalisation stream_progress fallback_layer example_tonic reqwest_middleware client_uploads"
-  "tower|^src/tower/|lib tower_layers tower_eos faults unanswered stream_progress hostile_clients eject_ramp hints fallback_layer hook_every_cause call_metrics trace_calls alloc_keyed downstream_time client_uploads"
-  "reqwest|^src/reqwest\.rs$|reqwest_middleware reqwest_chain client_uploads"
+  "http|^src/(http/|authority\.rs$|fault\.rs$)|lib tower_eos faults hints key_normalisation stream_progress fallback_layer example_tonic reqwest_middleware client_uploads retry_tower retry_reqwest"
+  "tower|^src/tower/|lib tower_layers tower_eos faults unanswered stream_progress hostile_clients eject_ramp hints fallback_layer hook_every_cause call_metrics trace_calls alloc_keyed downstream_time client_uploads retry_tower"
+  "reqwest|^src/reqwest[./]|reqwest_middleware reqwest_chain client_uploads retry_reqwest"
+  "retry|^src/(config/)?retry[./]|lib retry_budget retry_model retry_config registry_model"
   "export|^src/export/|lib metrics_totals call_metrics trace_calls hook_every_cause s12_observability otel_export"
   "config|^src/config/|lib config_file config_errors"
   "hint|^src/hint\.rs$|lib hints recovery model registry_model"
@@ -78,10 +79,6 @@ GROUPS_TABLE=(
 HELD_RE='^src/((state|machine|policy|ramp|storage|ticket|breaker|permit|builder|remote)\.rs|window/|registry/|outlier/(tally|sums|figures|pool|config|evidence|mark)\.rs)'
 
 VERSION=27.1.0
-if ! cargo mutants --version 2>/dev/null | grep -qx "cargo-mutants $VERSION"; then
-  echo "installing cargo-mutants $VERSION"
-  cargo install cargo-mutants --locked --version "$VERSION"
-fi
 
 export CARGO_TERM_COLOR=never
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
@@ -95,7 +92,8 @@ export CARGO_MUTANTS_MINIMUM_TEST_TIMEOUT="${CARGO_MUTANTS_MINIMUM_TEST_TIMEOUT:
 export PROPTEST_RNG_SEED="${PROPTEST_RNG_SEED:-20261130}"
 
 group_name() { printf '%s' "${1%%|*}"; }
-group_re() { local r="${1#*|}"; printf '%s' "${r%%|*}"; }
+# The regex is everything between the first and the last `|` (it may hold `|` itself).
+group_re() { local r="${1#*|}"; printf '%s' "${r%|*}"; }
 group_tests() { printf '%s' "${1##*|}"; }
 
 # The group a file belongs to (first match), or nothing.
@@ -117,6 +115,24 @@ wanted=()
 while [ $# -gt 0 ] && [ "$1" != -- ]; do wanted+=("$1"); shift; done
 [ "${1:-}" = -- ] && shift
 extra=("$@")
+
+if [ "$mode" = diff ]; then
+  if ! git rev-parse --verify --quiet "$base^{commit}" >/dev/null; then
+    echo "mutants: no commit $base to diff against; nothing to do"
+    exit 0
+  fi
+  if git diff --quiet "$base" -- src/; then
+    echo "mutants: src/ unchanged since $base; nothing to mutate"
+    exit 0
+  fi
+fi
+
+# Installed only when there is something to mutate (the install costs
+# ~2.5 min of a clean CI run).
+if ! cargo mutants --version 2>/dev/null | grep -qx "cargo-mutants $VERSION"; then
+  echo "installing cargo-mutants $VERSION"
+  cargo install cargo-mutants --locked --version "$VERSION"
+fi
 
 # The files cargo-mutants would mutate (examine_globs less exclude_globs),
 # listed once.
@@ -140,17 +156,6 @@ case "$mode" in
     exit 1
     ;;
 esac
-
-if [ "$mode" = diff ]; then
-  if ! git rev-parse --verify --quiet "$base^{commit}" >/dev/null; then
-    echo "mutants: no commit $base to diff against; nothing to do"
-    exit 0
-  fi
-  if git diff --quiet "$base" -- src/; then
-    echo "mutants: src/ unchanged since $base; nothing to mutate"
-    exit 0
-  fi
-fi
 
 # Which groups run: those named, else all (full) or those with a changed
 # mutated file (diff).
