@@ -837,6 +837,18 @@ impl<C: Clock> Breaker<C> {
         self.retry_slow(s, now)
     }
 
+    /// A retry's ticket at `now`: through the budget when the breaker has
+    /// one ([`retry_ticket`](Self::retry_ticket)), else as any call's
+    /// ([`ticket_at`](Self::ticket_at)).
+    #[inline]
+    pub(crate) fn retry_or_call_ticket(&self, now: Nanos) -> Result<Ticket, Rejected> {
+        if self.has_retry_budget() {
+            self.retry_ticket(now)
+        } else {
+            self.ticket_at(now)
+        }
+    }
+
     /// [`retry_ticket`](Self::retry_ticket) past its common case: a
     /// refusal in CLOSED, a remembered hint, any other state. Outside
     /// CLOSED the breaker's admission comes first (it may start a probe

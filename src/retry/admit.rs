@@ -138,10 +138,7 @@ impl<C: Clock, B: Deref<Target = Breaker<C>>> OwnedPermit<C, B> {
     /// As [`Breaker::try_retry_at`].
     #[inline]
     pub fn acquire_retry_at(breaker: B, now: Nanos) -> Result<OwnedPermit<C, B>, Rejected> {
-        if !breaker.has_retry_budget() {
-            return OwnedPermit::acquire_at(breaker, now);
-        }
-        let ticket = breaker.retry_ticket(now)?;
+        let ticket = breaker.retry_or_call_ticket(now)?;
         Ok(OwnedPermit::new(breaker, ticket))
     }
 }

@@ -150,10 +150,7 @@ pub(crate) fn admit<K, C: Clock>(
     now: Nanos,
     naming: &Naming<K, C>,
 ) -> Result<LayerPermit<K, C>, Rejected> {
-    match owner.ticket_at(now) {
-        Ok(ticket) => Ok(OwnedPermit::new(owner, ticket)),
-        Err(rejected) => Err(naming.name(owner, rejected)),
-    }
+    admit_attempt(owner, now, naming, false)
 }
 
 /// [`admit`] for a request that may be a retry
@@ -182,17 +179,13 @@ pub(crate) fn admit_attempt<K, C: Clock>(
     }
 }
 
-/// A retry's ticket: through the budget when the breaker has one, else as
-/// any call's.
+/// A retry's ticket ([`Breaker::retry_or_call_ticket`]), out of line: an
+/// ordinary request's admission pays only the test that chose it.
 #[cold]
 #[inline(never)]
 fn retry_ticket<C: Clock>(
     breaker: &Breaker<C>,
     now: Nanos,
 ) -> Result<crate::ticket::Ticket, Rejected> {
-    if breaker.config().retry.is_none() {
-        breaker.ticket_at(now)
-    } else {
-        breaker.retry_ticket(now)
-    }
+    breaker.retry_or_call_ticket(now)
 }
