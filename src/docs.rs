@@ -692,7 +692,7 @@
 //!   *and* the rule's usual test in the deciding interval. Ville's
 //!   inequality bounds a healthy host's false ejections by α per interval,
 //!   whatever its volume or its pool's size; the trade-off harness
-//!   (`examples/outlier_tradeoff.rs`, its table in `benches/README.md`)
+//!   (`examples/outlier_tradeoff.rs`, its table in `benches/outlier_tradeoff.md`)
 //!   measured it against Envoy's rule over 48 pools. `Outliers::envoy()`
 //!   asks for no evidence: Envoy's rule exactly.
 //! - **Envoy's ejection time**, by default for pools: `base × n` capped at

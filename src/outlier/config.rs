@@ -35,7 +35,7 @@ use crate::error::ConfigError;
 /// its recent intervals, be more than its pool's rate explains at the
 /// significance (see [`significance`](Self::significance)). The harness
 /// `examples/outlier_tradeoff.rs` measures both over pool sizes, volumes and
-/// rates (its table is in `benches/README.md`). [`Outliers::envoy`] is
+/// rates (its table is in `benches/outlier_tradeoff.md`). [`Outliers::envoy`] is
 /// Envoy's rule exactly.
 ///
 /// ```
@@ -156,7 +156,7 @@ impl Outliers {
     /// 1 interval at 10,000 calls an interval, 4 at 1,000 and about 30 at
     /// 100, where one interval holds half a failure (medians of
     /// `examples/outlier_tradeoff.rs`, which found no healthy host ejected
-    /// in 48 pools; its table is in `benches/README.md`).
+    /// in 48 pools; its table is in `benches/outlier_tradeoff.md`).
     ///
     /// ```
     /// use failfast::Outliers;

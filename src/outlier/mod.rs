@@ -29,7 +29,7 @@
 //! 10 failures instead of 5 cross it (`examples/outlier_tradeoff.rs`
 //! measures it: about 9,000 false ejections per 1,000 host-hours there, as
 //! many as the cap and the ejection time allow, against none for the
-//! default; its table is in `benches/README.md`). By
+//! default; its table is in `benches/outlier_tradeoff.md`). By
 //! default every rule also asks for evidence (the `evidence` module): a CUSUM of the
 //! host's log-likelihood ratios, failing twice as often as its pool against
 //! as often, given its calls and the pool's (the conditional test of two
