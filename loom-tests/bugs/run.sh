@@ -180,9 +180,10 @@ if [ -n "$changed_rev" ]; then
       considered=$((considered + 1))
       if touched "$n"; then kept+=("$n"); else echo "skip $n: none of its files changed"; fi
     done
-    note=""
+    what="bugs" note=""
+    if [ "$mode" = cheap ]; then what="bugs with a loom catcher"; fi
     if [ $uncaught -gt 0 ]; then note=" ($uncaught more have no $mode catcher: --all)"; fi
-    echo "--changed $changed_rev: running ${#kept[@]} of $considered bugs with a $mode catcher," \
+    echo "--changed $changed_rev: running ${#kept[@]} of $considered $what," \
       "$((considered - ${#kept[@]})) skipped$note"
     if [ ${#kept[@]} -eq 0 ]; then
       echo "bugs: OK, nothing to run (no bug's files changed since $changed_rev)"
