@@ -124,7 +124,7 @@ bug_files() {
       # A test in src/: the files of each module on its path (machine::tests::x:
       # src/machine.rs, src/machine/mod.rs, src/machine/tests.rs, ...), and
       # their proptest regressions.
-      p= mod="${test%::*}"
+      p='' mod="${test%::*}"
       for seg in ${mod//::/ }; do
         p="${p:+$p/}$seg"
         printf '%s\n' "src/$p.rs" "src/$p/mod.rs" "proptest-regressions/$p.txt"
