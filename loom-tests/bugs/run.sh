@@ -14,10 +14,26 @@
 # builds, and runs every named test, which must FAIL. Before that it runs the
 # same tests on the unpatched copy, where they must PASS.
 #
-#   loom-tests/bugs/run.sh [--cheap | --all] [NAME...]
+#   loom-tests/bugs/run.sh [--cheap | --all] [--changed REV] [NAME...]
 #
-#   --cheap   (default) only the loom catchers: what .ci/run runs
+#   --cheap   (default) only the loom catchers
 #   --all     the loom and the suite catchers
+#   --changed REV
+#             only the selected bugs one of whose files differs between REV
+#             and the working tree (`git diff --name-only REV`, and untracked
+#             files): the files its patch touches, its `.patch` file, its
+#             catchers' sources (`loom BIN`: loom-tests/tests/BIN.rs and
+#             loom-tests/src/; `suite BIN`: tests/BIN.rs, its
+#             .proptest-regressions, tests/BIN/ and the modules it declares
+#             (tests/common/, ...); `lib`: the files of the test's module
+#             path in src/), this script, Cargo.toml, Cargo.lock,
+#             loom-tests/Cargo.toml, and for a loom catcher src/sync.rs (the
+#             loom shim). Each other bug is named as skipped. A REV that does
+#             not resolve (a shallow clone) selects every bug. What .ci/run
+#             runs, with HEAD~1: the last commit, or for a merge its whole
+#             branch (the diff against its first parent), as .ci/mutants.sh.
+#             A change elsewhere can still stop a catcher from catching:
+#             run the whole catalogue by hand (or nightly) without it.
 #   NAME      a patch name without `.patch` (default: every patch)
 #
 # Scratch: $FAILFAST_BUGS_DIR (default target/bugs in this checkout): `tree/`
@@ -45,18 +61,27 @@ bugs="$root/loom-tests/bugs"
 
 mode=cheap
 names=()
-for a in "$@"; do
-  case "$a" in
+changed_rev=
+while [ $# -gt 0 ]; do
+  case "$1" in
     --cheap) mode=cheap ;;
     --all) mode=all ;;
-    -h | --help) sed -n '2,40p' "$0"; exit 0 ;;
-    -*) echo "unknown option $a" >&2; exit 1 ;;
-    *) names+=("${a%.patch}") ;;
+    --changed)
+      if [ $# -lt 2 ]; then echo "--changed needs a revision (say HEAD~1)" >&2; exit 1; fi
+      changed_rev="$2"; shift ;;
+    --changed=*) changed_rev="${1#--changed=}" ;;
+    -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 0 ;;
+    -*) echo "unknown option $1" >&2; exit 1 ;;
+    *) names+=("${1%.patch}") ;;
   esac
+  shift
 done
 if [ ${#names[@]} -eq 0 ]; then
   for p in "$bugs"/*.patch; do names+=("$(basename "$p" .patch)"); done
 fi
+for n in "${names[@]}"; do
+  if [ ! -f "$bugs/$n.patch" ]; then echo "no such bug: $n" >&2; exit 1; fi
+done
 
 scratch="${FAILFAST_BUGS_DIR:-$root/target/bugs}"
 mkdir -p "$scratch"
@@ -81,6 +106,92 @@ catchers() {
   sed -n 's/^# caught-by: *\(loom\|suite\) \+\([^ ]\+\) \+\([^ ]\+\) *$/\1 \2 \3/p' "$bugs/$1.patch" |
     { if [ "$mode" = cheap ]; then grep '^loom ' || true; else cat; fi; }
 }
+
+# The files bug $1 depends on in this mode, one per line, relative to the
+# checkout's root; one ending in `/` stands for everything under it. A path
+# may name a file that does not exist (both `X.rs` and `X/mod.rs`).
+bug_files() {
+  local n="$1" kind bin test p seg mod loom=0
+  printf '%s\n' "loom-tests/bugs/$n.patch" loom-tests/bugs/run.sh \
+    Cargo.toml Cargo.lock loom-tests/Cargo.toml
+  # What the patch touches: its `--- a/` and `+++ b/` paths (a created or
+  # deleted file has /dev/null on one side).
+  sed -n 's#^\(---\|+++\) [ab]/\([^\t]*\).*#\2#p' "$bugs/$n.patch"
+  while read -r kind bin test; do
+    [ -n "$kind" ] || continue
+    if [ "$kind" = loom ]; then loom=1; fi
+    if [ "$bin" = lib ]; then
+      # A test in src/: the files of each module on its path (machine::tests::x:
+      # src/machine.rs, src/machine/mod.rs, src/machine/tests.rs, ...), and
+      # their proptest regressions.
+      p='' mod="${test%::*}"
+      for seg in ${mod//::/ }; do
+        p="${p:+$p/}$seg"
+        printf '%s\n' "src/$p.rs" "src/$p/mod.rs" "proptest-regressions/$p.txt"
+      done
+    elif [ "$kind" = loom ]; then
+      printf '%s\n' "loom-tests/tests/$bin.rs" loom-tests/src/
+    else
+      printf '%s\n' "tests/$bin.rs" "tests/$bin.proptest-regressions" "tests/$bin/"
+      if [ -f "$root/tests/$bin.rs" ]; then
+        # The modules it declares (`mod common;`: tests/common/ or
+        # tests/common.rs) and those it includes by path (`#[path = "..."]`).
+        sed -n 's/^ *\(pub \)\?mod \([a-z0-9_]\+\);.*/\2/p' "$root/tests/$bin.rs" |
+          while read -r p; do printf '%s\n' "tests/$p/" "tests/$p.rs"; done
+        sed -n 's/^ *#\[path *= *"\([^"]*\)"\].*/\1/p' "$root/tests/$bin.rs" |
+          while read -r p; do realpath -m --relative-to="$root" "$root/tests/$p"; done
+      fi
+    fi
+  done < <(catchers "$n")
+  if [ $loom = 1 ]; then echo src/sync.rs; fi
+}
+
+# Whether any of bug $1's files (bug_files) is in $changed (one path a line).
+touched() {
+  local f c
+  while read -r f; do
+    if [[ "$f" == */ ]]; then
+      while read -r c; do
+        if [[ "$c" == "$f"* ]]; then return 0; fi
+      done <<<"$changed"
+    elif [ -n "${changed_set[$f]:-}" ]; then
+      return 0
+    fi
+  done < <(bug_files "$1")
+  return 1
+}
+
+# --changed REV: keep the selected bugs that have a catcher in this mode and
+# one of whose files changed since REV.
+if [ -n "$changed_rev" ]; then
+  if ! git -C "$root" rev-parse --verify --quiet "$changed_rev^{commit}" >/dev/null; then
+    echo "--changed: no commit $changed_rev here (a shallow clone?): every selected bug runs"
+  else
+    # --no-renames: a renamed file is listed under its old name and its new.
+    changed="$(
+      git -C "$root" diff --no-renames --name-only "$changed_rev" --
+      git -C "$root" ls-files --others --exclude-standard
+    )"
+    declare -A changed_set=()
+    while read -r f; do [ -z "$f" ] || changed_set[$f]=1; done <<<"$changed"
+    kept=() considered=0 uncaught=0
+    for n in "${names[@]}"; do
+      if [ -z "$(catchers "$n")" ]; then uncaught=$((uncaught + 1)); continue; fi
+      considered=$((considered + 1))
+      if touched "$n"; then kept+=("$n"); else echo "skip $n: none of its files changed"; fi
+    done
+    what="bugs" note=""
+    if [ "$mode" = cheap ]; then what="bugs with a loom catcher"; fi
+    if [ $uncaught -gt 0 ]; then note=" ($uncaught more have no $mode catcher: --all)"; fi
+    echo "--changed $changed_rev: running ${#kept[@]} of $considered $what," \
+      "$((considered - ${#kept[@]})) skipped$note"
+    if [ ${#kept[@]} -eq 0 ]; then
+      echo "bugs: OK, nothing to run (no bug's files changed since $changed_rev)"
+      exit 0
+    fi
+    names=("${kept[@]}")
+  fi
+fi
 
 # A fresh copy of the working tree. Every file is touched so that cargo
 # rebuilds the crates whose sources a previous patch changed (a copy keeps
@@ -194,7 +305,6 @@ row() { rows+=("$(printf '%-30s %-6s %-70s %-9s %6s' "$@")"); }
 # 1. Every catcher passes on the unpatched tree.
 all=""
 for n in "${names[@]}"; do
-  if [ ! -f "$bugs/$n.patch" ]; then echo "no such bug: $n" >&2; exit 1; fi
   all+="$(catchers "$n")"$'\n'
 done
 all="$(sort -u <<<"$all" | sed '/^$/d')"
