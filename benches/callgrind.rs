@@ -21,7 +21,7 @@ use adapters::{
     ff_time_slow, trip, with_peer, work, Failfast, Guard, WithGuard, PEERS,
 };
 
-const VARIANTS: [&str; 18] = [
+const VARIANTS: [&str; 20] = [
     "ff_consecutive_at",
     "ff_count",
     "ff_count_at",
@@ -37,6 +37,8 @@ const VARIANTS: [&str; 18] = [
     "ff_pool_slow",
     "ff_budget",
     "ff_budget_at",
+    "ff_budget_tokens",
+    "ff_budget_tokens_at",
     "ff_retry",
     "ff_retry_at",
     "ff_retry_tokens",
@@ -264,6 +266,10 @@ fn variant(name: &str, open: bool, n: u64) -> u64 {
         "ff_budget" => permits(&ff_budget(RetryBudget::finagle()), n, false, 0),
         // `ff_count_at`'s breaker with Finagle's budget, the time passed in.
         "ff_budget_at" => permits(&ff_count_budget(), n, true, 0),
+        // The same first tries with gRPC's token budget (a full bucket: a
+        // success has nothing to give it).
+        "ff_budget_tokens" => permits(&ff_budget(RetryBudget::grpc()), n, false, 0),
+        "ff_budget_tokens_at" => permits(&ff_count_budget_with(RetryBudget::grpc()), n, true, 0),
         // Retries admitted with room, and their successes: `ff_budget`'s
         // breaker with a reserve of 600 000 retries (10 000/s over 60 s),
         // so N ≤ 600 000 (the row checks that every call ran).

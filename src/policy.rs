@@ -169,6 +169,13 @@ impl Flags {
         self.bits & (Self::COUNTS_CALLS | Self::RATIO_BUDGET) != 0
     }
 
+    /// Call counters or a token retry budget: one test on the general
+    /// verdict path, where a breaker with neither had the counters' test.
+    #[inline(always)]
+    pub(crate) const fn counts_or_tokens(self) -> bool {
+        self.bits & (Self::COUNTS_CALLS | Self::TOKEN_BUDGET) != 0
+    }
+
     /// Call counters or an outlier pool.
     #[inline(always)]
     pub(crate) const fn counts_or_pools(self) -> bool {
