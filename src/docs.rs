@@ -800,22 +800,25 @@
 //! and a host that was failing does not come back with its retries allowed.
 //! A ratio budget's sums expire with its own TTL (60 s at most).
 //!
-//! **Cost.** Off: no slot, and no instruction on the breaker's own paths —
+//! **Cost.** Off: no slot, and no instruction on the breaker's own paths:
 //! the budget's flags join masks the paths already test, the deposit waits
-//! behind the call counters' own test and the bucket behind the outlier
-//! pool's. With call counters on, an admission and a verdict test one more
-//! flag; a pooled breaker's verdict tests the bucket's flag (`ff_pool_slow`
-//! 139 against 138 before budgets existed). A ratio budget takes two slots
-//! of the breaker's storage (16
-//! bytes: when the current half ends, and the two sums packed in one word),
-//! and its first tries read the clock at admission (so a permit dropped
-//! without a verdict is judged by its age, as in an outlier pool); a
-//! deposit is one compare of now with the half's end (no division, no
-//! multiplication), one `fetch_add` and a carry test, out of line; a retry
-//! is one CAS, in line. A token budget takes one slot (8 bytes); its
-//! verdicts take the general path, where a success on a full bucket is one
-//! load. With call counters, one more slot counts the refused retries. The
-//! numbers are callgrind's `ff_budget`, `ff_retry` and their `_at` twins
+//! behind the call counters' own test and the bucket behind it on a
+//! verdict, so every row of `benches/README.md` without a budget is what it
+//! was before budgets existed. With call counters on, an admission and a
+//! verdict test one more flag each. A ratio budget takes two slots of the
+//! breaker's storage (16 bytes: when the current half ends, and the two
+//! sums packed in one word), and its first tries read the clock at
+//! admission (so a permit dropped without a verdict is judged by its age,
+//! as in an outlier pool); a deposit is one compare of now with the half's
+//! end (no division, no multiplication), one `fetch_add` and a carry test,
+//! in line: about 20 instructions over the same breaker without a budget.
+//! A retry is one CAS, in line. A token budget takes one slot (8 bytes);
+//! its verdicts take the general path, where a success on a full bucket is
+//! one load and a compare behind a call: about 30 instructions over a
+//! breaker whose successes take the general path anyway, about 50 over a
+//! count window's own success path. With call counters, one more slot
+//! counts the refused retries. The numbers are callgrind's `ff_budget`,
+//! `ff_budget_tokens`, `ff_retry` and their `_at` twins
 //! (`benches/README.md`). The races (withdrawals for the last retry, the
 //! move to a new half racing a deposit or a withdrawal, verdicts on the
 //! bucket) are loom models in `loom-tests/tests/retry_budget.rs`; the
@@ -842,7 +845,7 @@
 //! | tower layers: rejection | none | the `BoxError` (and with `name_rejections`, the name's `Arc`) | none | — |
 //! | pooled host (outliers): a verdict | none | none | none: the tally is the host's own line (one `fetch_add`) | callgrind `ff_pool_count`, `ff_pool_slow` |
 //! | retry budget (ratio): a first try / a retry | none | none | the host's sums word: one `fetch_add` / one CAS (and, once per half of the TTL, a CAS on its end) | callgrind `ff_budget`, `ff_retry`; loom `retry_budget` |
-//! | retry budget (tokens): a verdict | none | none | the host's bucket: one CAS when it moves (none for a success on a full bucket) | callgrind `ff_retry_tokens`; loom `retry_budget` |
+//! | retry budget (tokens): a verdict | none | none | the host's bucket: one CAS when it moves (none for a success on a full bucket) | callgrind `ff_budget_tokens`, `ff_retry_tokens`; loom `retry_budget` |
 //! | pooled host: its first verdict of an interval | none | none | the pool's stripe words (two CASes); once per interval and pool, 32 CASes to seal | `src/outlier` loom models; bench `outliers` |
 //!
 //! Two costs are left to remove. The reference count is the one shared
