@@ -264,7 +264,7 @@ mod tests {
     use crate::Breaker;
 
     fn rejected() -> BoxError {
-        let breaker = Breaker::builder().build().unwrap();
+        let breaker = Breaker::builder().consecutive_failures(1).build().unwrap();
         breaker.force_open();
         Box::new(breaker.try_acquire().unwrap_err())
     }
