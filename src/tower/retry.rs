@@ -44,20 +44,21 @@ use crate::outcome::Outcome;
 ///   not sent, and nothing more is. The caller gets the answer of the
 ///   attempt before it — the 503, the connection error — as it would have
 ///   without retries ([`WhenRefused::LastAnswer`], the default; the breaker
-///   still counts the refusal). The policy keeps that answer, unread,
-///   while it waits and the retry is admitted, and drops it once the
-///   retry's outcome is known. With
+///   still counts the refusal). So the policy holds that failed answer,
+///   unread (a response's body, and its connection, with it), through the
+///   backoff and until the retry's outcome is known, then drops it. With
 ///   [`WhenRefused::Rejection`](crate::http::WhenRefused::Rejection) the
 ///   caller gets the [`Rejected`] itself (for the budget,
-///   [`RejectReason::RetryBudget`](crate::RejectReason::RetryBudget)). A
-///   first try's `Rejected` is returned either way.
-/// * **Response bodies** must be `Send + 'static` (every body a hyper or
-///   reqwest client returns is), so that the kept answer can wait in the
-///   policy, which is not generic over the body.
+///   [`RejectReason::RetryBudget`](crate::RejectReason::RetryBudget)), and
+///   the failed answer is dropped before the wait. A first try's
+///   `Rejected` is returned either way.
 /// * **Bodies.** A request is kept for a retry by cloning it, so its body
 ///   must be `Clone` (`String`, `Bytes`, `http_body_util::Full`): a
 ///   streamed body cannot be sent twice. A request that may not be retried
-///   (a `POST`, or `max_attempts` 1) is not cloned at all.
+///   (a `POST`, or `max_attempts` 1) is not cloned at all. A response's
+///   body must be `Send + 'static` (every body a hyper client returns is),
+///   so that the failed answer can wait in the policy, which is not
+///   generic over the body.
 ///
 /// Only the keyed layer reads the mark: a [`FailFastLayer`](super::FailFastLayer)
 /// under the policy admits every attempt as a first try.
