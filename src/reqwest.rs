@@ -52,10 +52,11 @@
 //!   sends a failed idempotent request again, marked with a
 //!   [`RetryAttempt`](crate::http::RetryAttempt): this middleware admits a
 //!   marked request through the host's retry budget
-//!   ([`Breaker::try_retry`](crate::Breaker::try_retry)), and a refusal
-//!   ([`RejectReason::RetryBudget`](crate::RejectReason::RetryBudget)) ends
-//!   the call unsent. An unmarked request is a first try and pays into the
-//!   budget. An empty set of extensions (every request a client sends
+//!   ([`Breaker::try_retry`](crate::Breaker::try_retry)); a refused retry
+//!   is not sent, and the call ends with the answer of the attempt before
+//!   it (or, with [`WhenRefused::Rejection`](crate::http::WhenRefused::Rejection),
+//!   the [`Rejected`](crate::Rejected)). An unmarked request is a first try
+//!   and pays into the budget. An empty set of extensions (every request a client sends
 //!   without a retry middleware) costs one test.
 //!
 //! ```no_run

@@ -2,8 +2,9 @@
 //! `reqwest`), against a real HTTP server on loopback (hyper), on tokio's
 //! paused clock, which the breakers read too: each retry goes through its
 //! host's retry budget, first tries pay into it, an empty budget stops
-//! retries with `RejectReason::RetryBudget` (nothing sent), hints are
-//! waited for, and only idempotent requests, failures and at most
+//! retries (nothing sent; the caller gets the answer before the refused
+//! retry, or with `WhenRefused::Rejection` the `RejectReason::RetryBudget`),
+//! hints are waited for, and only idempotent requests, failures and at most
 //! `max_attempts` attempts are retried. Without a breaker after it, the
 //! middleware does not retry at all.
 
@@ -14,7 +15,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use failfast::http::Retries;
+use failfast::http::{Retries, WhenRefused};
 use failfast::registry::HostKey;
 use failfast::reqwest::{BreakerMiddleware, RetryMiddleware};
 use failfast::{
@@ -141,6 +142,23 @@ fn rejection(err: &reqwest_middleware::Error) -> RejectReason {
     }
 }
 
+/// The host's call counters.
+fn counts(registry: &Hosts, up: &Upstream) -> failfast::CallCounts {
+    registry
+        .handle_from(&up.addr.to_string())
+        .snapshot()
+        .calls
+        .expect("count_calls(true)")
+}
+
+/// The old rule: a refused retry returns the refusal.
+fn rejection_rules() -> Retries {
+    Retries::builder()
+        .when_refused(WhenRefused::Rejection)
+        .build()
+        .unwrap()
+}
+
 #[tokio::test(start_paused = true)]
 async fn failures_are_retried_up_to_three_attempts() {
     let up = Upstream::start(200).await;
@@ -169,10 +187,12 @@ async fn first_tries_pay_in_and_an_empty_budget_stops_retries_unsent() {
     let registry = hosts(lenient(Some(budget)));
     let c = client(&registry, Retries::default());
 
+    // The retry is refused, unsent, and the caller gets the 503 it would
+    // have got without retries.
     up.queue(&[(503, None)]);
-    let err = get(&c, &up).await.unwrap_err();
-    assert_eq!(rejection(&err), RejectReason::RetryBudget);
+    assert_eq!(get(&c, &up).await.unwrap(), 503);
     assert_eq!(up.requests(), 1, "the refused retry was not sent");
+    assert_eq!(counts(&registry, &up).retries_refused, 1, "counted");
 
     // Three more first tries: 2 retries paid in (4 × 0.5), and the failing
     // request's own first try half of one more.
@@ -183,11 +203,38 @@ async fn first_tries_pay_in_and_an_empty_budget_stops_retries_unsent() {
     assert_eq!(get(&c, &up).await.unwrap(), 503);
     assert_eq!(up.requests(), 4 + 3);
     // Half a retry left, half more from this first try: one retry, then
-    // the budget is empty.
+    // the budget is empty. The answer of the retry that went (the 502) is
+    // returned, not the first one's.
+    up.queue(&[(503, None), (502, None)]);
+    assert_eq!(get(&c, &up).await.unwrap(), 502);
+    assert_eq!(up.requests(), 7 + 2);
+    assert_eq!(counts(&registry, &up).retries_refused, 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn with_when_refused_rejection_an_empty_budget_returns_the_rejection() {
+    // The same sequence as above, under the old rule.
+    let up = Upstream::start(200).await;
+    let budget = RetryBudget::ratio(0.5, Duration::from_secs(10), 0);
+    let registry = hosts(lenient(Some(budget)));
+    let c = client(&registry, rejection_rules());
+
+    up.queue(&[(503, None)]);
+    let err = get(&c, &up).await.unwrap_err();
+    assert_eq!(rejection(&err), RejectReason::RetryBudget);
+    assert_eq!(up.requests(), 1, "the refused retry was not sent");
+
+    for _ in 0..3 {
+        assert_eq!(get(&c, &up).await.unwrap(), 200);
+    }
+    up.queue(&[(503, None); 3]);
+    assert_eq!(get(&c, &up).await.unwrap(), 503);
+    assert_eq!(up.requests(), 4 + 3);
     up.queue(&[(503, None); 2]);
     let err = get(&c, &up).await.unwrap_err();
     assert_eq!(rejection(&err), RejectReason::RetryBudget);
     assert_eq!(up.requests(), 7 + 2);
+    assert_eq!(counts(&registry, &up).retries_refused, 2);
 }
 
 #[tokio::test(start_paused = true)]
@@ -240,10 +287,53 @@ async fn non_idempotent_requests_and_client_errors_are_not_retried() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_rejection_by_an_open_breaker_is_not_retried() {
+async fn a_retry_refused_by_the_breaker_its_failure_opened_returns_that_failure() {
     let up = Upstream::start(503).await;
     let registry = hosts(Breaker::builder().consecutive_failures(1));
     let c = client(&registry, Retries::default());
+    // The first 503 opens the breaker; the retry is refused, not sent, and
+    // the caller gets the 503.
+    assert_eq!(get(&c, &up).await.unwrap(), 503);
+    assert_eq!(up.requests(), 1);
+    assert_eq!(
+        registry.handle_from(&up.addr.to_string()).state(),
+        State::Open
+    );
+    assert_eq!(counts(&registry, &up).rejected, 1, "the refusal is counted");
+    // A first try refused by the open breaker: the rejection, at once.
+    let err = get(&c, &up).await.unwrap_err();
+    assert_eq!(rejection(&err), RejectReason::Open);
+    assert_eq!(up.requests(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_refused_after_a_connection_error_returns_that_error() {
+    // A port nothing listens on: the connection is refused.
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    drop(listener);
+    let registry = hosts(Breaker::builder().consecutive_failures(1));
+    let c = client(&registry, Retries::default());
+    let err = c.get(format!("http://{addr}/")).send().await.unwrap_err();
+    assert!(
+        matches!(&err, reqwest_middleware::Error::Reqwest(e) if e.is_connect()),
+        "the connection error, not the rejection: {err:?}"
+    );
+    let breaker = registry.handle_from(&addr.to_string());
+    assert_eq!(breaker.state(), State::Open);
+    let calls = breaker.snapshot().calls.unwrap();
+    assert_eq!(
+        (calls.admitted, calls.rejected),
+        (1, 1),
+        "one try, one refusal"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn with_when_refused_rejection_a_retry_refused_by_an_open_breaker_returns_it() {
+    let up = Upstream::start(503).await;
+    let registry = hosts(Breaker::builder().consecutive_failures(1));
+    let c = client(&registry, rejection_rules());
     let err = get(&c, &up).await.unwrap_err();
     assert_eq!(rejection(&err), RejectReason::Open);
     assert_eq!(up.requests(), 1);

@@ -1,9 +1,10 @@
 //! The tower `RetryPolicy` outside a `KeyedLayer` (feature `tower`), on
 //! tokio's paused clock, which the breakers read too (`TokioClock`): each
 //! retry goes through its host's retry budget, first tries pay into it, an
-//! empty budget stops retries with `RejectReason::RetryBudget`, hints are
-//! waited for, and only idempotent requests, failures and at most
-//! `max_attempts` attempts are retried.
+//! empty budget stops retries (the caller gets the answer before the
+//! refused retry, or with `WhenRefused::Rejection` the
+//! `RejectReason::RetryBudget`), hints are waited for, and only idempotent
+//! requests, failures and at most `max_attempts` attempts are retried.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -12,7 +13,7 @@ use std::time::Duration;
 
 use failfast::registry::HostKey;
 use failfast::tower::{
-    retry_attempt, HttpClassifier, KeyedLayer, Retries, RetryPolicy, TokioClock,
+    retry_attempt, HttpClassifier, KeyedLayer, Retries, RetryPolicy, TokioClock, WhenRefused,
 };
 use failfast::{Breaker, Builder, Registry, RejectReason, Rejected, RetryBudget, State};
 use tokio::time::Instant;
@@ -120,6 +121,35 @@ fn rejection(e: &BoxError) -> RejectReason {
         .reason()
 }
 
+/// The host's call counters.
+fn counts(hosts: &Hosts) -> failfast::CallCounts {
+    hosts
+        .handle_from("api.example:80")
+        .snapshot()
+        .calls
+        .expect("count_calls(true)")
+}
+
+/// The old rule: a refused retry returns the refusal.
+fn rejection_policy() -> RetryPolicy {
+    RetryPolicy::new(
+        Retries::builder()
+            .when_refused(WhenRefused::Rejection)
+            .build()
+            .unwrap(),
+    )
+}
+
+#[test]
+fn the_policy_is_clone_send_and_sync() {
+    fn check<T: Clone + Send + Sync + 'static>() {}
+    check::<RetryPolicy>();
+    assert_eq!(
+        RetryPolicy::default().retries().when_refused(),
+        WhenRefused::LastAnswer
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_failure_is_retried_and_the_retry_is_marked() {
     let up = Upstream::new(200);
@@ -154,10 +184,12 @@ async fn first_tries_pay_in_and_an_empty_budget_stops_retries() {
     let mut c = client(&hosts, &up, RetryPolicy::default());
 
     // Nothing paid in yet but this request's own first try: half a retry.
+    // The retry is refused, unsent, and the caller gets the 503 it would
+    // have got without retries.
     up.queue(&[(503, None)]);
-    let err = send(&mut c, get()).await.unwrap_err();
-    assert_eq!(rejection(&err), RejectReason::RetryBudget);
-    assert_eq!(up.calls(), 1, "the refused retry was not sent");
+    assert_eq!(send(&mut c, get()).await.unwrap(), 503);
+    assert_eq!(up.marks(), [0], "the refused retry was not sent");
+    assert_eq!(counts(&hosts).retries_refused, 1, "the refusal is counted");
 
     // Three more first tries: 2 retries in the budget (4 × 0.5).
     for _ in 0..3 {
@@ -169,14 +201,46 @@ async fn first_tries_pay_in_and_an_empty_budget_stops_retries() {
     // the third attempt's answer is returned.
     assert_eq!(send(&mut c, get()).await.unwrap(), 503);
     assert_eq!(up.marks()[before..], [0, 1, 2]);
+    assert_eq!(counts(&hosts).retries_refused, 1);
 
     // Half a retry left, half more from this first try: one retry, then
-    // the budget is empty.
+    // the budget is empty. The answer of the retry that went (the 502) is
+    // returned, not the first one's.
+    up.queue(&[(503, None), (502, None)]);
+    let before = up.calls();
+    assert_eq!(send(&mut c, get()).await.unwrap(), 502);
+    assert_eq!(up.marks()[before..], [0, 1]);
+    assert_eq!(counts(&hosts).retries_refused, 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn with_when_refused_rejection_an_empty_budget_returns_the_rejection() {
+    // The same sequence as above, under the old rule.
+    let budget = RetryBudget::ratio(0.5, Duration::from_secs(10), 0);
+    let up = Upstream::new(200);
+    let hosts = registry(lenient(Some(budget)));
+    let mut c = client(&hosts, &up, rejection_policy());
+
+    up.queue(&[(503, None)]);
+    let err = send(&mut c, get()).await.unwrap_err();
+    assert_eq!(rejection(&err), RejectReason::RetryBudget);
+    assert_eq!(up.calls(), 1, "the refused retry was not sent");
+    assert_eq!(counts(&hosts).retries_refused, 1);
+
+    for _ in 0..3 {
+        assert_eq!(send(&mut c, get()).await.unwrap(), 200);
+    }
+    up.queue(&[(503, None), (503, None), (503, None)]);
+    let before = up.calls();
+    assert_eq!(send(&mut c, get()).await.unwrap(), 503);
+    assert_eq!(up.marks()[before..], [0, 1, 2]);
+
     up.queue(&[(503, None), (503, None)]);
     let before = up.calls();
     let err = send(&mut c, get()).await.unwrap_err();
     assert_eq!(rejection(&err), RejectReason::RetryBudget);
     assert_eq!(up.marks()[before..], [0, 1]);
+    assert_eq!(counts(&hosts).retries_refused, 2);
 }
 
 #[tokio::test(start_paused = true)]
@@ -272,10 +336,57 @@ async fn client_errors_are_not_retried_but_429_is() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_rejection_by_an_open_breaker_is_not_retried() {
+async fn a_retry_refused_by_the_breaker_its_failure_opened_returns_that_failure() {
+    let up = Upstream::new(503);
+    let hosts = registry(Breaker::builder().consecutive_failures(1).count_calls(true));
+    let mut c = client(&hosts, &up, RetryPolicy::default());
+    // The first 503 opens the breaker; the retry is refused, not sent, and
+    // the caller gets the 503.
+    assert_eq!(send(&mut c, get()).await.unwrap(), 503);
+    assert_eq!(up.calls(), 1);
+    assert_eq!(hosts.handle_from("api.example:80").state(), State::Open);
+    assert_eq!(counts(&hosts).rejected, 1, "the refused retry is counted");
+    // A first try refused by the open breaker: the rejection, at once (no
+    // earlier answer, no retry loop around a rejection).
+    let err = send(&mut c, get()).await.unwrap_err();
+    assert_eq!(rejection(&err), RejectReason::Open);
+    assert_eq!(up.calls(), 1);
+    assert_eq!(counts(&hosts).rejected, 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_refused_after_an_error_returns_that_error() {
+    let hosts = registry(Breaker::builder().consecutive_failures(1));
+    let calls = Arc::new(Mutex::new(0));
+    let seen = calls.clone();
+    let svc = ServiceBuilder::new()
+        .layer(RetryLayer::new(RetryPolicy::default()))
+        .layer(KeyedLayer::new(hosts.clone()).classify(HttpClassifier::new()))
+        .service_fn(move |_req: http::Request<String>| {
+            *seen.lock().unwrap() += 1;
+            async {
+                Err::<http::Response<()>, _>(std::io::Error::new(
+                    std::io::ErrorKind::ConnectionRefused,
+                    "upstream down",
+                ))
+            }
+        });
+    // The error opens the breaker; the retry is refused and the caller
+    // gets the upstream's error, not the rejection.
+    let err = svc.oneshot(get()).await.unwrap_err();
+    let io = err
+        .downcast_ref::<std::io::Error>()
+        .expect("the upstream's error");
+    assert_eq!(io.kind(), std::io::ErrorKind::ConnectionRefused);
+    assert_eq!(*calls.lock().unwrap(), 1);
+    assert_eq!(hosts.handle_from("api.example:80").state(), State::Open);
+}
+
+#[tokio::test(start_paused = true)]
+async fn with_when_refused_rejection_a_retry_refused_by_an_open_breaker_returns_it() {
     let up = Upstream::new(503);
     let hosts = registry(Breaker::builder().consecutive_failures(1));
-    let mut c = client(&hosts, &up, RetryPolicy::default());
+    let mut c = client(&hosts, &up, rejection_policy());
     // The first 503 opens the breaker; the retry is refused, not sent.
     let err = send(&mut c, get()).await.unwrap_err();
     assert_eq!(rejection(&err), RejectReason::Open);

@@ -9,7 +9,7 @@
 //! | [`ClassifyStream`], [`ClassifyEos`], [`Verdict`] | a verdict that waits for the end of the body (the trailers) |
 //! | [`AuthorityKey`], [`KeyFn`], [`Keyless`] | a request's upstream key, in the [normal form](crate::authority) |
 //! | [`unavailable`], [`retry_after_secs`], [`mark_stale`], [`is_stale`] | the HTTP answer for a rejected call, and the marks of a fallback |
-//! | [`Retries`], [`RetryAttempt`] ([`retries`]) | when a failed call may be retried through its host's retry budget: the rules the tower `RetryPolicy` and the reqwest `RetryMiddleware` share, and the mark a retry carries |
+//! | [`Retries`], [`RetryAttempt`], [`WhenRefused`] ([`retries`]) | when a failed call may be retried through its host's retry budget: the rules the tower `RetryPolicy` and the reqwest `RetryMiddleware` share, and the mark a retry carries |
 //! | [`status_json`] | a JSON view of a [`Registry`](crate::Registry) for a status endpoint |
 //!
 //! The tower layers ([`failfast::tower`](crate::tower), feature `tower`)
@@ -189,8 +189,8 @@ pub use key::{KeyFn, KeySink, Keyless, KeylessReason};
 #[cfg(any(feature = "tower", feature = "reqwest"))]
 pub(crate) use retries::jitter;
 pub use retries::{
-    retry_attempt, Retries, RetriesBuilder, RetryAttempt, DEFAULT_BACKOFF, DEFAULT_MAX_ATTEMPTS,
-    DEFAULT_MAX_BACKOFF, DEFAULT_MAX_HINT_WAIT, MAX_ATTEMPTS, MAX_RETRY_WAIT,
+    retry_attempt, Retries, RetriesBuilder, RetryAttempt, WhenRefused, DEFAULT_BACKOFF,
+    DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_BACKOFF, DEFAULT_MAX_HINT_WAIT, MAX_ATTEMPTS, MAX_RETRY_WAIT,
 };
 pub use status::status_json;
 pub use stream::{ClassifyEos, ClassifyStream, HeadOutcome, Verdict};

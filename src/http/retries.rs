@@ -3,7 +3,8 @@
 //! [`RetryMiddleware`](crate::reqwest::RetryMiddleware) share ([`Retries`]),
 //! and the mark a retry carries to its breaker ([`RetryAttempt`]).
 //!
-//! A retry is sent only when all of these hold:
+//! A retry is sent only when all of these hold (the last row: what the
+//! caller gets when the breaker refuses one):
 //!
 //! | rule | default | why |
 //! |---|---|---|
@@ -13,6 +14,7 @@
 //! | fewer than `max_attempts` attempts were made, the first included | [`DEFAULT_MAX_ATTEMPTS`] (3) | the common 3-try retry; the budget, not this, bounds the load |
 //! | an upstream hint on the failed answer (`Retry-After` on a 429 or 503) is no longer than `max_hint_wait` | [`DEFAULT_MAX_HINT_WAIT`] (1 s) | the retry waits for it; a longer one is returned to the caller, who can decide |
 //! | the host's breaker admits it through its retry budget ([`Breaker::try_retry`](crate::Breaker::try_retry)) | the budget the breaker was built with | retries stay a fraction of first tries, so they cannot multiply an outage's load |
+//! | *when the breaker refuses a retry* (any [`Rejected`](crate::Rejected): the budget spent, the breaker open, a remembered upstream hint, a half-open breaker with no probe slot free), the caller gets the answer of the attempt that would have been retried (its response, or its error), not the refusal | [`WhenRefused::LastAnswer`] ([`when_refused`](RetriesBuilder::when_refused)) | Finagle's rule (a retry its budget refuses returns the original failure) and gRPC's (a throttled retry returns the original call's status): with retries on, a caller never gets a worse answer than without them |
 //!
 //! Between attempts the retry waits a jittered backoff: `d = min(max,
 //! base · 2ⁿ⁻¹)` before the n-th retry, drawn uniformly from `[d/2, d]`
@@ -21,9 +23,15 @@
 //! never follows its failure at once; the other half spreads callers that
 //! failed together.
 //!
-//! A retry refused by the budget ends the call with that
-//! [`Rejected`](crate::Rejected) ([`RejectReason::RetryBudget`](crate::RejectReason::RetryBudget)):
-//! nothing more was sent.
+//! A refused retry is not sent, and the breaker counts the refusal
+//! whatever the caller gets: in `rejected`, and the budget's in
+//! [`CallCounts::retries_refused`](crate::CallCounts::retries_refused)
+//! (the metrics' `outcome="retry_refused"`). With
+//! [`WhenRefused::Rejection`] the call ends with that
+//! [`Rejected`](crate::Rejected) instead (for the budget,
+//! [`RejectReason::RetryBudget`](crate::RejectReason::RetryBudget)), for a
+//! caller that must tell a refused retry from the upstream's failure. A
+//! first try's `Rejected` is always returned: there is no earlier answer.
 
 use core::fmt;
 use core::time::Duration;
@@ -108,6 +116,36 @@ fn marked(extensions: &Extensions) -> Option<RetryAttempt> {
     extensions.get::<RetryAttempt>().copied()
 }
 
+/// What the caller gets when a retry is refused by its host's breaker (any
+/// [`Rejected`](crate::Rejected): the retry budget spent, the breaker open,
+/// a remembered upstream hint, a half-open breaker with no probe slot
+/// free). Set with [`RetriesBuilder::when_refused`]; the refusal is counted
+/// by the breaker either way, and nothing more is sent.
+///
+/// ```
+/// use failfast::http::{Retries, WhenRefused};
+///
+/// assert_eq!(Retries::default().when_refused(), WhenRefused::LastAnswer);
+/// let strict = Retries::builder().when_refused(WhenRefused::Rejection).build()?;
+/// assert_eq!(strict.when_refused(), WhenRefused::Rejection);
+/// # Ok::<(), failfast::ConfigError>(())
+/// ```
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum WhenRefused {
+    /// The answer of the attempt that would have been retried: its
+    /// response (a 503, say) or its error, as if retries were off. The
+    /// default: Finagle's and gRPC's rule; with retries on, a caller never
+    /// gets a worse answer than without them.
+    #[default]
+    LastAnswer,
+    /// The refusal itself: the [`Rejected`](crate::Rejected) (for the
+    /// budget, with [`RejectReason::RetryBudget`](crate::RejectReason::RetryBudget)),
+    /// the earlier answer dropped. For a caller that must tell "the retry
+    /// was refused" from "the upstream failed".
+    Rejection,
+}
+
 /// The rules a retry follows (the table in the [module docs](self)), shared
 /// by the tower [`RetryPolicy`](crate::tower::RetryPolicy) and the reqwest
 /// [`RetryMiddleware`](crate::reqwest::RetryMiddleware).
@@ -132,6 +170,7 @@ pub struct Retries {
     backoff: Duration,
     max_backoff: Duration,
     non_idempotent: bool,
+    when_refused: WhenRefused,
 }
 
 impl Default for Retries {
@@ -143,6 +182,7 @@ impl Default for Retries {
             backoff: DEFAULT_BACKOFF,
             max_backoff: DEFAULT_MAX_BACKOFF,
             non_idempotent: false,
+            when_refused: WhenRefused::LastAnswer,
         }
     }
 }
@@ -155,6 +195,7 @@ impl fmt::Debug for Retries {
             .field("backoff", &self.backoff)
             .field("max_backoff", &self.max_backoff)
             .field("non_idempotent", &self.non_idempotent)
+            .field("when_refused", &self.when_refused)
             .finish_non_exhaustive()
     }
 }
@@ -185,6 +226,11 @@ impl Retries {
     /// Whether non-idempotent methods are retried.
     pub fn retries_non_idempotent(&self) -> bool {
         self.non_idempotent
+    }
+
+    /// What the caller gets when a retry is refused.
+    pub fn when_refused(&self) -> WhenRefused {
+        self.when_refused
     }
 
     /// The classifier that says which endings are failures worth a retry.
@@ -307,6 +353,15 @@ impl RetriesBuilder {
     /// idempotency key). Default `false`.
     pub fn non_idempotent(mut self, yes: bool) -> Self {
         self.retries.non_idempotent = yes;
+        self
+    }
+
+    /// What the caller gets when a retry is refused by its host's breaker:
+    /// the answer of the attempt before it ([`WhenRefused::LastAnswer`],
+    /// the default) or the [`Rejected`](crate::Rejected)
+    /// ([`WhenRefused::Rejection`], the behaviour before this setting).
+    pub fn when_refused(mut self, when: WhenRefused) -> Self {
+        self.retries.when_refused = when;
         self
     }
 

@@ -5,7 +5,8 @@ use http::Extensions;
 use reqwest::{Request, Response};
 use reqwest_middleware::{Middleware, Next};
 
-use crate::http::{jitter, Retries, RetryAttempt};
+use crate::error::Rejected;
+use crate::http::{jitter, Retries, RetryAttempt, WhenRefused};
 use crate::outcome::Outcome;
 
 /// A `reqwest_middleware::Middleware` that retries a failed request through
@@ -35,8 +36,20 @@ use crate::outcome::Outcome;
 /// The same rules as the tower [`RetryPolicy`](crate::tower::RetryPolicy)
 /// ([`Retries`]: failures the breaker counts, idempotent methods, 3
 /// attempts, a jittered backoff, an upstream's `Retry-After` up to a second
-/// waited for); a [`Rejected`](crate::Rejected) — the breaker open, the budget spent — ends
-/// the call with that error, nothing more sent.
+/// waited for); a [`Rejected`] is never retried.
+///
+/// **A refused retry** (a [`Rejected`] for a marked attempt: the budget
+/// spent, the breaker open, a remembered hint, no probe slot free) is not
+/// sent, and nothing more is. The caller gets the answer of the attempt
+/// before it — the 503, the connection error — as it would have without
+/// retries ([`WhenRefused::LastAnswer`], the default; the breaker still
+/// counts the refusal). So the middleware holds that failed answer,
+/// unread (a response's body, and its connection, with it), through the
+/// backoff and until the retry's outcome is known, then drops it. With
+/// [`WhenRefused::Rejection`] the caller gets the [`Rejected`] itself (for
+/// the budget, [`RejectReason::RetryBudget`](crate::RejectReason::RetryBudget)),
+/// and the failed answer is dropped before the wait. A first try's
+/// `Rejected` is returned either way.
 ///
 /// **Why a middleware, not a `reqwest-retry` strategy.** A
 /// `RetryableStrategy` only classifies an outcome once it has happened; the
@@ -96,6 +109,11 @@ impl RetryMiddleware {
     }
 }
 
+/// Whether `result` is a breaker's refusal ([`Rejected`]).
+fn refused(result: &reqwest_middleware::Result<Response>) -> bool {
+    matches!(result, Err(reqwest_middleware::Error::Middleware(e)) if e.is::<Rejected>())
+}
+
 /// Set by a [`BreakerMiddleware`](super::BreakerMiddleware) that admitted an attempt of a
 /// [`RetryMiddleware`] before it: a breaker guards the retries.
 #[derive(Clone, Debug)]
@@ -119,7 +137,10 @@ impl Middleware for RetryMiddleware {
             return next.run(req, extensions).await;
         }
         extensions.insert(Guarded(false));
+        let keep = self.retries.when_refused() == WhenRefused::LastAnswer;
         let mut tries = 0;
+        // The answer the retry in flight would replace (`LastAnswer` only).
+        let mut kept = None;
         loop {
             // The original stays here for the next attempt; a request
             // whose body cannot be cloned is sent once.
@@ -129,6 +150,12 @@ impl Middleware for RetryMiddleware {
             };
             let result = next.clone().run(attempt, extensions).await;
             tries += 1;
+            if let Some(kept) = kept.take() {
+                if refused(&result) {
+                    unmark(extensions);
+                    return kept;
+                }
+            }
             let guarded = matches!(extensions.get::<Guarded>(), Some(Guarded(true)));
             let wait = if guarded {
                 self.wait(tries, &result)
@@ -139,7 +166,11 @@ impl Middleware for RetryMiddleware {
                 unmark(extensions);
                 return result;
             };
-            drop(result);
+            if keep {
+                kept = Some(result);
+            } else {
+                drop(result);
+            }
             tokio::time::sleep(wait).await;
             extensions.insert(RetryAttempt::new(tries));
         }

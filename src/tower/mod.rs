@@ -78,10 +78,12 @@
 //! admits each retry (a request the policy marked with a
 //! [`RetryAttempt`]) through its host's retry budget
 //! ([`Breaker::try_retry`](crate::Breaker::try_retry)), while first tries
-//! pay into it. A retry the budget refuses is returned as a
-//! [`Rejected`](crate::Rejected) with
-//! [`RejectReason::RetryBudget`](crate::RejectReason::RetryBudget), unsent;
-//! no rejection is ever retried. [`Retries`] has the rules and defaults.
+//! pay into it. A retry the breaker refuses (the budget spent, the breaker
+//! open) is not sent, and the caller gets the answer of the attempt before
+//! it, as without retries; with [`WhenRefused::Rejection`] it gets the
+//! [`Rejected`](crate::Rejected) (for the budget,
+//! [`RejectReason::RetryBudget`](crate::RejectReason::RetryBudget)). No
+//! rejection is ever retried. [`Retries`] has the rules and defaults.
 //!
 //! # Transitions and upstream names
 //!
@@ -127,7 +129,7 @@ pub use crate::http::{
     is_stale, mark_stale, normalise_authority, retry_after_secs, retry_attempt, status_json,
     unavailable, AuthorityKey, Classify, ClassifyEos, ClassifyStream, DefaultClassifier, FaultFn,
     FromAuthority, GrpcClassifier, GrpcEos, HeadOutcome, HttpClassifier, KeyBuf, KeyFn, KeySink,
-    Keyless, KeylessReason, Retries, RetriesBuilder, RetryAttempt, Stale, Verdict,
+    Keyless, KeylessReason, Retries, RetriesBuilder, RetryAttempt, Stale, Verdict, WhenRefused,
     CACHE_STATUS_STALE, DEFAULT_MAX_KEY_LEN, GRPC_STATUS, MAX_AUTHORITY_LEN, X_FAILFAST,
 };
 

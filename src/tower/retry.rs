@@ -1,7 +1,10 @@
 //! [`RetryPolicy`]: a `tower::retry::Policy` whose every retry is admitted
 //! by its host's breaker through the host's retry budget.
 
+use core::any::Any;
+use core::fmt;
 use core::time::Duration;
+use std::sync::{Mutex, PoisonError};
 
 use tokio::time::Sleep;
 use tower::retry::Policy;
@@ -9,7 +12,7 @@ use tower::BoxError;
 
 use super::timeout::TimedOut;
 use crate::error::Rejected;
-use crate::http::{jitter, retry_attempt, Classify, Keyless, Retries, RetryAttempt};
+use crate::http::{jitter, retry_attempt, Classify, Keyless, Retries, RetryAttempt, WhenRefused};
 use crate::outcome::Outcome;
 
 /// A [`tower::retry::Policy`] for HTTP that cannot make an incident worse:
@@ -34,14 +37,28 @@ use crate::outcome::Outcome;
 ///   retried.
 /// * **How the keyed layer knows.** `retry` marks the request it will send
 ///   again with a [`RetryAttempt`] extension; the keyed layer admits a
-///   marked request with `try_retry` (a refusal by the budget is a
-///   [`Rejected`] with [`RejectReason::RetryBudget`](crate::RejectReason::RetryBudget),
-///   returned to the caller: nothing more is sent) and an unmarked one as a
-///   first try, which pays into the budget.
+///   marked request with `try_retry` and an unmarked one as a first try,
+///   which pays into the budget.
+/// * **A refused retry** (a [`Rejected`] for a marked request: the budget
+///   spent, the breaker open, a remembered hint, no probe slot free) is
+///   not sent, and nothing more is. The caller gets the answer of the
+///   attempt before it — the 503, the connection error — as it would have
+///   without retries ([`WhenRefused::LastAnswer`], the default; the breaker
+///   still counts the refusal). So the policy holds that failed answer,
+///   unread (a response's body, and its connection, with it), through the
+///   backoff and until the retry's outcome is known, then drops it. With
+///   [`WhenRefused::Rejection`](crate::http::WhenRefused::Rejection) the
+///   caller gets the [`Rejected`] itself (for the budget,
+///   [`RejectReason::RetryBudget`](crate::RejectReason::RetryBudget)), and
+///   the failed answer is dropped before the wait. A first try's
+///   `Rejected` is returned either way.
 /// * **Bodies.** A request is kept for a retry by cloning it, so its body
 ///   must be `Clone` (`String`, `Bytes`, `http_body_util::Full`): a
 ///   streamed body cannot be sent twice. A request that may not be retried
-///   (a `POST`, or `max_attempts` 1) is not cloned at all.
+///   (a `POST`, or `max_attempts` 1) is not cloned at all. A response's
+///   body must be `Send + 'static` (every body a hyper client returns is),
+///   so that the failed answer can wait in the policy, which is not
+///   generic over the body.
 ///
 /// Only the keyed layer reads the mark: a [`FailFastLayer`](super::FailFastLayer)
 /// under the policy admits every attempt as a first try.
@@ -75,15 +92,65 @@ use crate::outcome::Outcome;
 /// # Ok(())
 /// # }
 /// ```
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Default)]
 pub struct RetryPolicy {
     retries: Retries,
+    kept: Kept,
 }
+
+impl fmt::Debug for RetryPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RetryPolicy")
+            .field("retries", &self.retries)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The answer a retry would replace (a `Result<http::Response<Rb>,
+/// BoxError>`, type-erased: the policy is not generic over the body), kept
+/// from the `retry` that sent the retry to the one that sees its outcome.
+/// tower clones the policy per call, so each call has its own; a clone
+/// starts empty.
+///
+/// In a `Mutex` only so the policy stays `Sync` (a `Box<dyn Any + Send>`
+/// is not, and `Sync` would ask it of every body): it is reached only
+/// through `get_mut`, under `&mut self`, so it is never locked.
+#[derive(Default)]
+struct Kept(Mutex<Option<Box<dyn Any + Send>>>);
+
+impl Kept {
+    fn slot(&mut self) -> &mut Option<Box<dyn Any + Send>> {
+        // Never locked, so never poisoned; and a poisoned slot is still a slot.
+        self.0.get_mut().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Clone for Kept {
+    fn clone(&self) -> Kept {
+        Kept::default()
+    }
+}
+
+/// What tower drops in place of an answer the policy kept for a retry:
+/// never seen by a caller.
+#[derive(Debug)]
+struct KeptForRetry;
+
+impl fmt::Display for KeptForRetry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("the answer was kept while its retry was sent")
+    }
+}
+
+impl std::error::Error for KeptForRetry {}
 
 impl RetryPolicy {
     /// A policy following `retries` (see [`Retries::builder`]).
     pub fn new(retries: Retries) -> RetryPolicy {
-        RetryPolicy { retries }
+        RetryPolicy {
+            retries,
+            kept: Kept::default(),
+        }
     }
 
     /// The rules it follows.
@@ -124,6 +191,7 @@ impl RetryPolicy {
 impl<B, Rb> Policy<http::Request<B>, http::Response<Rb>, BoxError> for RetryPolicy
 where
     B: Clone,
+    Rb: Send + 'static,
 {
     type Future = Sleep;
 
@@ -132,9 +200,26 @@ where
         req: &mut http::Request<B>,
         result: &mut Result<http::Response<Rb>, BoxError>,
     ) -> Option<Sleep> {
+        // An answer kept means `result` is the outcome of a retry this
+        // policy marked and sent: if the breaker refused it, the caller
+        // gets the kept answer instead (a failed downcast: the refusal).
+        if let Some(kept) = self.kept.slot().take() {
+            if matches!(result, Err(e) if e.is::<Rejected>()) {
+                if let Ok(kept) = kept.downcast::<Result<http::Response<Rb>, BoxError>>() {
+                    *result = *kept;
+                }
+                return None;
+            }
+        }
         let wait = self.wait(req, result)?;
         let next = retry_attempt(req.extensions()).map_or(1, |a| a.number() + 1);
         req.extensions_mut().insert(RetryAttempt::new(next));
+        if self.retries.when_refused() == WhenRefused::LastAnswer {
+            // tower drops `result` once this returns `Some`: keep it, and
+            // leave a placeholder that allocates nothing.
+            let answer = core::mem::replace(result, Err(Box::new(KeptForRetry)));
+            *self.kept.slot() = Some(Box::new(answer));
+        }
         Some(tokio::time::sleep(wait))
     }
 
@@ -171,5 +256,84 @@ impl<B> Attempt for http::Request<B> {
     #[inline(always)]
     fn retry_attempt(&self) -> Option<RetryAttempt> {
         retry_attempt(self.extensions())
+    }
+}
+
+#[cfg(all(test, not(failfast_loom)))]
+mod tests {
+    use super::*;
+    use crate::Breaker;
+
+    fn rejected() -> BoxError {
+        let breaker = Breaker::builder().consecutive_failures(1).build().unwrap();
+        breaker.force_open();
+        Box::new(breaker.try_acquire().unwrap_err())
+    }
+
+    fn get() -> http::Request<()> {
+        http::Request::get("http://api.example/").body(()).unwrap()
+    }
+
+    fn failed<Rb: Default>() -> Result<http::Response<Rb>, BoxError> {
+        let mut response = http::Response::new(Rb::default());
+        *response.status_mut() = http::StatusCode::SERVICE_UNAVAILABLE;
+        Ok(response)
+    }
+
+    fn retry<Rb: Send + 'static>(
+        policy: &mut RetryPolicy,
+        req: &mut http::Request<()>,
+        result: &mut Result<http::Response<Rb>, BoxError>,
+    ) -> bool {
+        Policy::retry(policy, req, result).is_some()
+    }
+
+    #[tokio::test]
+    async fn a_refused_retry_gets_the_kept_answer_and_a_clone_keeps_nothing() {
+        let mut policy = RetryPolicy::default();
+        let mut req = get();
+        let mut result = failed::<()>();
+        assert!(retry(&mut policy, &mut req, &mut result));
+        assert!(
+            result.unwrap_err().is::<KeptForRetry>(),
+            "taken, not copied"
+        );
+        assert!(
+            policy.clone().kept.slot().is_none(),
+            "a clone keeps nothing"
+        );
+
+        let mut result = Err(rejected());
+        assert!(!retry::<()>(&mut policy, &mut req, &mut result));
+        assert_eq!(result.unwrap().status(), 503);
+        assert!(policy.kept.slot().is_none(), "given back");
+    }
+
+    #[tokio::test]
+    async fn a_kept_answer_of_another_type_leaves_the_refusal() {
+        let mut policy = RetryPolicy::default();
+        let mut req = get();
+        assert!(retry(&mut policy, &mut req, &mut failed::<()>()));
+        let mut result = Err(rejected());
+        assert!(!retry::<String>(&mut policy, &mut req, &mut result));
+        assert!(result.unwrap_err().is::<Rejected>());
+        assert!(policy.kept.slot().is_none(), "dropped");
+    }
+
+    #[tokio::test]
+    async fn nothing_is_kept_when_the_refusal_is_asked_for() {
+        let rules = Retries::builder()
+            .when_refused(WhenRefused::Rejection)
+            .build()
+            .unwrap();
+        let mut policy = RetryPolicy::new(rules);
+        let mut req = get();
+        let mut result = failed::<()>();
+        assert!(retry(&mut policy, &mut req, &mut result));
+        assert_eq!(result.unwrap().status(), 503, "left to tower to drop");
+        assert!(policy.kept.slot().is_none());
+        let mut result = Err(rejected());
+        assert!(!retry::<()>(&mut policy, &mut req, &mut result));
+        assert!(result.unwrap_err().is::<Rejected>());
     }
 }
