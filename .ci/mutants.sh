@@ -71,7 +71,7 @@ GROUPS_TABLE=(
   "export|^src/export/|lib metrics_totals call_metrics trace_calls hook_every_cause s12_observability otel_export"
   "config|^src/config/|lib config_file config_errors"
   "hint|^src/hint\.rs$|lib hints recovery model registry_model"
-  "core|^src/|lib model windows recovery outliers outlier_evidence outlier_model manual_modes config_errors coarse_clock properties admission_transition registry_behaviour s01_slow_dependency s02_slow_call_breaker s03_retry s04_business_errors s05_keys_isolate s07_probe_race s08_consecutive_pix s09_late_results s10_lost_probe s11_jitter s12_observability clock_reads introspection plain_breaker endings neutral open_rejection remote_reports panicking_clock builder_templates fleet_cap share_replica fallback tower_layers call_metrics"
+  "core|^src/|lib model retry_budget windows recovery outliers outlier_evidence outlier_model manual_modes config_errors coarse_clock properties admission_transition registry_behaviour s01_slow_dependency s02_slow_call_breaker s03_retry s04_business_errors s05_keys_isolate s07_probe_race s08_consecutive_pix s09_late_results s10_lost_probe s11_jitter s12_observability clock_reads introspection plain_breaker endings neutral open_rejection remote_reports panicking_clock builder_templates fleet_cap share_replica fallback tower_layers call_metrics"
 )
 
 # Files whose every mutant is caught or excluded with its reason (their full

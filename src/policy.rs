@@ -1013,6 +1013,49 @@ mod tests {
         }
     }
 
+    /// The gates that route an admission and a verdict to the call
+    /// counters, a retry budget and an outlier pool: each holds for exactly
+    /// the breakers that keep what it guards (with `true`, or a mask broken
+    /// to always hold, a breaker would only take a slower path: callgrind
+    /// would see it, no behaviour would).
+    #[cfg(not(failfast_loom))]
+    #[test]
+    fn the_counting_gates_hold_for_exactly_what_they_guard() {
+        use crate::{Builder, RetryBudget};
+        use configs::{consecutive, count, time};
+        let flags = |b: Builder| b.build_config().unwrap().flags();
+        for base in [consecutive(), count(), time()] {
+            for counters in [false, true] {
+                for budget in [
+                    None,
+                    Some(RetryBudget::grpc()),
+                    Some(RetryBudget::finagle()),
+                ] {
+                    for pooled in [false, true] {
+                        let mut b = base.clone().count_calls(counters);
+                        if let Some(budget) = budget {
+                            b = b.retry_budget(budget);
+                        }
+                        let f = flags(b);
+                        let f = if pooled { f.in_pool() } else { f };
+                        let tokens = matches!(budget, Some(RetryBudget::Tokens { .. }));
+                        let ratio = matches!(budget, Some(RetryBudget::Ratio { .. }));
+                        let case =
+                            format!("counters {counters}, budget {budget:?}, pooled {pooled}");
+                        assert_eq!(f.counts_or_tokens(), counters || tokens, "{case}");
+                        assert_eq!(f.counts_or_deposits(), counters || ratio, "{case}");
+                        assert_eq!(f.counts_or_pools(), counters || pooled, "{case}");
+                        assert_eq!(f.counts_verdicts(), counters || pooled || tokens, "{case}");
+                        assert_eq!(f.counts_admissions(), counters || pooled || ratio, "{case}");
+                        assert_eq!(f.token_budget(), tokens, "{case}");
+                        assert_eq!(f.ratio_budget(), ratio, "{case}");
+                        assert_eq!(f.has_retry_budget(), tokens || ratio, "{case}");
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn rates_compare_exactly_in_integers() {
         let r = Rate::new(0.1);
