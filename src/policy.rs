@@ -1050,6 +1050,8 @@ mod tests {
                         assert_eq!(f.token_budget(), tokens, "{case}");
                         assert_eq!(f.ratio_budget(), ratio, "{case}");
                         assert_eq!(f.has_retry_budget(), tokens || ratio, "{case}");
+                        assert_eq!(f.pooled(), pooled, "{case}");
+                        assert_eq!(f.counts_calls(), counters, "{case}");
                     }
                 }
             }

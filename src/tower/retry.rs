@@ -336,4 +336,17 @@ mod tests {
         assert!(!retry::<()>(&mut policy, &mut req, &mut result));
         assert!(result.unwrap_err().is::<Rejected>());
     }
+
+    #[test]
+    fn debug_shows_the_rules_and_not_the_kept_answer() {
+        let policy = RetryPolicy::default();
+        let shown = format!("{policy:?}");
+        assert!(shown.starts_with("RetryPolicy {"), "{shown}");
+        assert!(
+            shown.contains("retries: Retries { max_attempts: 3,"),
+            "{shown}"
+        );
+        assert!(shown.contains("when_refused: LastAnswer"), "{shown}");
+        assert!(!shown.contains("kept"), "{shown}");
+    }
 }
