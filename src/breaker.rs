@@ -771,6 +771,13 @@ impl<C: Clock> Breaker<C> {
         if !self.flags.token_budget() {
             return None;
         }
+        self.bucket_slot()
+    }
+
+    /// [`token_bucket`](Self::token_bucket) past its flag test, for a
+    /// caller that made it.
+    #[inline(always)]
+    fn bucket_slot(&self) -> Option<(retry::tokens::Tokens, retry::tokens::Bucket<'_>)> {
         let shared = &*self.shared;
         let [slot] = self.retry_slots(shared.retry_at)?;
         Some((shared.tokens, retry::tokens::Bucket(slot)))
@@ -1214,7 +1221,7 @@ impl<C: Clock> Breaker<C> {
     /// A verdict moves the token bucket.
     #[inline(never)]
     fn token_verdict(&self, verdict: Verdict, slow: bool) {
-        if let Some((rules, bucket)) = self.token_bucket() {
+        if let Some((rules, bucket)) = self.bucket_slot() {
             bucket.verdict(rules, verdict, slow);
         }
     }
@@ -1225,9 +1232,8 @@ impl<C: Clock> Breaker<C> {
     /// budget's flag.
     #[inline(never)]
     fn token_success(&self) {
-        let shared = &*self.shared;
-        if let Some([slot]) = self.retry_slots(shared.retry_at) {
-            retry::tokens::Bucket(slot).verdict(shared.tokens, Verdict::Success, false);
+        if let Some((rules, bucket)) = self.bucket_slot() {
+            bucket.verdict(rules, Verdict::Success, false);
         }
     }
 
