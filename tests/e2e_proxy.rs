@@ -986,7 +986,9 @@ async fn out_of_file_descriptors_the_proxy_backs_off_and_recovers() {
 /// Writes `request` on a fresh connection, keeps it open sending nothing
 /// more, and reads the answer's status (`None` if the proxy closed first).
 async fn raw_request(addr: SocketAddr, request: &[u8]) -> Option<u16> {
-    let mut stream = TcpStream::connect(addr).await.unwrap();
+    let mut stream = TcpStream::connect(addr)
+        .await
+        .expect("the proxy listens (refused: it has exited)");
     stream.write_all(request).await.ok()?;
     let mut answer = vec![0u8; 64];
     let n = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut answer))

@@ -24,7 +24,11 @@
 //!   ready (hyper: its task is waiting for a request, so it has not seen
 //!   the upstream close it) before it is used; if the upstream closed it in
 //!   the meantime and the request was not sent, the request goes once more
-//!   on a new connection, as a pooled client retries it;
+//!   on a new connection, as a pooled client retries it. If it was sent as
+//!   the upstream closed the connection (no answer, not a byte of one), a
+//!   request with no body and an idempotent method goes once more too, as
+//!   Go's `net/http` does: the upstream closed an idle connection, it did
+//!   not fail the request;
 //! * **connection errors are the upstream's**: a refused or reset connect,
 //!   a broken connection, an answer hyper cannot parse fail the call, and
 //!   the breaker counts them ([`Fault::of`] reads the `io::Error` or
@@ -154,12 +158,18 @@ impl UpstreamClient {
             Some(sender) => (sender, true),
             None => (connect(upstream).await?, false),
         };
+        let again = if pooled { replayable(&req) } else { None };
         let response = match sender.try_send_request(req).await {
             Ok(response) => response,
-            Err(mut err) => match err.take_message() {
+            Err(mut err) => match (err.take_message(), again) {
                 // The pooled connection closed before the request went out
                 // on it: once more, on a new connection.
-                Some(req) if pooled => {
+                (Some(req), _) if pooled => {
+                    sender = connect(upstream).await?;
+                    sender.send_request(req).await?
+                }
+                // It closed as the request went out, before any answer.
+                (None, Some(req)) if err.error().is_incomplete_message() => {
                     sender = connect(upstream).await?;
                     sender.send_request(req).await?
                 }
@@ -183,6 +193,25 @@ impl tower::Service<Request<Upload>> for UpstreamClient {
         let client = self.clone();
         Box::pin(async move { client.request(req).await })
     }
+}
+
+/// A copy of `req` to send again if a pooled connection closes under it:
+/// only a request with no body and an idempotent method (RFC 9110, 9.2.2),
+/// which the upstream may receive twice.
+fn replayable(req: &Request<Upload>) -> Option<Request<Upload>> {
+    let idempotent = matches!(
+        *req.method(),
+        Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE | Method::PUT | Method::DELETE
+    );
+    if !idempotent || !hyper::body::Body::is_end_stream(req.body()) {
+        return None;
+    }
+    let mut again = Request::new(DownstreamBody::new(Either::Right(Empty::new())));
+    *again.method_mut() = req.method().clone();
+    *again.uri_mut() = req.uri().clone();
+    *again.version_mut() = req.version();
+    *again.headers_mut() = req.headers().clone();
+    Some(again)
 }
 
 /// A new connection to `upstream`, its task started.
@@ -399,12 +428,78 @@ mod tests {
 
     /// One request on a connection of its own; the answer's status.
     async fn get(proxy: SocketAddr) -> u16 {
-        let mut stream = TcpStream::connect(proxy).await.unwrap();
         let request = b"GET /closing/ HTTP/1.1\r\nhost: proxy\r\nconnection: close\r\n\r\n";
+        send(proxy, request).await
+    }
+
+    /// `request` on a connection of its own; the answer's status.
+    async fn send(proxy: SocketAddr, request: &[u8]) -> u16 {
+        let mut stream = TcpStream::connect(proxy).await.unwrap();
         stream.write_all(request).await.unwrap();
         let mut answer = String::new();
         stream.read_to_string(&mut answer).await.unwrap();
         answer[9..12].parse().unwrap()
+    }
+
+    /// An upstream that answers each connection's first request as
+    /// keep-alive, then reads the next request's head and closes the
+    /// connection without a byte of answer: a keep-alive connection the
+    /// upstream closes just as the next request reaches it.
+    async fn closing_under_the_second_request() -> (SocketAddr, Arc<AtomicUsize>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let count = accepted.clone();
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                count.fetch_add(1, Ordering::SeqCst);
+                tokio::spawn(async move {
+                    let mut buf = [0; 4096];
+                    for answer in [true, false] {
+                        let mut head = Vec::new();
+                        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                            match stream.read(&mut buf).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => head.extend_from_slice(&buf[..n]),
+                            }
+                        }
+                        if answer {
+                            let ok = b"HTTP/1.1 200 OK\r\ncontent-length: 3\r\n\r\nok\n";
+                            let _ = stream.write_all(ok).await;
+                        }
+                    }
+                });
+            }
+        });
+        (addr, accepted)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_idempotent_request_a_pooled_connection_drops_goes_once_more() {
+        let (upstream, accepted) = closing_under_the_second_request().await;
+        let routes = HashMap::from([("closing".to_owned(), authority(upstream))]);
+        let proxy = proxy(routes, template(), Settings::default()).unwrap();
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(serve(listener, proxy.clone()));
+        // The first call opens a connection and leaves it in the pool; the
+        // second is sent on it and the upstream closes it: a GET goes again
+        // on a new connection, which the third (a POST with a body) finds in
+        // the pool. The POST is not sent twice: the upstream may have acted
+        // on it.
+        assert_eq!(get(addr).await, 200, "the first call");
+        assert_eq!(get(addr).await, 200, "the GET went again");
+        assert_eq!(accepted.load(Ordering::SeqCst), 2);
+        let post = b"POST /closing/ HTTP/1.1\r\nhost: proxy\r\nconnection: close\r\n\
+            content-length: 2\r\n\r\nhi";
+        assert_eq!(send(addr, post).await, 502, "a POST is not sent twice");
+        assert_eq!(accepted.load(Ordering::SeqCst), 2);
+        let snapshot = proxy
+            .registry
+            .handle_from(upstream.to_string().as_str())
+            .snapshot();
+        let calls = snapshot.calls.expect("the template counts calls");
+        assert_eq!((calls.successes, calls.failures), (2, 1), "{calls:?}");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -143,7 +143,7 @@ pub(crate) async fn forward<'p>(
     to_upstream(&mut req, client);
     let settings = &proxy.settings;
     let req = req.map(|body| {
-        DownstreamBody::new(body)
+        DownstreamBody::new(Either::Left(body))
             .idle_timeout(settings.body_timeout)
             .max_bytes(settings.max_body)
     });

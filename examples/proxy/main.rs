@@ -184,7 +184,7 @@ use failfast::{
 use http::header::{self, HeaderName};
 use http::uri::{Authority, Scheme, Uri};
 use http::{HeaderMap, HeaderValue, Method, Version};
-use http_body_util::{combinators::BoxBody, BodyExt, Full};
+use http_body_util::{combinators::BoxBody, BodyExt, Either, Empty, Full};
 use hyper::body::{Bytes, Incoming};
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -195,7 +195,8 @@ use tower::{Layer, ServiceExt};
 type Body = BoxBody<Bytes, hyper::Error>;
 /// A client's request body as it goes upstream: its errors, stalls and
 /// excess marked as the client's, so they never count against an upstream.
-type Upload = DownstreamBody<Incoming>;
+/// `Right` is the empty body of a request the client sends again.
+type Upload = DownstreamBody<Either<Incoming, Empty<Bytes>>>;
 /// One breaker per upstream, keyed by its `host:port` normal form.
 pub(crate) type Breakers =
     Keyed<UpstreamClient, HostKey, failfast::tower::AuthorityKey<HostKey>, HttpClassifier>;

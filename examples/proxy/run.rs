@@ -104,14 +104,21 @@ pub(crate) async fn run(options: Options) -> io::Result<()> {
     for (name, to) in names {
         eprintln!("  /{name}/  ->  http://{to}/");
     }
-    // Each accept loop says when it has returned (its listener closed).
-    let mut loops = Vec::new();
+    // Every worker's descriptors (its runtime, its copy of the listener)
+    // are taken before the first one accepts: once clients are accepted, a
+    // proxy short of descriptors must back off, not fail to start a worker.
+    let mut workers = Vec::new();
     for index in 0..proxy.settings.workers {
-        let (returned, on_return) = tokio::sync::oneshot::channel::<()>();
-        spawn_worker(index, listener.try_clone()?, proxy.clone(), returned)?;
-        loops.push(on_return);
+        workers.push(Worker::new(index, listener.try_clone()?)?);
     }
     drop(listener); // the workers' copies are the socket's last
+                    // Each accept loop says when it has returned (its listener closed).
+    let mut loops = Vec::new();
+    for worker in workers {
+        let (returned, on_return) = tokio::sync::oneshot::channel::<()>();
+        worker.spawn(proxy.clone(), returned)?;
+        loops.push(on_return);
+    }
     if let Some(admin) = admin {
         let (returned, on_return) = tokio::sync::oneshot::channel::<()>();
         let proxy = proxy.clone();
@@ -144,34 +151,55 @@ pub(crate) async fn run(options: Options) -> io::Result<()> {
     Ok(())
 }
 
-/// Starts worker `index`: a thread with a single-threaded runtime that
-/// serves the routes on its copy of the listening socket, then drives its
-/// connections until every connection of the proxy has closed (the main
-/// thread ends the process at the drain's deadline). `returned` is sent
-/// once its accept loop has returned.
-fn spawn_worker(
+/// A thread-to-be that serves the routes: a single-threaded runtime and a
+/// copy of the listening socket, made before any worker starts.
+struct Worker {
     index: usize,
+    runtime: tokio::runtime::Runtime,
     listener: std::net::TcpListener,
-    proxy: Arc<Proxy>,
-    returned: tokio::sync::oneshot::Sender<()>,
-) -> io::Result<()> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    std::thread::Builder::new()
-        .name(format!("proxy-worker-{index}"))
-        .spawn(move || {
-            WORKER.with(|w| w.set(index));
-            runtime.block_on(async move {
-                match TcpListener::from_std(listener) {
-                    Ok(listener) => serve(listener, proxy.clone()).await,
-                    Err(err) => eprintln!("worker {index}: {err}"),
-                }
-                let _ = returned.send(());
-                proxy.drained().await;
-            });
-        })?;
-    Ok(())
+}
+
+impl Worker {
+    fn new(index: usize, listener: std::net::TcpListener) -> io::Result<Worker> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        Ok(Worker {
+            index,
+            runtime,
+            listener,
+        })
+    }
+
+    /// Starts the worker's thread: it serves the routes on its listener,
+    /// then drives its connections until every connection of the proxy has
+    /// closed (the main thread ends the process at the drain's deadline).
+    /// `returned` is sent once its accept loop has returned.
+    fn spawn(
+        self,
+        proxy: Arc<Proxy>,
+        returned: tokio::sync::oneshot::Sender<()>,
+    ) -> io::Result<()> {
+        let Worker {
+            index,
+            runtime,
+            listener,
+        } = self;
+        std::thread::Builder::new()
+            .name(format!("proxy-worker-{index}"))
+            .spawn(move || {
+                WORKER.with(|w| w.set(index));
+                runtime.block_on(async move {
+                    match TcpListener::from_std(listener) {
+                        Ok(listener) => serve(listener, proxy.clone()).await,
+                        Err(err) => eprintln!("worker {index}: {err}"),
+                    }
+                    let _ = returned.send(());
+                    proxy.drained().await;
+                });
+            })?;
+        Ok(())
+    }
 }
 
 /// Binds `addr`, naming it in the error (the OS's "Address already in

@@ -187,10 +187,17 @@ impl Proxy {
         self.stop.closed().await
     }
 
-    fn accept_failing(&self) -> std::sync::MutexGuard<'_, bool> {
-        self.accept_failing
+    /// Records whether `accept` is failing and, if that changed, says so
+    /// with `say`, under the lock: the log's order is the flag's, whichever
+    /// workers change it.
+    fn accept_failing(&self, failing: bool, say: impl FnOnce()) {
+        let mut flag = self
+            .accept_failing
             .lock()
-            .unwrap_or_else(|p| p.into_inner())
+            .unwrap_or_else(|p| p.into_inner());
+        if std::mem::replace(&mut *flag, failing) != failing {
+            say();
+        }
     }
 
     pub(crate) fn count(&self, route: &str, decision: Decision) {
@@ -255,9 +262,9 @@ pub(crate) async fn accept_loop(listener: TcpListener, proxy: Arc<Proxy>, role: 
             Err(err) => {
                 // EMFILE, ENFILE, ENOBUFS, ENOMEM: the same call would fail
                 // again at once. Wait for connections to close instead.
-                if !std::mem::replace(&mut *proxy.accept_failing(), true) {
+                proxy.accept_failing(true, || {
                     eprintln!("accept: {err}; backing off (up to {MAX_ACCEPT_BACKOFF:?})");
-                }
+                });
                 backoff = (backoff * 2).clamp(MIN_ACCEPT_BACKOFF, MAX_ACCEPT_BACKOFF);
                 tokio::select! {
                     () = stopping(&mut stop) => return,
@@ -266,9 +273,7 @@ pub(crate) async fn accept_loop(listener: TcpListener, proxy: Arc<Proxy>, role: 
             }
         };
         backoff = Duration::ZERO;
-        if std::mem::replace(&mut *proxy.accept_failing(), false) {
-            eprintln!("accept: recovered");
-        }
+        proxy.accept_failing(false, || eprintln!("accept: recovered"));
         tokio::spawn(serve_connection(stream, client, proxy.clone(), role));
     }
 }
