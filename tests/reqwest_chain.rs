@@ -17,12 +17,9 @@
 //!
 //! The timeouts run on tokio's paused clock, which the breakers read too.
 
-use std::collections::VecDeque;
-use std::convert::Infallible;
 use std::fmt;
-use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use failfast::registry::HostKey;
@@ -31,76 +28,11 @@ use failfast::{
     Breaker, Builder, CallCounts, Clock, ManualClock, Nanos, Registry, Rejected, State,
 };
 use http::Extensions;
-use http_body_util::Empty;
-use hyper::body::{Bytes, Incoming};
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
 use reqwest::{Request, Response};
 use reqwest_middleware::{ClientBuilder, ClientWithMiddleware, Middleware, Next};
-use tokio::net::TcpListener;
 
-// ---------------------------------------------------------------------------
-// The upstream.
-
-/// A loopback server answering with the statuses queued, then with its
-/// default (0: never answers), counting the requests that reach it.
-struct Upstream {
-    addr: SocketAddr,
-    queued: Arc<Mutex<VecDeque<u16>>>,
-    requests: Arc<AtomicUsize>,
-}
-
-impl Upstream {
-    async fn start(default: u16) -> Upstream {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let up = Upstream {
-            addr: listener.local_addr().unwrap(),
-            queued: Arc::default(),
-            requests: Arc::default(),
-        };
-        let (queued, requests) = (up.queued.clone(), up.requests.clone());
-        tokio::spawn(async move {
-            loop {
-                let (stream, _) = listener.accept().await.unwrap();
-                let (queued, requests) = (queued.clone(), requests.clone());
-                let service = service_fn(move |_req: http::Request<Incoming>| {
-                    // SeqCst: test bookkeeping read by the test task.
-                    requests.fetch_add(1, Ordering::SeqCst);
-                    let code = queued.lock().unwrap().pop_front().unwrap_or(default);
-                    async move {
-                        if code == 0 {
-                            std::future::pending::<()>().await;
-                        }
-                        let mut response = http::Response::new(Empty::<Bytes>::new());
-                        *response.status_mut() = http::StatusCode::from_u16(code).unwrap();
-                        Ok::<_, Infallible>(response)
-                    }
-                });
-                tokio::spawn(http1::Builder::new().serve_connection(TokioIo::new(stream), service));
-            }
-        });
-        up
-    }
-
-    /// Answers the next requests with `statuses`, in order.
-    fn queue(&self, statuses: &[u16]) {
-        self.queued.lock().unwrap().extend(statuses);
-    }
-
-    fn url(&self) -> String {
-        format!("http://{}/", self.addr)
-    }
-
-    /// The upstream's key, as the middleware derives it.
-    fn key(&self) -> String {
-        self.addr.to_string()
-    }
-
-    fn requests(&self) -> usize {
-        self.requests.load(Ordering::SeqCst)
-    }
-}
+mod loopback;
+use loopback::Upstream;
 
 // ---------------------------------------------------------------------------
 // Other middlewares.
@@ -260,10 +192,10 @@ async fn a_refusal_after_the_breaker_is_an_early_drop_and_ends_no_failure_run() 
     let client = client(None::<Refuse>, &registry, Some(Refuse(refusing.clone())));
     let up = Upstream::start(503).await;
 
-    assert_eq!(client.get(up.url()).send().await.unwrap().status(), 503);
+    assert_eq!(client.get(up.url("/")).send().await.unwrap().status(), 503);
     refusing.store(true, Ordering::SeqCst);
     for _ in 0..5 {
-        let err = client.get(up.url()).send().await.unwrap_err();
+        let err = client.get(up.url("/")).send().await.unwrap_err();
         assert!(middlewares::<Refused>(&err), "{err:?}");
     }
     assert_eq!(up.requests(), 1, "a refusal sends nothing");
@@ -279,11 +211,11 @@ async fn a_refusal_after_the_breaker_is_an_early_drop_and_ends_no_failure_run() 
     // The run of failures goes on across the refusals: the next 503 is
     // the second in a row.
     refusing.store(false, Ordering::SeqCst);
-    assert_eq!(client.get(up.url()).send().await.unwrap().status(), 503);
+    assert_eq!(client.get(up.url("/")).send().await.unwrap().status(), 503);
     assert_eq!(state(&registry, &up), State::Open);
     // Open: the breaker rejects before the refusing middleware is asked.
     refusing.store(true, Ordering::SeqCst);
-    assert!(rejected(&client.get(up.url()).send().await.unwrap_err()));
+    assert!(rejected(&client.get(up.url("/")).send().await.unwrap_err()));
 }
 
 #[tokio::test]
@@ -296,13 +228,13 @@ async fn a_refusal_before_the_breaker_never_reaches_it() {
     let client = client(Some(Refuse(refusing.clone())), &registry, None::<Refuse>);
     let up = Upstream::start(503).await;
     for _ in 0..5 {
-        let err = client.get(up.url()).send().await.unwrap_err();
+        let err = client.get(up.url("/")).send().await.unwrap_err();
         assert!(middlewares::<Refused>(&err), "{err:?}");
     }
     assert_eq!(up.requests(), 0);
     assert_eq!(registry.len(), 0, "no breaker was even looked up");
     refusing.store(false, Ordering::SeqCst);
-    assert_eq!(client.get(up.url()).send().await.unwrap().status(), 503);
+    assert_eq!(client.get(up.url("/")).send().await.unwrap().status(), 503);
     let counted = calls(&registry, &up);
     assert_eq!((counted.admitted, counted.failures), (1, 1));
     assert_eq!(state(&registry, &up), State::Open);
@@ -321,7 +253,7 @@ async fn a_retry_before_the_breaker_is_a_second_call_with_its_own_verdict() {
     let client = client(Some(Retry { attempts: 3 }), &registry, None::<Retry>);
     let up = Upstream::start(200).await;
     up.queue(&[503]);
-    assert_eq!(client.get(up.url()).send().await.unwrap().status(), 200);
+    assert_eq!(client.get(up.url("/")).send().await.unwrap().status(), 200);
     assert_eq!(up.requests(), 2);
     let counted = calls(&registry, &up);
     assert_eq!(
@@ -333,7 +265,7 @@ async fn a_retry_before_the_breaker_is_a_second_call_with_its_own_verdict() {
     // Three 503s: the second opens the breaker, and the third attempt is
     // rejected without being sent; the retry returns the rejection.
     up.queue(&[503, 503, 503]);
-    let err = client.get(up.url()).send().await.unwrap_err();
+    let err = client.get(up.url("/")).send().await.unwrap_err();
     assert!(rejected(&err), "{err:?}");
     assert_eq!(up.requests(), 4, "the rejected attempt sent nothing");
     let counted = calls(&registry, &up);
@@ -353,7 +285,7 @@ async fn a_retry_after_the_breaker_is_one_call_judged_by_its_last_answer() {
     let client = client(None::<Retry>, &registry, Some(Retry { attempts: 3 }));
     let up = Upstream::start(200).await;
     up.queue(&[503, 503]);
-    assert_eq!(client.get(up.url()).send().await.unwrap().status(), 200);
+    assert_eq!(client.get(up.url("/")).send().await.unwrap().status(), 200);
     assert_eq!(up.requests(), 3);
     let counted = calls(&registry, &up);
     assert_eq!(
@@ -363,12 +295,12 @@ async fn a_retry_after_the_breaker_is_one_call_judged_by_its_last_answer() {
 
     // Three 503s: one failure, not three; a second such call opens it.
     up.queue(&[503; 3]);
-    assert_eq!(client.get(up.url()).send().await.unwrap().status(), 503);
+    assert_eq!(client.get(up.url("/")).send().await.unwrap().status(), 503);
     assert_eq!(up.requests(), 6);
     assert_eq!(calls(&registry, &up).failures, 1);
     assert_eq!(state(&registry, &up), State::Closed);
     up.queue(&[503; 3]);
-    client.get(up.url()).send().await.unwrap();
+    client.get(up.url("/")).send().await.unwrap();
     assert_eq!(state(&registry, &up), State::Open);
 }
 
@@ -403,17 +335,17 @@ async fn cut_after_a_second(cut: Cut, abandoned_after: Duration) -> (State, Call
     let started = tokio::time::Instant::now();
     let err = match cut {
         Cut::Before => client(Some(timeout()), &registry, None::<Timeout>)
-            .get(up.url())
+            .get(up.url("/"))
             .send()
             .await
             .unwrap_err(),
         Cut::After => client(None::<Timeout>, &registry, Some(timeout()))
-            .get(up.url())
+            .get(up.url("/"))
             .send()
             .await
             .unwrap_err(),
         Cut::Reqwest => client(None::<Timeout>, &registry, None::<Timeout>)
-            .get(up.url())
+            .get(up.url("/"))
             .timeout(second)
             .send()
             .await

@@ -5,10 +5,7 @@
 //! layer judges one; a 503's `Retry-After` opens it for the hint (the
 //! tripping one by default, any with `hints()`).
 
-use std::convert::Infallible;
 use std::future::Future;
-use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU16, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,102 +13,13 @@ use failfast::registry::HostKey;
 use failfast::reqwest::BreakerMiddleware;
 use failfast::{Breaker, Builder, ManualClock, Registry, Rejected, State};
 use http_body_util::Empty;
-use hyper::body::{Bytes, Incoming};
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
+use hyper::body::Bytes;
 use tokio::net::TcpListener;
-use tokio::sync::Notify;
+
+mod loopback;
+use loopback::Upstream;
 
 type Hosts = Registry<HostKey, std::collections::hash_map::RandomState, ManualClock>;
-
-/// A loopback server answering every request with `status` (0: never
-/// answers) and `retry_after` if set, counting the requests that reach it
-/// and waking `arrived` on each.
-struct Upstream {
-    addr: SocketAddr,
-    status: Arc<AtomicU16>,
-    retry_after: Arc<std::sync::Mutex<Option<String>>>,
-    requests: Arc<AtomicUsize>,
-    arrived: Arc<Notify>,
-}
-
-impl Upstream {
-    async fn start(status: u16) -> Upstream {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let up = Upstream {
-            addr,
-            status: Arc::new(AtomicU16::new(status)),
-            retry_after: Arc::default(),
-            requests: Arc::new(AtomicUsize::new(0)),
-            arrived: Arc::new(Notify::new()),
-        };
-        let (status, retry_after, requests, arrived) = (
-            up.status.clone(),
-            up.retry_after.clone(),
-            up.requests.clone(),
-            up.arrived.clone(),
-        );
-        tokio::spawn(async move {
-            loop {
-                let (stream, _) = listener.accept().await.unwrap();
-                let (status, retry_after, requests, arrived) = (
-                    status.clone(),
-                    retry_after.clone(),
-                    requests.clone(),
-                    arrived.clone(),
-                );
-                let service = service_fn(move |_req: http::Request<Incoming>| {
-                    let (status, requests, arrived) =
-                        (status.clone(), requests.clone(), arrived.clone());
-                    let retry_after = retry_after.lock().unwrap().clone();
-                    async move {
-                        // SeqCst: test bookkeeping read by the test task.
-                        requests.fetch_add(1, Ordering::SeqCst);
-                        arrived.notify_one();
-                        let code = status.load(Ordering::SeqCst);
-                        if code == 0 {
-                            std::future::pending::<()>().await;
-                        }
-                        let mut response = http::Response::new(Empty::<Bytes>::new());
-                        *response.status_mut() = http::StatusCode::from_u16(code).unwrap();
-                        if let Some(value) = retry_after {
-                            response.headers_mut().insert(
-                                http::header::RETRY_AFTER,
-                                http::HeaderValue::from_str(&value).unwrap(),
-                            );
-                        }
-                        Ok::<_, Infallible>(response)
-                    }
-                });
-                tokio::spawn(http1::Builder::new().serve_connection(TokioIo::new(stream), service));
-            }
-        });
-        up
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.addr)
-    }
-
-    /// The upstream's key, as the middleware derives it.
-    fn key(&self) -> String {
-        self.addr.to_string()
-    }
-
-    fn requests(&self) -> usize {
-        self.requests.load(Ordering::SeqCst)
-    }
-
-    fn answer(&self, status: u16) {
-        self.status.store(status, Ordering::SeqCst);
-    }
-
-    fn retry_after(&self, value: &str) {
-        *self.retry_after.lock().unwrap() = Some(value.to_owned());
-    }
-}
 
 fn hosts(template: Builder, clock: &ManualClock) -> Arc<Hosts> {
     Arc::new(

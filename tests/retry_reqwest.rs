@@ -8,11 +8,7 @@
 //! `max_attempts` attempts are retried. Without a breaker after it, the
 //! middleware does not retry at all.
 
-use std::collections::VecDeque;
-use std::convert::Infallible;
-use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use failfast::http::{Retries, WhenRefused};
@@ -21,76 +17,12 @@ use failfast::reqwest::{BreakerMiddleware, RetryMiddleware};
 use failfast::{
     Breaker, Builder, Clock, Nanos, Registry, RejectReason, Rejected, RetryBudget, State,
 };
-use http_body_util::Empty;
-use hyper::body::{Bytes, Incoming};
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
 use reqwest_middleware::{ClientBuilder, ClientWithMiddleware};
 use tokio::net::TcpListener;
 use tokio::time::Instant;
 
-/// Answers queued: a status and a `Retry-After`, if any.
-type Answers = Arc<Mutex<VecDeque<(u16, Option<&'static str>)>>>;
-
-/// A loopback server answering with the queued (status, Retry-After)
-/// pairs, then with its default, counting the requests that reach it.
-struct Upstream {
-    addr: SocketAddr,
-    queued: Answers,
-    requests: Arc<AtomicUsize>,
-}
-
-impl Upstream {
-    async fn start(default: u16) -> Upstream {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let up = Upstream {
-            addr: listener.local_addr().unwrap(),
-            queued: Arc::default(),
-            requests: Arc::default(),
-        };
-        let (queued, requests) = (up.queued.clone(), up.requests.clone());
-        tokio::spawn(async move {
-            loop {
-                let (stream, _) = listener.accept().await.unwrap();
-                let (queued, requests) = (queued.clone(), requests.clone());
-                let service = service_fn(move |_req: http::Request<Incoming>| {
-                    // SeqCst: test bookkeeping read by the test task.
-                    requests.fetch_add(1, Ordering::SeqCst);
-                    let (code, after) = queued
-                        .lock()
-                        .unwrap()
-                        .pop_front()
-                        .unwrap_or((default, None));
-                    async move {
-                        let mut response = http::Response::new(Empty::<Bytes>::new());
-                        *response.status_mut() = http::StatusCode::from_u16(code).unwrap();
-                        if let Some(after) = after {
-                            response
-                                .headers_mut()
-                                .insert(http::header::RETRY_AFTER, after.parse().unwrap());
-                        }
-                        Ok::<_, Infallible>(response)
-                    }
-                });
-                tokio::spawn(http1::Builder::new().serve_connection(TokioIo::new(stream), service));
-            }
-        });
-        up
-    }
-
-    fn queue(&self, answers: &[(u16, Option<&'static str>)]) {
-        self.queued.lock().unwrap().extend(answers);
-    }
-
-    fn url(&self) -> String {
-        format!("http://{}/", self.addr)
-    }
-
-    fn requests(&self) -> usize {
-        self.requests.load(Ordering::SeqCst)
-    }
-}
+mod loopback;
+use loopback::Upstream;
 
 /// Tokio's clock as the breakers' clock (paused here).
 #[derive(Clone, Copy)]
@@ -130,7 +62,7 @@ fn client(registry: &Arc<Hosts>, retries: Retries) -> ClientWithMiddleware {
 }
 
 async fn get(client: &ClientWithMiddleware, up: &Upstream) -> reqwest_middleware::Result<u16> {
-    Ok(client.get(up.url()).send().await?.status().as_u16())
+    Ok(client.get(up.url("/")).send().await?.status().as_u16())
 }
 
 fn rejection(err: &reqwest_middleware::Error) -> RejectReason {
@@ -164,11 +96,11 @@ async fn failures_are_retried_up_to_three_attempts() {
     let up = Upstream::start(200).await;
     let registry = hosts(lenient(None));
     let c = client(&registry, Retries::default());
-    up.queue(&[(503, None), (500, None)]);
+    up.queue(&[503, 500]);
     assert_eq!(get(&c, &up).await.unwrap(), 200);
     assert_eq!(up.requests(), 3);
 
-    up.queue(&[(503, None); 5]);
+    up.queue(&[503; 5]);
     assert_eq!(get(&c, &up).await.unwrap(), 503);
     assert_eq!(up.requests(), 6, "three attempts, the last answer returned");
     let calls = registry
@@ -189,7 +121,7 @@ async fn first_tries_pay_in_and_an_empty_budget_stops_retries_unsent() {
 
     // The retry is refused, unsent, and the caller gets the 503 it would
     // have got without retries.
-    up.queue(&[(503, None)]);
+    up.queue(&[503]);
     assert_eq!(get(&c, &up).await.unwrap(), 503);
     assert_eq!(up.requests(), 1, "the refused retry was not sent");
     assert_eq!(counts(&registry, &up).retries_refused, 1, "counted");
@@ -199,13 +131,13 @@ async fn first_tries_pay_in_and_an_empty_budget_stops_retries_unsent() {
     for _ in 0..3 {
         assert_eq!(get(&c, &up).await.unwrap(), 200);
     }
-    up.queue(&[(503, None); 3]);
+    up.queue(&[503; 3]);
     assert_eq!(get(&c, &up).await.unwrap(), 503);
     assert_eq!(up.requests(), 4 + 3);
     // Half a retry left, half more from this first try: one retry, then
     // the budget is empty. The answer of the retry that went (the 502) is
     // returned, not the first one's.
-    up.queue(&[(503, None), (502, None)]);
+    up.queue(&[503, 502]);
     assert_eq!(get(&c, &up).await.unwrap(), 502);
     assert_eq!(up.requests(), 7 + 2);
     assert_eq!(counts(&registry, &up).retries_refused, 2);
@@ -219,7 +151,7 @@ async fn with_when_refused_rejection_an_empty_budget_returns_the_rejection() {
     let registry = hosts(lenient(Some(budget)));
     let c = client(&registry, rejection_rules());
 
-    up.queue(&[(503, None)]);
+    up.queue(&[503]);
     let err = get(&c, &up).await.unwrap_err();
     assert_eq!(rejection(&err), RejectReason::RetryBudget);
     assert_eq!(up.requests(), 1, "the refused retry was not sent");
@@ -227,10 +159,10 @@ async fn with_when_refused_rejection_an_empty_budget_returns_the_rejection() {
     for _ in 0..3 {
         assert_eq!(get(&c, &up).await.unwrap(), 200);
     }
-    up.queue(&[(503, None); 3]);
+    up.queue(&[503; 3]);
     assert_eq!(get(&c, &up).await.unwrap(), 503);
     assert_eq!(up.requests(), 4 + 3);
-    up.queue(&[(503, None); 2]);
+    up.queue(&[503; 2]);
     let err = get(&c, &up).await.unwrap_err();
     assert_eq!(rejection(&err), RejectReason::RetryBudget);
     assert_eq!(up.requests(), 7 + 2);
@@ -243,7 +175,7 @@ async fn a_hint_within_the_limit_is_waited_for_a_longer_one_is_returned() {
     let registry = hosts(lenient(None));
     let c = client(&registry, Retries::default());
 
-    up.queue(&[(503, Some("1"))]);
+    up.queue_hinted(&[(503, "1")]);
     let start = Instant::now();
     assert_eq!(get(&c, &up).await.unwrap(), 200);
     assert!(
@@ -253,7 +185,7 @@ async fn a_hint_within_the_limit_is_waited_for_a_longer_one_is_returned() {
     );
     assert_eq!(up.requests(), 2);
 
-    up.queue(&[(429, Some("5"))]);
+    up.queue_hinted(&[(429, "5")]);
     assert_eq!(get(&c, &up).await.unwrap(), 429);
     assert_eq!(up.requests(), 3, "a hint over the limit: not retried");
 }
@@ -263,11 +195,17 @@ async fn non_idempotent_requests_and_client_errors_are_not_retried() {
     let up = Upstream::start(503).await;
     let registry = hosts(lenient(None));
     let c = client(&registry, Retries::default());
-    let status = c.post(up.url()).body("{}").send().await.unwrap().status();
+    let status = c
+        .post(up.url("/"))
+        .body("{}")
+        .send()
+        .await
+        .unwrap()
+        .status();
     assert_eq!(status, 503);
     assert_eq!(up.requests(), 1);
 
-    up.queue(&[(404, None)]);
+    up.queue(&[404]);
     assert_eq!(get(&c, &up).await.unwrap(), 404);
     assert_eq!(up.requests(), 2);
 
@@ -276,7 +214,7 @@ async fn non_idempotent_requests_and_client_errors_are_not_retried() {
         Retries::builder().non_idempotent(true).build().unwrap(),
     );
     let status = writes
-        .post(up.url())
+        .post(up.url("/"))
         .body("{}")
         .send()
         .await
