@@ -113,6 +113,7 @@ needs!(
 needs!(downstream_time, "tower", "needs --features tower");
 needs!(reqwest_chain, "reqwest", "needs --features reqwest");
 needs!(retry_tower, "tower", "needs --features tower");
+needs!(retry_single, "tower", "needs --features tower");
 needs!(retry_reqwest, "reqwest", "needs --features reqwest");
 
 /// Every `[[test]]` of `Cargo.toml` with `required-features` has its

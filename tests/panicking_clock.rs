@@ -295,8 +295,16 @@ fn a_clock_that_panics_with_a_permit_owning_its_handle_does_not_abort() {
 #[cfg(all(feature = "tower", feature = "metrics"))]
 mod layers {
     use failfast::export::metrics::CallMetrics;
-    use failfast::tower::FailFastLayer;
+    use failfast::tower::{Attempt, FailFastLayer};
     use tower::{Layer, Service};
+
+    /// A request with nothing in it. The fail-fast layer asks each request
+    /// whether it is a retry (`Attempt`); `()` is std's, so the test's own type
+    /// answers: a first try.
+    #[derive(Clone, Copy, Debug)]
+    struct Job;
+
+    impl Attempt for Job {}
 
     use super::poll::block_on;
     use super::*;
@@ -312,7 +320,7 @@ mod layers {
                     .unwrap(),
             );
             let inner_clock = clock.clone();
-            let inner = tower::service_fn(move |_: u32| {
+            let inner = tower::service_fn(move |_: Job| {
                 let clock = inner_clock.clone();
                 async move {
                     // The handler panics with the clock broken: the layer's
@@ -332,7 +340,7 @@ mod layers {
             };
             let mut service = layer.layer(inner);
             must_panic(|| {
-                let _ = block_on(service.call(1));
+                let _ = block_on(service.call(Job));
             });
             clock.set_broken(false);
             // The permit's drop had no time to judge the call by: neutral.

@@ -11,7 +11,8 @@ use super::body::PermitBody;
 use super::future::ResponseFuture;
 use super::hook::LayerHooks;
 use super::mode::{AtEnd, AtHead};
-use super::permit::{admit, Naming, Owner};
+use super::permit::{admit_attempt, Naming, Owner};
+use super::retry::Attempt;
 use super::watch::Watcher;
 use crate::breaker::Breaker;
 use crate::clock::{Clock, QuantaClock};
@@ -43,11 +44,17 @@ use crate::http::{Classify, DefaultClassifier};
 /// `M` is when the verdict is taken: [`AtHead`] (the default), or [`AtEnd`]
 /// after [`classify_at_end`](Self::classify_at_end).
 ///
-/// The layer takes any request and hands it on unchanged. A call that fails
+/// The layer takes any request that implements [`Attempt`] (every
+/// `http::Request<B>` does) and hands it on unchanged. A call that fails
 /// because its own request body failed (a client gone mid-upload, an upload
 /// cut by an idle or size limit) is neutral with every shipped classifier,
 /// the default one included: hyper says so in its error, and
 /// [`Fault::of`](crate::Fault::of) reads it (see [who failed](super#who-failed)).
+///
+/// Put tower's `RetryLayer` with a [`RetryPolicy`](super::RetryPolicy)
+/// outside it, and each retry is admitted through the breaker's retry
+/// budget ([`Builder::retry_budget`](crate::Builder::retry_budget)), as in
+/// a [`KeyedLayer`](super::KeyedLayer).
 #[derive(Clone, Debug)]
 pub struct FailFastLayer<Cl = DefaultClassifier, C: Clock = QuantaClock, M = AtHead> {
     breaker: Arc<Breaker<C>>,
@@ -233,6 +240,13 @@ impl<S, Cl: Clone, C: Clock, M> Layer<S> for FailFastLayer<Cl, C, M> {
 ///   when early, counted when late: the crate's table of endings). In
 ///   [`AtEnd`] mode a response whose head cannot tell carries the permit on
 ///   in its body, a [`PermitBody`].
+/// * A request marked as a retry (a [`RetryAttempt`](crate::http::RetryAttempt)
+///   in its extensions, as [`RetryPolicy`](super::RetryPolicy) marks it) is
+///   admitted through the breaker's retry budget
+///   ([`Breaker::try_retry`](crate::Breaker::try_retry)): refused with
+///   [`RejectReason::RetryBudget`](crate::RejectReason::RetryBudget) when the
+///   budget has no room. Any other request is a first try, which pays into
+///   the budget. The request type says which it is ([`Attempt`]).
 ///
 /// ```
 /// use failfast::tower::{FailFast, HttpClassifier};
@@ -301,12 +315,17 @@ impl<S, Cl, C: Clock, M> FailFast<S, Cl, C, M> {
     fn guard<Req>(&mut self, req: Req) -> ResponseFuture<S::Future, Cl, C, (), M>
     where
         S: Service<Req>,
+        Req: Attempt,
         Cl: Clone,
     {
         let owner = Owner::Shared(self.breaker.clone());
         let now = self.breaker.now();
         let watching = self.watch.begin(&owner);
-        let admission = admit(owner, now, &self.naming);
+        // A retry ([`RetryAttempt`](crate::http::RetryAttempt)) goes through
+        // the breaker's retry budget, as in the keyed layer: one test for a
+        // request without extensions, the search out of line.
+        let retry = req.retry_attempt().is_some();
+        let admission = admit_attempt(owner, now, &self.naming, retry);
         ResponseFuture::admitted(
             watching.admitted(&self.watch, admission, now),
             || self.inner.call(req),
@@ -320,6 +339,7 @@ impl<S, Req, Cl, C> Service<Req> for FailFast<S, Cl, C>
 where
     S: Service<Req>,
     S::Error: Into<BoxError>,
+    Req: Attempt,
     Cl: Classify<S::Response, BoxError> + Clone,
     C: Clock,
 {
@@ -340,6 +360,7 @@ impl<S, Req, G, C, B> Service<Req> for FailFast<S, G, C, AtEnd>
 where
     S: Service<Req, Response = http::Response<B>>,
     S::Error: Into<BoxError>,
+    Req: Attempt,
     B: http_body::Body,
     G: ClassifyStream<B, BoxError> + Clone,
     C: Clock,

@@ -74,14 +74,16 @@
 //! # Retries
 //!
 //! [`RetryPolicy`] is a `tower::retry::Policy` for HTTP: put tower's
-//! `RetryLayer` with it *outside* a [`KeyedLayer`], and the keyed layer
-//! admits each retry (a request the policy marked with a
-//! [`RetryAttempt`]) through its host's retry budget
+//! `RetryLayer` with it *outside* a [`KeyedLayer`] or a [`FailFastLayer`],
+//! and either layer admits each retry (a request the policy marked with a
+//! [`RetryAttempt`]) through its breaker's retry budget
 //! ([`Breaker::try_retry`](crate::Breaker::try_retry)), while first tries
-//! pay into it. A retry the breaker refuses (the budget spent, the breaker
-//! open) is not sent, and the caller gets the answer of the attempt before
-//! it, as without retries; with [`WhenRefused::Rejection`] it gets the
-//! [`Rejected`](crate::Rejected) (for the budget,
+//! pay into it. Both read the mark through [`Attempt`], which every
+//! `http::Request<B>` implements. A retry the breaker refuses (the budget
+//! spent, the breaker open) is not sent, and the caller gets the answer of
+//! the attempt before it, as without retries; with
+//! [`WhenRefused::Rejection`] it gets the [`Rejected`](crate::Rejected)
+//! (for the budget,
 //! [`RejectReason::RetryBudget`](crate::RejectReason::RetryBudget)). No
 //! rejection is ever retried. [`Retries`] has the rules and defaults.
 //!

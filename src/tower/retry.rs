@@ -16,7 +16,8 @@ use crate::http::{jitter, retry_attempt, Classify, Keyless, Retries, RetryAttemp
 use crate::outcome::Outcome;
 
 /// A [`tower::retry::Policy`] for HTTP that cannot make an incident worse:
-/// put it outside a [`KeyedLayer`](super::KeyedLayer) and each retry is
+/// put it outside a [`KeyedLayer`](super::KeyedLayer) (or, for one
+/// upstream, a [`FailFastLayer`](super::FailFastLayer)) and each retry is
 /// admitted by its host's breaker through the host's retry budget
 /// ([`Breaker::try_retry`](crate::Breaker::try_retry)).
 ///
@@ -35,10 +36,10 @@ use crate::outcome::Outcome;
 ///   back to the caller). A 4xx, a neutral ending, a [`Keyless`] request or
 ///   any [`Rejected`] — the breaker open, the budget spent — is never
 ///   retried.
-/// * **How the keyed layer knows.** `retry` marks the request it will send
-///   again with a [`RetryAttempt`] extension; the keyed layer admits a
-///   marked request with `try_retry` and an unmarked one as a first try,
-///   which pays into the budget.
+/// * **How the layer knows.** `retry` marks the request it will send
+///   again with a [`RetryAttempt`] extension; the keyed layer and the
+///   fail-fast layer both admit a marked request with `try_retry` and an
+///   unmarked one as a first try, which pays into the budget.
 /// * **A refused retry** (a [`Rejected`] for a marked request: the budget
 ///   spent, the breaker open, a remembered hint, no probe slot free) is
 ///   not sent, and nothing more is. The caller gets the answer of the
@@ -60,8 +61,10 @@ use crate::outcome::Outcome;
 ///   so that the failed answer can wait in the policy, which is not
 ///   generic over the body.
 ///
-/// Only the keyed layer reads the mark: a [`FailFastLayer`](super::FailFastLayer)
-/// under the policy admits every attempt as a first try.
+/// Both layers read the mark: a [`FailFastLayer`](super::FailFastLayer)
+/// under the policy admits each retry through its one breaker's retry
+/// budget, as a [`KeyedLayer`](super::KeyedLayer) does through each
+/// host's.
 ///
 /// Without a retry budget on the breakers ([`Builder::retry_budget`](crate::Builder::retry_budget),
 /// off by default) a retry is admitted like a first try: the breaker and
@@ -231,14 +234,16 @@ where
     }
 }
 
-/// What a [`Keyed`](super::Keyed) service asks each request: is it a retry?
-/// A retry ([`RetryAttempt`] in an HTTP request's extensions) is admitted
-/// through its host's retry budget
-/// ([`Breaker::try_retry`](crate::Breaker::try_retry)); anything else is a
-/// first try.
+/// What a [`Keyed`](super::Keyed) or a [`FailFast`](super::FailFast)
+/// service asks each request: is it a retry? A retry ([`RetryAttempt`] in
+/// an HTTP request's extensions) is admitted through its breaker's retry
+/// budget ([`Breaker::try_retry`](crate::Breaker::try_retry)); anything
+/// else is a first try.
 ///
-/// Implemented for `http::Request<B>`. A keyed layer over requests of
-/// another type needs it too; the provided method says "a first try":
+/// Implemented for `http::Request<B>`. A layer over requests of another
+/// type needs it too; the provided method says "a first try" (for a type
+/// of another crate, such as `()` or `u32`, implement it on a newtype of
+/// your own):
 ///
 /// ```
 /// struct Job(u64);
