@@ -17,7 +17,7 @@ use std::time::Duration;
 use failfast::export::metrics::{
     self as fm, describe, record_transition_per_host, CallMetrics, MetricsExporter,
 };
-use failfast::tower::{unavailable, Attempt, FailFastLayer, FallbackLayer, KeyedLayer};
+use failfast::tower::{unavailable, FailFastLayer, FallbackLayer, KeyedLayer};
 use failfast::{Breaker, Clock, ManualClock, Nanos, Registry, Rejected, State};
 use metrics::Unit;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
@@ -89,24 +89,17 @@ fn find<'a>(
         .unwrap_or_else(|| panic!("no {name} {want:?} in {:#?}", all.get(name)))
 }
 
-/// A request for `ms` milliseconds of work. The fail-fast layer asks each
-/// request whether it is a retry (`Attempt`); `u64` is std's, so the test's
-/// own type answers: a first try.
-struct Ms(u64);
-
-impl Attempt for Ms {}
-
 /// An upstream that answers `Ok` after `ms` milliseconds of the clock, or
 /// fails when `ms` is `u64::MAX`.
 fn upstream(
     clock: ManualClock,
 ) -> impl Service<
-    Ms,
+    u64,
     Response = u64,
     Error = &'static str,
     Future = impl Future<Output = Result<u64, &'static str>>,
 > + Clone {
-    tower::service_fn(move |Ms(ms): Ms| {
+    tower::service_fn(move |ms: u64| {
         let clock = clock.clone();
         async move {
             if ms == u64::MAX {
@@ -142,18 +135,14 @@ fn every_series_has_its_name_labels_and_unit() {
             FallbackLayer::new(|r: &Rejected| Some(unavailable::<()>(r).status().as_u16() as u64))
                 .upstream("payments")
                 .layer(layer.layer(upstream(clock.clone())));
-        assert_eq!(block_on(svc.call(Ms(10))).unwrap(), 10); // success, 10 ms
-        assert_eq!(block_on(svc.call(Ms(250))).unwrap(), 250); // slow, 250 ms
-        assert!(block_on(svc.call(Ms(u64::MAX))).is_err()); // failure
-        assert!(block_on(svc.call(Ms(u64::MAX))).is_err()); // failure: trips (20 s)
+        assert_eq!(block_on(svc.call(10)).unwrap(), 10); // success, 10 ms
+        assert_eq!(block_on(svc.call(250)).unwrap(), 250); // slow, 250 ms
+        assert!(block_on(svc.call(u64::MAX)).is_err()); // failure
+        assert!(block_on(svc.call(u64::MAX)).is_err()); // failure: trips (20 s)
         assert_eq!(b.state(), State::Open);
         clock.advance(Duration::from_millis(1_500));
-        assert_eq!(
-            block_on(svc.call(Ms(1))).unwrap(),
-            503,
-            "the fallback answered"
-        );
-        assert_eq!(block_on(svc.call(Ms(1))).unwrap(), 503);
+        assert_eq!(block_on(svc.call(1)).unwrap(), 503, "the fallback answered");
+        assert_eq!(block_on(svc.call(1)).unwrap(), 503);
         MetricsExporter::new().export_breaker("payments", &b);
     });
     let all = collect(&recorder);
@@ -343,8 +332,8 @@ fn prometheus_naming_rules_hold_for_every_series() {
                     .call_metrics(CallMetrics::new().call_duration(true))
                     .layer(upstream(clock.clone())),
             );
-        let _ = block_on(svc.call(Ms(u64::MAX)));
-        let _ = block_on(svc.call(Ms(1)));
+        let _ = block_on(svc.call(u64::MAX));
+        let _ = block_on(svc.call(1));
         fm::record_rejection("y", &b.try_acquire().unwrap_err());
         fm::record_fallback("y");
     });
@@ -464,7 +453,7 @@ fn the_histogram_off_adds_no_clock_read() {
             let mut svc = layer.layer(upstream(clock.time.clone()));
             let before = clock.reads();
             for _ in 0..100 {
-                assert_eq!(block_on(svc.call(Ms(1))).unwrap(), 1);
+                assert_eq!(block_on(svc.call(1)).unwrap(), 1);
             }
             (clock.reads() - before) as f64 / 100.0
         })
@@ -500,7 +489,7 @@ fn the_histogram_off_adds_no_clock_read() {
             .layer(upstream(clock.time.clone()));
         for mut svc in [plain, timed] {
             let before = clock.reads();
-            assert_eq!(block_on(svc.call(Ms(5))).unwrap(), 5);
+            assert_eq!(block_on(svc.call(5)).unwrap(), 5);
             assert_eq!(
                 clock.reads() - before,
                 2,
@@ -557,14 +546,12 @@ fn a_ramp_shows_in_its_gauges_and_its_rejections_under_their_reason() {
             .upstream("payments")
             .call_metrics(CallMetrics::new());
         let mut svc = layer.layer(upstream(clock.clone()));
-        assert!(block_on(svc.call(Ms(u64::MAX))).is_err()); // trips
+        assert!(block_on(svc.call(u64::MAX)).is_err()); // trips
         assert_eq!(scrape(), (0.0, 1.0), "open, at the first step");
         clock.advance(Duration::from_secs(30));
-        assert_eq!(block_on(svc.call(Ms(0))).unwrap(), 0); // the probe closes it
+        assert_eq!(block_on(svc.call(0)).unwrap(), 0); // the probe closes it
         assert_eq!(scrape(), (0.5, 1.0), "ramping, the step kept");
-        let turned_away = (0..40)
-            .filter(|_| block_on(svc.call(Ms(0))).is_err())
-            .count();
+        let turned_away = (0..40).filter(|_| block_on(svc.call(0)).is_err()).count();
         assert!((10..=30).contains(&turned_away), "{turned_away}");
         // Calls outside a layer, counted by hand.
         let rejected = (0..10).find_map(|_| b.try_acquire().err()).unwrap();

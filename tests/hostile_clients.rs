@@ -15,18 +15,10 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use common::{Log, LogTransitions};
-use failfast::tower::{Attempt, FailFastLayer, KeyedLayer, TimedOut, TokioClock};
+use failfast::tower::{FailFastLayer, KeyedLayer, TimedOut, TokioClock};
 use failfast::{Breaker, Reason, Registry, RejectReason, Rejected, State, Transition};
 use tokio::time::Instant;
 use tower::{BoxError, Layer, Service, ServiceBuilder, ServiceExt};
-
-/// A request with nothing in it. The fail-fast layer asks each request
-/// whether it is a retry (`Attempt`); `()` is std's, so the test's own type
-/// answers: a first try.
-#[derive(Clone, Copy, Debug)]
-struct Job;
-
-impl Attempt for Job {}
 
 /// An upstream that accepts every call and never answers, counting calls
 /// and when they came.
@@ -110,13 +102,13 @@ async fn an_outer_tower_timeout_outside_the_layer_trips_on_a_hung_upstream() {
     let mut svc = ServiceBuilder::new()
         .timeout(Duration::from_secs(1))
         .layer(FailFastLayer::new(breaker.clone()))
-        .service(hung.service::<Job>());
+        .service(hung.service::<()>());
     for _ in 0..5 {
-        let err = svc.ready().await.unwrap().call(Job).await.unwrap_err();
+        let err = svc.ready().await.unwrap().call(()).await.unwrap_err();
         assert!(err.is::<tower::timeout::error::Elapsed>());
     }
     assert_eq!(breaker.state(), State::Open);
-    let err = svc.ready().await.unwrap().call(Job).await.unwrap_err();
+    let err = svc.ready().await.unwrap().call(()).await.unwrap_err();
     assert_eq!(rejected(&err).unwrap().reason(), RejectReason::Open);
     assert_eq!(hung.count(), 5);
 }
@@ -187,7 +179,7 @@ async fn impatient_clients_get_one_probe_per_open_period_and_the_backoff_grows()
     // The upstream notes the breaker's state at each call it receives.
     let seen: Arc<Mutex<Vec<State>>> = Arc::default();
     let (b, log_calls) = (breaker.clone(), seen.clone());
-    let upstream = tower::service_fn(move |_: Job| {
+    let upstream = tower::service_fn(move |_: ()| {
         log_calls.lock().unwrap().push(b.state());
         std::future::pending::<Result<(), Infallible>>()
     });
@@ -198,7 +190,7 @@ async fn impatient_clients_get_one_probe_per_open_period_and_the_backoff_grows()
             let mut svc = svc.clone();
             tokio::spawn(async move {
                 while Instant::now() < end {
-                    let call = svc.ready().await.unwrap().call(Job);
+                    let call = svc.ready().await.unwrap().call(());
                     match tokio::time::timeout(Duration::from_secs(1), call).await {
                         Err(_elapsed) => {} // gave up
                         Ok(Err(_rejected)) => tokio::time::sleep(Duration::from_millis(100)).await,
@@ -254,13 +246,13 @@ async fn clients_giving_up_early_never_trip_a_healthy_upstream() {
             .build_with_clock(TokioClock::new())
             .unwrap(),
     );
-    let upstream = tower::service_fn(|_: Job| async {
+    let upstream = tower::service_fn(|_: ()| async {
         tokio::time::sleep(Duration::from_millis(200)).await;
         Ok::<_, Infallible>(())
     });
     let mut svc = FailFastLayer::new(breaker.clone()).layer(upstream);
     for i in 0..100 {
-        let call = svc.ready().await.unwrap().call(Job);
+        let call = svc.ready().await.unwrap().call(());
         let patience = Duration::from_millis(if i % 2 == 0 { 5 } else { 500 });
         let _ = tokio::time::timeout(patience, call).await;
     }
@@ -281,7 +273,7 @@ async fn a_panicking_handler_in_a_task_counts_as_a_failure() {
             .build_with_clock(TokioClock::new())
             .unwrap(),
     );
-    let panicking = tower::service_fn(|_: Job| async {
+    let panicking = tower::service_fn(|_: ()| async {
         panic!("deliberate");
         #[allow(unreachable_code)]
         Ok::<(), Infallible>(())
@@ -289,7 +281,7 @@ async fn a_panicking_handler_in_a_task_counts_as_a_failure() {
     let svc = FailFastLayer::new(breaker.clone()).layer(panicking);
     for _ in 0..3 {
         let mut svc = svc.clone();
-        let task = tokio::spawn(async move { svc.ready().await.unwrap().call(Job).await });
+        let task = tokio::spawn(async move { svc.ready().await.unwrap().call(()).await });
         assert!(task.await.unwrap_err().is_panic());
     }
     assert_eq!(breaker.state(), State::Open);
@@ -309,7 +301,7 @@ async fn a_panicking_probe_reopens_with_the_next_backoff_step() {
             .build_with_clock(TokioClock::new())
             .unwrap(),
     );
-    let panicking = tower::service_fn(|_: Job| async {
+    let panicking = tower::service_fn(|_: ()| async {
         panic!("deliberate");
         #[allow(unreachable_code)]
         Ok::<(), Infallible>(())
@@ -318,7 +310,7 @@ async fn a_panicking_probe_reopens_with_the_next_backoff_step() {
     let _ = breaker.try_acquire().unwrap().failure();
     tokio::time::advance(Duration::from_secs(5)).await;
     let mut probe_svc = svc.clone();
-    let task = tokio::spawn(async move { probe_svc.ready().await.unwrap().call(Job).await });
+    let task = tokio::spawn(async move { probe_svc.ready().await.unwrap().call(()).await });
     assert!(task.await.unwrap_err().is_panic());
     let last = *log.lock().unwrap().last().unwrap();
     assert_eq!(
@@ -326,7 +318,7 @@ async fn a_panicking_probe_reopens_with_the_next_backoff_step() {
         (Reason::ProbeFailed, Some(Duration::from_secs(10)))
     );
     let mut svc = svc;
-    let err = svc.ready().await.unwrap().call(Job).await.unwrap_err();
+    let err = svc.ready().await.unwrap().call(()).await.unwrap_err();
     assert_eq!(rejected(&err).unwrap().reason(), RejectReason::Open);
 }
 
@@ -343,7 +335,7 @@ async fn a_panicking_hook_on_half_open_leaves_the_probe_slot_usable() {
             .build_with_clock(TokioClock::new())
             .unwrap(),
     );
-    let ok = tower::service_fn(|_: Job| async { Ok::<(), Infallible>(()) });
+    let ok = tower::service_fn(|_: ()| async { Ok::<(), Infallible>(()) });
     let mut svc = FailFastLayer::new(breaker.clone())
         .on_transition(|_: &str, t: &Transition| {
             if t.to == State::HalfOpen {
@@ -354,10 +346,10 @@ async fn a_panicking_hook_on_half_open_leaves_the_probe_slot_usable() {
     let _ = breaker.try_acquire().unwrap().failure();
     tokio::time::advance(Duration::from_secs(5)).await;
     let ready = svc.ready().await.unwrap();
-    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| ready.call(Job)));
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| ready.call(())));
     assert!(panicked.is_err());
     assert_eq!(breaker.state(), State::HalfOpen);
-    svc.ready().await.unwrap().call(Job).await.unwrap();
+    svc.ready().await.unwrap().call(()).await.unwrap();
     assert_eq!(breaker.state(), State::Closed, "the next request probed");
 }
 
@@ -430,12 +422,12 @@ async fn the_layers_own_timeout_records_failure_and_slow_an_outer_one_abandons()
     let mut inner_first = ServiceBuilder::new()
         .timeout(Duration::from_secs(2))
         .layer(FailFastLayer::new(breaker.clone()).timeout(Duration::from_secs(1)))
-        .service(hung.service::<Job>());
+        .service(hung.service::<()>());
     let err = inner_first
         .ready()
         .await
         .unwrap()
-        .call(Job)
+        .call(())
         .await
         .unwrap_err();
     assert!(err.is::<TimedOut>());
@@ -447,12 +439,12 @@ async fn the_layers_own_timeout_records_failure_and_slow_an_outer_one_abandons()
     let mut outer_first = ServiceBuilder::new()
         .timeout(Duration::from_secs(1))
         .layer(FailFastLayer::new(breaker.clone()).timeout(Duration::from_secs(2)))
-        .service(hung.service::<Job>());
+        .service(hung.service::<()>());
     let err = outer_first
         .ready()
         .await
         .unwrap()
-        .call(Job)
+        .call(())
         .await
         .unwrap_err();
     assert!(err.is::<tower::timeout::error::Elapsed>());
@@ -474,13 +466,13 @@ fn a_panic_in_the_inner_future_is_recorded_before_it_reaches_the_caller() {
             .build_with_clock(failfast::ManualClock::new())
             .unwrap(),
     );
-    let panicking = tower::service_fn(|_: Job| async {
+    let panicking = tower::service_fn(|_: ()| async {
         panic!("deliberate");
         #[allow(unreachable_code)]
         Ok::<(), Infallible>(())
     });
     let mut svc = FailFastLayer::new(breaker.clone()).layer(panicking);
-    let fut = svc.call(Job);
+    let fut = svc.call(());
     let mut fut = pin!(fut);
     let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let _ = fut.as_mut().poll(&mut Context::from_waker(Waker::noop()));

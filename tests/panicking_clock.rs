@@ -295,16 +295,8 @@ fn a_clock_that_panics_with_a_permit_owning_its_handle_does_not_abort() {
 #[cfg(all(feature = "tower", feature = "metrics"))]
 mod layers {
     use failfast::export::metrics::CallMetrics;
-    use failfast::tower::{Attempt, FailFastLayer};
+    use failfast::tower::FailFastLayer;
     use tower::{Layer, Service};
-
-    /// A request with nothing in it. The fail-fast layer asks each request
-    /// whether it is a retry (`Attempt`); `()` is std's, so the test's own type
-    /// answers: a first try.
-    #[derive(Clone, Copy, Debug)]
-    struct Job;
-
-    impl Attempt for Job {}
 
     use super::poll::block_on;
     use super::*;
@@ -320,7 +312,7 @@ mod layers {
                     .unwrap(),
             );
             let inner_clock = clock.clone();
-            let inner = tower::service_fn(move |_: Job| {
+            let inner = tower::service_fn(move |_: u32| {
                 let clock = inner_clock.clone();
                 async move {
                     // The handler panics with the clock broken: the layer's
@@ -340,7 +332,7 @@ mod layers {
             };
             let mut service = layer.layer(inner);
             must_panic(|| {
-                let _ = block_on(service.call(Job));
+                let _ = block_on(service.call(1));
             });
             clock.set_broken(false);
             // The permit's drop had no time to judge the call by: neutral.

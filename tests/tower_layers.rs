@@ -10,17 +10,9 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use failfast::tower::{Attempt, EjectLayer, FailFastLayer, HttpClassifier, KeyedLayer, TimedOut};
+use failfast::tower::{EjectLayer, FailFastLayer, HttpClassifier, KeyedLayer, TimedOut};
 use failfast::{Breaker, ManualClock, Registry, RejectReason, Rejected, State, Transition};
 use tower::{BoxError, Layer, Service, ServiceExt};
-
-/// A request with nothing in it. The fail-fast layer asks each request
-/// whether it is a retry (`Attempt`); `()` is std's, so the test's own type
-/// answers: a first try.
-#[derive(Clone, Copy, Debug)]
-struct Job;
-
-impl Attempt for Job {}
 
 fn counting_service(
     calls: Arc<AtomicUsize>,
@@ -130,13 +122,13 @@ async fn an_early_dropped_response_future_is_neutral_and_frees_the_probe() {
             .build_with_clock(clock.clone())
             .unwrap(),
     );
-    let never = tower::service_fn(|_: Job| std::future::pending::<Result<(), Infallible>>());
+    let never = tower::service_fn(|_: ()| std::future::pending::<Result<(), Infallible>>());
     let mut svc = FailFastLayer::new(breaker.clone()).layer(never);
     breaker.try_acquire().unwrap().failure();
     clock.advance(Duration::from_millis(30));
 
     // The probe's future is polled once, then dropped (the client went away).
-    let mut fut = Box::pin(svc.call(Job));
+    let mut fut = Box::pin(svc.call(()));
     assert!(fut.as_mut().poll(&mut noop_cx()).is_pending());
     assert_eq!(breaker.state(), State::HalfOpen);
     drop(fut); // at once: sooner than abandoned_after (the 20 ms lease)
@@ -162,7 +154,7 @@ async fn timeout_is_a_failure_and_a_slow_call_at_the_instant_it_fired() {
             .build()
             .unwrap(),
     );
-    let slow = tower::service_fn(|_: Job| async {
+    let slow = tower::service_fn(|_: ()| async {
         tokio::time::sleep(Duration::from_secs(5)).await;
         Ok::<_, Infallible>(())
     });
@@ -170,7 +162,7 @@ async fn timeout_is_a_failure_and_a_slow_call_at_the_instant_it_fired() {
         .timeout(Duration::from_millis(50))
         .layer(slow);
     let started = tokio::time::Instant::now();
-    let err = svc.ready().await.unwrap().call(Job).await.unwrap_err();
+    let err = svc.ready().await.unwrap().call(()).await.unwrap_err();
     assert_eq!(
         started.elapsed(),
         Duration::from_millis(50),
@@ -200,7 +192,7 @@ async fn hook_gets_the_upstream_name_of_each_trip_and_recovery() {
     );
     let fail = Arc::new(std::sync::atomic::AtomicBool::new(true));
     let f = fail.clone();
-    let inner = tower::service_fn(move |_: Job| {
+    let inner = tower::service_fn(move |_: ()| {
         let failing = f.load(Ordering::SeqCst);
         async move {
             if failing {
@@ -216,10 +208,10 @@ async fn hook_gets_the_upstream_name_of_each_trip_and_recovery() {
             log.lock().unwrap().push((up.to_owned(), t.from, t.to))
         })
         .layer(inner);
-    let _ = svc.ready().await.unwrap().call(Job).await;
+    let _ = svc.ready().await.unwrap().call(()).await;
     clock.advance(Duration::from_millis(20));
     fail.store(false, Ordering::SeqCst);
-    svc.ready().await.unwrap().call(Job).await.unwrap();
+    svc.ready().await.unwrap().call(()).await.unwrap();
     assert_eq!(
         *seen.lock().unwrap(),
         [

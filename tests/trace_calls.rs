@@ -16,7 +16,7 @@ use std::task::{Context, Waker};
 use std::time::Duration;
 
 use failfast::export::tracing::{CallSpan, REJECTED};
-use failfast::tower::{Attempt, FailFastLayer, KeyedLayer};
+use failfast::tower::{FailFastLayer, KeyedLayer};
 use failfast::{Breaker, ManualClock, Registry, State};
 use tower::{Layer, Service};
 use tracing::field::{Field, Visit};
@@ -141,12 +141,12 @@ fn upstream(
     clock: ManualClock,
     how: Upstream,
 ) -> impl Service<
-    Num,
+    u32,
     Response = u32,
     Error = &'static str,
     Future = impl Future<Output = Result<u32, &'static str>>,
 > + Clone {
-    tower::service_fn(move |Num(req): Num| {
+    tower::service_fn(move |req: u32| {
         let span = tracing::info_span!("upstream call", server.address = "10.0.0.7");
         let clock = clock.clone();
         async move {
@@ -174,18 +174,11 @@ fn request_span() -> tracing::Span {
     )
 }
 
-/// A request carrying a number the upstream echoes. The fail-fast layer
-/// asks each request whether it is a retry (`Attempt`); `u32` is std's, so
-/// the test's own type answers: a first try.
-struct Num(u32);
-
-impl Attempt for Num {}
-
 /// Calls `svc` inside a fresh request span; the call's result.
-fn call_in_span<S: Service<Num>>(svc: &mut S, req: u32) -> Result<S::Response, S::Error> {
+fn call_in_span<S: Service<u32>>(svc: &mut S, req: u32) -> Result<S::Response, S::Error> {
     let span = request_span();
     let _in = span.enter();
-    block_on(svc.call(Num(req)))
+    block_on(svc.call(req))
 }
 
 fn breaker(clock: &ManualClock) -> Arc<Breaker<ManualClock>> {
@@ -385,7 +378,7 @@ fn endings_without_a_verdict_are_named() {
                 .unwrap(),
         );
         let pending =
-            tower::service_fn(|_: Num| std::future::pending::<Result<u32, &'static str>>());
+            tower::service_fn(|_: u32| std::future::pending::<Result<u32, &'static str>>());
         let mut svc = FailFastLayer::new(b.clone())
             .upstream("payments")
             .trace_calls(CallSpan::Current)
@@ -394,12 +387,12 @@ fn endings_without_a_verdict_are_named() {
         for wait in [Duration::from_millis(10), Duration::from_secs(2)] {
             let span = request_span();
             let _in = span.enter();
-            let mut fut = Box::pin(svc.call(Num(1)));
+            let mut fut = Box::pin(svc.call(1));
             assert!(fut.as_mut().poll(&mut cx).is_pending());
             clock.advance(wait);
             drop(fut); // the client went away: early, then after it hung
         }
-        let panicking = tower::service_fn(|_: Num| async {
+        let panicking = tower::service_fn(|_: u32| async {
             if true {
                 panic!("in the upstream");
             }
@@ -412,7 +405,7 @@ fn endings_without_a_verdict_are_named() {
         let span = request_span();
         let _in = span.enter();
         let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            block_on(svc.call(Num(1))).map(|_| ())
+            block_on(svc.call(1)).map(|_| ())
         }));
         assert!(caught.is_err());
     });
@@ -535,7 +528,7 @@ fn without_a_subscriber_the_layer_records_nothing_and_calls_flow() {
         .upstream("payments")
         .trace_calls(CallSpan::Own)
         .layer(upstream(clock.clone(), Upstream::Ok));
-    assert_eq!(block_on(svc.call(Num(3))).unwrap(), 3);
+    assert_eq!(block_on(svc.call(3)).unwrap(), 3);
     assert_eq!(b.snapshot().consecutive_failures, 0);
 }
 
@@ -581,22 +574,22 @@ fn a_ramping_breaker_records_its_share_on_admitted_and_turned_away_calls() {
             calls += 1;
             svc()
         };
-        assert!(call(&mut || block_on(ok.call(Num(1))).is_ok())); // before any trip
-        assert!(!call(&mut || block_on(failing.call(Num(2))).is_ok())); // trips
+        assert!(call(&mut || block_on(ok.call(1)).is_ok())); // before any trip
+        assert!(!call(&mut || block_on(failing.call(2)).is_ok())); // trips
         clock.advance(Duration::from_secs(30));
-        assert!(call(&mut || block_on(ok.call(Num(3))).is_ok())); // the probe closes it
+        assert!(call(&mut || block_on(ok.call(3)).is_ok())); // the probe closes it
         assert_eq!(b.snapshot().ramp_fraction, Some(0.5));
         // Half of the calls get in, at the start of the ramp.
         let admitted = (0..40)
-            .filter(|_| call(&mut || block_on(ok.call(Num(4))).is_ok()))
+            .filter(|_| call(&mut || block_on(ok.call(4)).is_ok()))
             .count();
         assert!((10..=30).contains(&admitted), "{admitted}");
         // 100 s into the ramp: (100.5 / 128) of them.
         clock.advance(Duration::from_secs(100));
-        while !call(&mut || block_on(ok.call(Num(5))).is_ok()) {}
+        while !call(&mut || block_on(ok.call(5)).is_ok()) {}
         // After the ramp: everyone, and no share recorded.
         clock.advance(Duration::from_secs(28));
-        assert!(call(&mut || block_on(ok.call(Num(6))).is_ok()));
+        assert!(call(&mut || block_on(ok.call(6)).is_ok()));
         assert_eq!(b.snapshot().ramp_fraction, None);
     });
     let requests = captured.spans("request");

@@ -113,16 +113,7 @@ fn a_hung_upstream_behind_impatient_clients_opens_by_default_through_call_async(
 
 #[test]
 fn a_hung_upstream_behind_impatient_clients_opens_by_default_through_the_tower_layer() {
-    use failfast::tower::Attempt;
     use tower::{Layer, Service};
-
-    /// A request with nothing in it. The fail-fast layer asks each request
-    /// whether it is a retry (`Attempt`); `()` is std's, so the test's own type
-    /// answers: a first try.
-    #[derive(Clone, Copy, Debug)]
-    struct Job;
-
-    impl Attempt for Job {}
 
     let clock = ManualClock::new();
     let log = Log::default();
@@ -132,10 +123,10 @@ fn a_hung_upstream_behind_impatient_clients_opens_by_default_through_the_tower_l
             .build_with_clock(clock.clone())
             .unwrap(),
     );
-    let hung = tower::service_fn(|_: Job| std::future::pending::<Result<(), std::io::Error>>());
+    let hung = tower::service_fn(|_: ()| std::future::pending::<Result<(), std::io::Error>>());
     let mut svc = failfast::tower::FailFastLayer::new(breaker.clone()).layer(hung);
     let reached = hung_behind_300ms_clients(&clock, || {
-        let mut call = Box::pin(svc.call(Job));
+        let mut call = Box::pin(svc.call(()));
         poll_once(call.as_mut()).is_pending().then_some(call)
     });
     assert_eq!(reached, REACHED_BY_DEFAULT);

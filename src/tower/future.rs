@@ -48,17 +48,15 @@ pin_project! {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), failfast::ConfigError> {
     /// let breaker = Arc::new(Breaker::builder().consecutive_failures(1).build()?);
-    /// let mut svc = FailFastLayer::new(breaker.clone()).layer(tower::service_fn(
-    ///     |req: http::Request<u32>| async move { Err::<(), _>(format!("{} failed", req.body())) },
-    /// ));
-    /// let req = http::Request::new;
+    /// let mut svc = FailFastLayer::new(breaker.clone())
+    ///     .layer(tower::service_fn(|x: u32| async move { Err::<u32, _>(format!("{x} failed")) }));
     ///
-    /// let call = svc.call(req(1)); // admitted: the permit is inside the future
+    /// let call = svc.call(1); // admitted: the permit is inside the future
     /// assert!(call.await.is_err()); // resolved: the failure is recorded, the breaker opens
-    /// let err = svc.call(req(2)).await.unwrap_err(); // ready at once, the service untouched
+    /// let err = svc.call(2).await.unwrap_err(); // ready at once, the service untouched
     /// assert!(err.is::<Rejected>());
     ///
-    /// drop(svc.call(req(3))); // a future dropped at once records nothing
+    /// drop(svc.call(3)); // a future dropped at once records nothing
     /// # Ok(())
     /// # }
     /// ```

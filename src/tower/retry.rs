@@ -240,15 +240,20 @@ where
 /// budget ([`Breaker::try_retry`](crate::Breaker::try_retry)); anything
 /// else is a first try.
 ///
-/// Implemented for `http::Request<B>`. A layer over requests of another
-/// type needs it too; the provided method says "a first try" (for a type
-/// of another crate, such as `()` or `u32`, implement it on a newtype of
-/// your own):
+/// Implemented for `http::Request<B>` (the mark is read from its
+/// extensions), and as "a first try" for the standard library's types a
+/// request often is in tests and small services: `()`, `bool`, `char`, the
+/// integers and floats, `String`, `&str`, `Box<str>` and `Vec<T>`. A layer
+/// over requests of another type needs it too; the provided method says
+/// "a first try":
 ///
 /// ```
 /// struct Job(u64);
 /// impl failfast::tower::Attempt for Job {}
 /// ```
+///
+/// A type of another crate that has no implementation goes in a newtype
+/// of your own, as `Job` above.
 pub trait Attempt {
     /// The retry mark, or `None` for a first try.
     #[inline(always)]
@@ -263,6 +268,38 @@ impl<B> Attempt for http::Request<B> {
         retry_attempt(self.extensions())
     }
 }
+
+/// Requests that carry no extensions: always a first try.
+macro_rules! first_tries {
+    ($($ty:ty),* $(,)?) => {
+        $(impl Attempt for $ty {})*
+    };
+}
+
+first_tries!(
+    (),
+    bool,
+    char,
+    u8,
+    u16,
+    u32,
+    u64,
+    u128,
+    usize,
+    i8,
+    i16,
+    i32,
+    i64,
+    i128,
+    isize,
+    f32,
+    f64,
+    String,
+    &str,
+    Box<str>,
+);
+
+impl<T> Attempt for Vec<T> {}
 
 #[cfg(all(test, not(failfast_loom)))]
 mod tests {
