@@ -65,7 +65,7 @@ GROUPS_TABLE=(
   "share|^src/share/|lib share_replica share_spread share_store_faults share_convergence replica_model remote_reports metrics_totals alloc"
   "redis|^src/redis/|lib redis_store_rules redis_sync redis_faults redis_cluster"
   "http|^src/(http/|authority\.rs$|fault\.rs$)|lib tower_eos faults hints key_normalisation stream_progress fallback_layer example_tonic reqwest_middleware client_uploads retry_tower retry_reqwest"
-  "tower|^src/tower/|lib tower_layers tower_eos faults unanswered stream_progress hostile_clients eject_ramp hints fallback_layer hook_every_cause call_metrics trace_calls alloc_keyed downstream_time client_uploads retry_tower"
+  "tower|^src/tower/|lib tower_layers tower_eos faults unanswered stream_progress hostile_clients eject_ramp hints fallback_layer hook_every_cause call_metrics trace_calls alloc_keyed downstream_time client_uploads retry_tower retry_single"
   "reqwest|^src/reqwest[./]|reqwest_middleware reqwest_chain client_uploads retry_reqwest"
   "retry|^src/(config/)?retry[./]|lib retry_budget retry_model retry_config registry_model"
   "export|^src/export/|lib metrics_totals call_metrics trace_calls hook_every_cause s12_observability otel_export"
