@@ -65,9 +65,9 @@ pub const DEFAULT_MAX_BACKOFF: Duration = Duration::from_millis(500);
 pub const MAX_RETRY_WAIT: Duration = Duration::from_secs(60);
 
 /// The mark a retry carries in its request's extensions: it is the
-/// `n`-th retry (`n ≥ 1`) of a call. The tower layers (keyed and
-/// fail-fast) and the reqwest
-/// [`BreakerMiddleware`](crate::reqwest::BreakerMiddleware) admit a marked
+/// `n`-th retry (`n ≥ 1`) of a call. The tower layers (keyed and fail-fast)
+/// and the reqwest [`BreakerMiddleware`](crate::reqwest::BreakerMiddleware)
+/// admit a marked
 /// request with [`Breaker::try_retry`](crate::Breaker::try_retry) (through
 /// the breaker's retry budget) instead of as a first try.
 ///

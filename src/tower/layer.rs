@@ -45,7 +45,8 @@ use crate::http::{Classify, DefaultClassifier};
 /// after [`classify_at_end`](Self::classify_at_end).
 ///
 /// The layer takes any request that implements [`Attempt`] (every
-/// `http::Request<B>` does) and hands it on unchanged. A call that fails
+/// `http::Request<B>` does, and so do `()`, the integers, `String` and the
+/// other standard types [`Attempt`] lists) and hands it on unchanged. A call that fails
 /// because its own request body failed (a client gone mid-upload, an upload
 /// cut by an idle or size limit) is neutral with every shipped classifier,
 /// the default one included: hyper says so in its error, and
