@@ -18,11 +18,14 @@ use failfast::tower::{
     retry_attempt, Attempt, FailFastLayer, HttpClassifier, Retries, RetryAttempt, RetryPolicy,
     TokioClock, WhenRefused,
 };
-use failfast::{Breaker, Builder, CallCounts, RejectReason, Rejected, RetryBudget};
+use failfast::{Breaker, Builder, CallCounts, RejectReason, RetryBudget};
 use http_body_util::Empty;
 use hyper::body::Bytes;
 use tower::retry::RetryLayer;
-use tower::{BoxError, Layer, Service, ServiceBuilder, ServiceExt};
+use tower::{Layer, Service, ServiceBuilder, ServiceExt};
+
+mod retry_client;
+use retry_client::{get, rejection, send, Client};
 
 type Single = Arc<Breaker<TokioClock>>;
 
@@ -72,8 +75,6 @@ fn breaker(budget: RetryBudget) -> Single {
     Arc::new(template.build_with_clock(TokioClock::new()).unwrap())
 }
 
-type Client = tower::util::BoxService<http::Request<String>, http::Response<()>, BoxError>;
-
 /// `RetryLayer` outside a `FailFastLayer` on `breaker`, over `up`.
 fn client(breaker: &Single, up: &Upstream, policy: RetryPolicy) -> Client {
     let up = up.clone();
@@ -88,25 +89,8 @@ fn client(breaker: &Single, up: &Upstream, policy: RetryPolicy) -> Client {
     tower::util::BoxService::new(svc)
 }
 
-fn get() -> http::Request<String> {
-    http::Request::get("http://api.example/items")
-        .body(String::new())
-        .unwrap()
-}
-
-async fn send(client: &mut Client, req: http::Request<String>) -> Result<u16, BoxError> {
-    let response = client.ready().await?.call(req).await?;
-    Ok(response.status().as_u16())
-}
-
 fn counts(breaker: &Single) -> CallCounts {
     breaker.snapshot().calls.expect("count_calls(true)")
-}
-
-fn rejection(e: &BoxError) -> RejectReason {
-    e.downcast_ref::<Rejected>()
-        .expect("a breaker's rejection")
-        .reason()
 }
 
 #[tokio::test(start_paused = true)]

@@ -15,10 +15,13 @@ use failfast::registry::HostKey;
 use failfast::tower::{
     retry_attempt, HttpClassifier, KeyedLayer, Retries, RetryPolicy, TokioClock, WhenRefused,
 };
-use failfast::{Breaker, Builder, Registry, RejectReason, Rejected, RetryBudget, State};
+use failfast::{Breaker, Builder, Registry, RejectReason, RetryBudget, State};
 use tokio::time::Instant;
 use tower::retry::RetryLayer;
-use tower::{BoxError, Service, ServiceBuilder, ServiceExt};
+use tower::{ServiceBuilder, ServiceExt};
+
+mod retry_client;
+use retry_client::{get, rejection, send, Client};
 
 type Hosts = Registry<HostKey, std::collections::hash_map::RandomState, TokioClock>;
 
@@ -90,8 +93,6 @@ fn lenient(budget: Option<RetryBudget>) -> Builder {
     }
 }
 
-type Client = tower::util::BoxService<http::Request<String>, http::Response<()>, BoxError>;
-
 fn client(registry: &Arc<Hosts>, up: &Upstream, policy: RetryPolicy) -> Client {
     let up = up.clone();
     let svc = ServiceBuilder::new()
@@ -102,23 +103,6 @@ fn client(registry: &Arc<Hosts>, up: &Upstream, policy: RetryPolicy) -> Client {
             async move { Ok::<_, Infallible>(answer) }
         });
     tower::util::BoxService::new(svc)
-}
-
-fn get() -> http::Request<String> {
-    http::Request::get("http://api.example/items")
-        .body(String::new())
-        .unwrap()
-}
-
-async fn send(client: &mut Client, req: http::Request<String>) -> Result<u16, BoxError> {
-    let response = client.ready().await?.call(req).await?;
-    Ok(response.status().as_u16())
-}
-
-fn rejection(e: &BoxError) -> RejectReason {
-    e.downcast_ref::<Rejected>()
-        .expect("a breaker's rejection")
-        .reason()
 }
 
 /// The host's call counters.
